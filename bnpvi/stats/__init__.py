@@ -1,0 +1,3 @@
+from bnpvi.stats.suffstats import SuffStats
+
+__all__ = ["SuffStats"]
