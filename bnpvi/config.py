@@ -1,0 +1,92 @@
+"""Structured-config schemas (dataclasses) for every Hydra group in ``bnpvi/conf``.
+
+They make a mistyped or unknown key fail at start-up with a message naming it, and
+document every option with its default. The YAML files in ``bnpvi/conf/<group>/``
+pick values; these classes say which keys exist.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+
+@dataclass
+class ModelConfig:
+    """Allocation model: ``dp_mix`` (stick-breaking DP) or ``finite_mix`` (symmetric Dirichlet)."""
+
+    name: str = MISSING
+    gamma: float = 10.0  # DP concentration γ (finite_mix: Dirichlet(γ/K, ..., γ/K))
+
+
+@dataclass
+class ObsConfig:
+    """Observation family and its prior (spec 01 §1.5; unset values are data-driven)."""
+
+    name: str = MISSING  # gauss | diag_gauss | zm_gauss
+    sF: float = 1.0  # prior expected covariance = sF x data covariance scale
+    prior_cov: str = "diag"  # eye | diag | cov: which data covariance scale
+    nu: Optional[float] = None  # Wishart/Gamma degrees of freedom ν̄ (default D + 2)
+    kappa: float = 1e-4  # prior pseudo-count κ̄ of the mean
+    mean: Optional[List[float]] = None  # prior mean m̄ (default: the data mean)
+
+
+@dataclass
+class AlgConfig:
+    """Learning algorithm: ``vb`` (full data), ``memo`` (memoized), ``sovb`` (stochastic)."""
+
+    name: str = MISSING
+    n_laps: int = 100  # maximum number of passes through the data
+    converge_thr: float = 1e-6  # stop when |ΔELBO| / N over a lap is below this ...
+    count_thr: float = 0.01  # ... and no cluster's count N_k changed by more than this
+    n_batches: Optional[int] = None  # split a file converted without fixed batches into this many
+    rate_delay: float = 1.0  # sovb: δ in ξ_t = (δ + t)^(-κ)
+    rate_exponent: float = 0.6  # sovb: κ in (0.5, 1]
+
+
+@dataclass
+class InitConfig:
+    """Initialisation (spec 01 §4.4)."""
+
+    name: str = MISSING  # kmeanspp (Bregman k-means++) | random (K random atoms)
+    K: int = 8  # initial number of clusters
+    n_samples: int = 20000  # atoms sampled for seeding
+    n_trials: Optional[int] = None  # k-means++ candidates per seed (default 2 + ln K)
+    kmeans_iters: int = 0  # Bregman k-means iterations after seeding
+
+
+@dataclass
+class DataConfig:
+    """Data: ``toy`` (built-in 8-Gaussian set, generated once and cached) or ``hdf5`` (a converted file)."""
+
+    name: str = MISSING
+    path: Optional[str] = None  # hdf5: the file written by `bnpvi-data convert`
+    n_atoms: int = 5000  # toy: number of points
+    seed: int = 0  # toy: generator seed
+    n_batches: int = 5  # toy: fixed batches in the generated file
+
+
+@dataclass
+class TrainConfig:
+    """Top level of ``bnpvi-train``."""
+
+    model: ModelConfig = MISSING
+    obs: ObsConfig = MISSING
+    alg: AlgConfig = MISSING
+    init: InitConfig = MISSING
+    data: DataConfig = MISSING
+    moves: Dict[str, Any] = field(default_factory=dict)  # proposal moves (none yet)
+    seed: int = 0  # seeds every random choice of the run
+    checkpoint_every: int = 10  # laps between checkpoints (one is always written at the end)
+    resume: Optional[str] = None  # RUN_DIR of a run to continue from its latest checkpoint
+
+
+def register_configs() -> None:
+    """Put the schemas in Hydra's ConfigStore (called before composing)."""
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    for group, node in (("model", ModelConfig), ("obs", ObsConfig), ("alg", AlgConfig),
+                        ("init", InitConfig), ("data", DataConfig)):
+        cs.store(group=group, name=f"{group}_schema", node=node)

@@ -1,0 +1,58 @@
+"""Nested dicts of arrays <-> HDF5 groups, and atomic file replacement."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+
+def write_tree(group: h5py.Group, tree: dict) -> None:
+    """Write a nested dict: dicts become groups, strings/numbers/arrays datasets."""
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            write_tree(group.create_group(key), value)
+        elif isinstance(value, str):
+            group.create_dataset(key, data=value, dtype=h5py.string_dtype())
+        else:
+            group.create_dataset(key, data=np.asarray(value))
+
+
+def read_tree(group: h5py.Group) -> dict:
+    """Inverse of ``write_tree`` (0-d datasets come back as NumPy scalars, strings as str)."""
+    out = {}
+    for key, item in group.items():
+        if isinstance(item, h5py.Group):
+            out[key] = read_tree(item)
+        elif h5py.check_string_dtype(item.dtype) is not None:
+            out[key] = item.asstr()[()]
+        else:
+            out[key] = item[()]
+    return out
+
+
+def write_atomic(path: Path, tree: dict, attrs: dict | None = None) -> None:
+    """Write ``tree`` to an HDF5 file via a temporary file in the same folder and a rename.
+
+    A crash at any moment leaves either the previous file or the new one, never a
+    partial one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            write_tree(f, tree)
+            for key, value in (attrs or {}).items():
+                f.attrs[key] = value
+            f.flush()
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
