@@ -49,5 +49,5 @@ def test_remove_insert_reorder_pad():
 
 def test_serialisation_round_trip():
     s = random_stats()
-    back = SuffStats.from_arrays(s.to_arrays())
+    back = SuffStats.from_tree(s.to_tree())
     assert back.allclose(s, rtol=0, atol=0) and back.scalars == s.scalars

@@ -46,14 +46,14 @@ class MemoizedVB(Algorithm):
 
     def state(self) -> dict:
         state = super().state()
-        state["aggregate"] = self.aggregate.to_arrays()
+        state["aggregate"] = self.aggregate.to_tree()
         state["cached"] = np.array([c is not None for c in self.caches])
-        state["caches"] = {str(b): c.to_arrays() for b, c in enumerate(self.caches) if c is not None}
+        state["caches"] = {str(b): c.to_tree() for b, c in enumerate(self.caches) if c is not None}
         return state
 
     def load_state(self, state: dict) -> None:
         super().load_state(state)
-        self.aggregate = SuffStats.from_arrays(state["aggregate"])
+        self.aggregate = SuffStats.from_tree(state["aggregate"])
         caches = state.get("caches", {})
-        self.caches = [SuffStats.from_arrays(caches[str(b)]) if str(b) in caches else None
+        self.caches = [SuffStats.from_tree(caches[str(b)]) if str(b) in caches else None
                        for b in range(self.n_batches)]

@@ -104,7 +104,7 @@ class Run:
 
     # ---------------------------------------------------------------- state
     def state(self) -> dict:
-        model = {"eff": self.model.eff.to_arrays(), "uids": self.model.uids, "next_uid": self.model.next_uid}
+        model = {"eff": self.model.eff.to_tree(), "uids": self.model.uids, "next_uid": self.model.next_uid}
         run = {"elapsed_s": self.elapsed(), "converged": int(self.converged)}
         if self.prev_counts is not None:
             run["prev_counts"] = self.prev_counts
@@ -123,7 +123,7 @@ class Run:
         if not np.array_equal(np.asarray(meta["data_mean"]), self.meta["data_mean"]):
             raise BnpviError(f"data file {self.store.path} has changed since the checkpoint was written")
         m = ckpt["model"]
-        self.model = MixtureModel(self.alloc, self.obs, SuffStats.from_arrays(m["eff"]), uids=m["uids"])
+        self.model = MixtureModel(self.alloc, self.obs, SuffStats.from_tree(m["eff"]), uids=m["uids"])
         self.model.next_uid = int(m["next_uid"])
         self.rng.bit_generator.state = json.loads(ckpt["rng"])
         self.alg = ALGORITHMS[self.cfg.alg.name](self.model, self.store, self.cfg.alg, self.rng)

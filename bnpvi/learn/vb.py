@@ -36,9 +36,9 @@ class FullVB(Algorithm):
     def state(self) -> dict:
         state = super().state()
         if self.accum is not None:
-            state["accum"] = self.accum.to_arrays()
+            state["accum"] = self.accum.to_tree()
         return state
 
     def load_state(self, state: dict) -> None:
         super().load_state(state)
-        self.accum = SuffStats.from_arrays(state["accum"]) if "accum" in state else None
+        self.accum = SuffStats.from_tree(state["accum"]) if "accum" in state else None

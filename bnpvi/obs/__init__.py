@@ -1,0 +1,29 @@
+"""Observation families (spec 01 §1.5) and the registry that builds one from the ``obs`` config node.
+
+Config keys of the Gaussian families (``obs`` node): ``name`` (one of ``FAMILIES``),
+``sF`` (default 1.0: prior expected covariance = sF × data covariance scale), ``prior_cov``
+("eye" | "diag" [default] | "cov"), ``nu`` (None → D + 2), ``kappa`` (default 1e-4),
+``mean`` (None → data mean, or a list of D numbers). See ``bnpvi.obs._wishart.prior_from_config``.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from bnpvi.errors import BnpviError
+from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+from bnpvi.obs.diag_gauss import DiagGauss
+from bnpvi.obs.gauss import Gauss
+from bnpvi.obs.zm_gauss import ZeroMeanGauss
+
+FAMILIES: dict[str, type[ObsFamily]] = {"gauss": Gauss, "diag_gauss": DiagGauss, "zm_gauss": ZeroMeanGauss}
+
+
+def make_obs(cfg: Mapping, D: int, moments: DataMoments | None) -> ObsFamily:
+    """The observation family named by ``cfg.name``, with priors from ``cfg`` and the data moments."""
+    name = cfg.get("name")
+    if name not in FAMILIES:
+        raise BnpviError(f"unknown observation family obs.name={name!r}; choose one of {sorted(FAMILIES)}")
+    return FAMILIES[name].from_config(cfg, int(D), moments)
+
+
+__all__ = ["DataMoments", "DiagGauss", "FAMILIES", "Gauss", "ObsFamily", "Posterior", "ZeroMeanGauss", "make_obs"]

@@ -130,17 +130,14 @@ class SuffStats:
         return SuffStats(fields, dict(self.scalars))
 
     # ------------------------------------------------------- serialisation
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """Flat dict of arrays (fields, and scalars as 0-d arrays under 'scalar/NAME')."""
-        out = {f"field/{n}": v for n, v in self.fields.items()}
-        out.update({f"scalar/{n}": np.float64(v) for n, v in self.scalars.items()})
-        return out
+    def to_tree(self) -> dict:
+        """Nested dict of arrays ({'fields': {...}, 'scalars': {...}}) for HDF5 checkpoints."""
+        return {"fields": dict(self.fields), "scalars": {n: np.float64(v) for n, v in self.scalars.items()}}
 
     @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> "SuffStats":
-        fields = {k.split("/", 1)[1]: np.asarray(v) for k, v in arrays.items() if k.startswith("field/")}
-        scalars = {k.split("/", 1)[1]: float(np.asarray(v)) for k, v in arrays.items() if k.startswith("scalar/")}
-        return cls(fields, scalars)
+    def from_tree(cls, tree: Mapping) -> "SuffStats":
+        return cls({n: np.asarray(v) for n, v in tree["fields"].items()},
+                   {n: float(np.asarray(v)) for n, v in tree.get("scalars", {}).items()})
 
     def allclose(self, other: "SuffStats", rtol=1e-9, atol=1e-9) -> bool:
         if self.fields.keys() != other.fields.keys() or self.K != other.K:

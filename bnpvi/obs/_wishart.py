@@ -1,0 +1,396 @@
+"""Shared machinery of the Gaussian families (spec 01 §1.5 F3-F5, "Hyperparameter defaults", §10.4-10.5).
+
+Everything the three Gaussian families have in common lives here once:
+
+* reading and validating the ``obs`` config node and the data-driven prior defaults;
+* Cholesky factors of SPD scale matrices with a ridge fallback (§10.4);
+* the Wishart log normaliser, E ln|Λ|, KL between Wisharts and the ELBO data term
+  L_data,k* at the optimum. A 1-D Wishart(ν, b) with inverse scale b is exactly
+  Gamma(shape ν/2, rate b/2), so the diagonal family (F5) uses the same functions with
+  D = 1, elementwise per dimension;
+* the Normal part of the Normal-Wishart KL and of E_q log p(x | m, Λ);
+* summaries Σ_n r_nk y_n y_nᵀ, whitened distances ‖L_k⁻¹(y_n − μ_k)‖², and the Bregman
+  divergence (= KL between Gaussians) from smoothed atoms to centers for the full-covariance
+  families (F3, F4).
+
+Wishart convention (spec F3): Λ ~ W(ν, B) with *inverse* scale B,
+p(Λ) ∝ |Λ|^{(ν−D−1)/2} exp(−½ tr(BΛ)), E[Λ] = ν B⁻¹ (scipy's ``wishart`` uses scale = B⁻¹).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Mapping
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from scipy.special import digamma
+
+from bnpvi.errors import BnpviError
+from bnpvi.special import LOG_2PI, multigammaln
+
+LOG_2 = float(np.log(2.0))
+_log = logging.getLogger("bnpvi.obs")
+
+PRIOR_COV_CHOICES = ("eye", "diag", "cov")
+VAR_FLOOR = 1e-6
+"""Per-dimension data variances are floored at VAR_FLOOR × their mean (constant pixels etc.)."""
+_CHUNK_ELEMS = 1 << 22
+"""Target size (float64 elements) of temporaries in chunked products (32 MB)."""
+
+
+# ====================================================================== config
+def _cfg_get(cfg, key: str):
+    if cfg is None:
+        return None
+    return cfg.get(key)
+
+
+def _as_float(cfg, key: str, default):
+    value = _cfg_get(cfg, key)
+    if value is None:
+        return default
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise BnpviError(f"obs.{key} must be a number, got {value!r}") from None
+    if not np.isfinite(value):
+        raise BnpviError(f"obs.{key} must be a finite number, got {value!r}")
+    return value
+
+
+def check_nu(nu: float, min_nu: float, D: int) -> float:
+    """ν̄ must exceed ``min_nu`` (D − 1 for a D-dim Wishart, 0 per dimension for F5; §10.5)."""
+    nu = float(nu)
+    if not np.isfinite(nu) or nu <= min_nu:
+        raise BnpviError(f"obs.nu must be > {min_nu:g} for D={D} (Wishart degrees of freedom), got {nu:g}")
+    return nu
+
+
+def check_kappa(kappa: float) -> float:
+    kappa = float(kappa)
+    if not np.isfinite(kappa) or kappa <= 0:
+        raise BnpviError(f"obs.kappa must be a positive number, got {kappa:g}")
+    return kappa
+
+
+def check_mean(m, D: int) -> np.ndarray:
+    try:
+        m = np.asarray(list(m) if not isinstance(m, np.ndarray) else m, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise BnpviError(f"obs.mean must be a list of {D} numbers, got {m!r}") from None
+    if m.shape != (D,) or not np.all(np.isfinite(m)):
+        raise BnpviError(f"obs.mean must be a list of {D} finite numbers, got shape {m.shape}")
+    return m
+
+
+def prior_from_config(cfg: Mapping, D: int, moments, *, wishart_dim: int, zero_mean: bool = False) -> dict:
+    """Prior hyperparameters from the ``obs`` config node (spec 01 "Hyperparameter defaults" [R]).
+
+    Parameters
+    ----------
+    cfg : mapping with optional keys sF, prior_cov, nu, kappa, mean (see ``bnpvi.obs``).
+    D : int
+        Data dimension.
+    moments : DataMoments or None
+        Whole-data moments; None means zero mean and identity covariance.
+    wishart_dim : int
+        Dimension of each Wishart factor: D for F3/F4, 1 for F5 (a Gamma per dimension).
+        It sets the check ν̄ > wishart_dim − 1 and the scale factor below.
+    zero_mean : bool
+        F3: the covariance scale is the second moment about 0, Σ_n x xᵀ/N = cov + mean meanᵀ,
+        (the zero-mean model's ML covariance); obs.kappa and obs.mean are ignored (not read).
+
+    Returns
+    -------
+    dict with ``nu`` (float), ``kappa`` (float; NaN if zero_mean), ``m`` (D,; zeros if
+    zero_mean), ``B`` (D, D) SPD.
+
+    Notes
+    -----
+    ν̄ = obs.nu or D + 2. C is the scale matrix chosen by obs.prior_cov ("eye": σ̄² I with
+    σ̄² the mean per-dimension variance; "diag": diag of the variances [default]; "cov": the
+    full covariance); variances are floored at VAR_FLOOR·σ̄². Then
+    B̄ = (ν̄ − d − 1)·sF·C if ν̄ > d + 1 (so that E[Λ⁻¹] = B̄/(ν̄ − d − 1) = sF·C), otherwise
+    B̄ = ν̄·sF·C (so that E[Λ]⁻¹ = sF·C), with d = ``wishart_dim``.
+    """
+    nu = check_nu(_as_float(cfg, "nu", D + 2.0), wishart_dim - 1.0, D)
+    sF = _as_float(cfg, "sF", 1.0)
+    if sF <= 0:
+        raise BnpviError(f"obs.sF must be a positive number, got {sF:g}")
+    kind = _cfg_get(cfg, "prior_cov")
+    kind = "diag" if kind is None else str(kind)
+    if kind not in PRIOR_COV_CHOICES:
+        raise BnpviError(f"obs.prior_cov must be one of {list(PRIOR_COV_CHOICES)}, got {kind!r}")
+    kappa = np.nan if zero_mean else check_kappa(_as_float(cfg, "kappa", 1e-4))
+
+    if moments is None:
+        data_mean, cov = np.zeros(D), np.eye(D)
+    else:
+        data_mean = np.asarray(moments.mean, dtype=np.float64).reshape(-1)
+        cov = np.asarray(moments.cov, dtype=np.float64)
+        if data_mean.shape != (D,) or cov.shape != (D, D):
+            raise BnpviError(f"data moments have shapes {data_mean.shape}, {cov.shape}, expected D={D}")
+    if zero_mean:
+        cov = cov + np.outer(data_mean, data_mean)
+    C = scale_matrix(kind, cov)
+    factor = nu - wishart_dim - 1.0 if nu > wishart_dim + 1.0 else nu
+    mean_cfg = _cfg_get(cfg, "mean")
+    m = np.zeros(D) if zero_mean else (data_mean.copy() if mean_cfg is None else check_mean(mean_cfg, D))
+    return {"nu": nu, "kappa": kappa, "m": m, "B": factor * sF * C}
+
+
+def scale_matrix(kind: str, cov: np.ndarray) -> np.ndarray:
+    """The prior scale matrix C for obs.prior_cov = kind ∈ {eye, diag, cov} (floored, SPD)."""
+    var = np.diag(cov).copy()
+    sbar2 = float(np.mean(var)) if var.size else 1.0
+    if not np.isfinite(sbar2) or sbar2 <= 0:
+        sbar2 = 1.0  # constant data: fall back to unit scale
+    var = np.maximum(np.where(np.isfinite(var), var, sbar2), VAR_FLOOR * sbar2)
+    if kind == "eye":
+        return sbar2 * np.eye(cov.shape[0])
+    if kind == "diag":
+        return np.diag(var)
+    C = 0.5 * (cov + cov.T)
+    C[np.diag_indices_from(C)] = var
+    return chol_spd(C, what="the data covariance (obs.prior_cov=cov)")[1]
+
+
+def data_matrix(batch, D: int, family: str) -> np.ndarray:
+    """The batch's X as float64 (N, D), with a one-line error when D does not match."""
+    X = np.asarray(batch.X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != D:
+        raise BnpviError(f"data have shape {X.shape} but the {family} family was built for D={D}")
+    return X
+
+
+def prior_scale(B) -> tuple[np.ndarray, np.ndarray, float]:
+    """Validated prior inverse scale B̄ (square, SPD): returns (B̄, its Cholesky factor, ln|B̄|)."""
+    B = np.asarray(B, dtype=np.float64)
+    if B.ndim != 2 or B.shape[0] != B.shape[1]:
+        raise BnpviError(f"obs.B must be a square matrix, got shape {B.shape}")
+    L, B = chol_spd(B, what="the prior scale matrix obs.B")
+    return B, L, float(logdet_chol(L))
+
+
+# ============================================================ linear algebra
+def chol_spd(B: np.ndarray, what: str = "posterior scale matrix B̂") -> tuple[np.ndarray, np.ndarray]:
+    """Lower Cholesky factors of symmetric-positive-definite matrices (spec 01 §10.4).
+
+    Parameters
+    ----------
+    B : (..., D, D) ndarray
+        Symmetrised as (B + Bᵀ)/2 first.
+
+    Returns
+    -------
+    L : (..., D, D) lower-triangular, L Lᵀ = B_used
+    B_used : (..., D, D) the symmetrised matrices, with a tiny ridge ε·mean(diag)·I added to
+        those whose Cholesky failed (ε = 1e-12, 1e-11, ... until it succeeds; logged).
+    """
+    B = 0.5 * (B + np.swapaxes(B, -1, -2))
+    if not np.all(np.isfinite(B)):
+        raise BnpviError(f"{what} has non-finite entries (NaN or inf in the data or statistics)")
+    try:
+        return np.linalg.cholesky(B), B
+    except np.linalg.LinAlgError:
+        pass
+    B = B.copy()
+    L = np.zeros_like(B)
+    D = B.shape[-1]
+    for idx in np.ndindex(*B.shape[:-2]):
+        try:
+            L[idx] = np.linalg.cholesky(B[idx])
+            continue
+        except np.linalg.LinAlgError:
+            pass
+        scale = max(float(np.mean(np.abs(np.diag(B[idx])))), np.finfo(float).tiny)
+        for power in range(-12, 1):
+            ridge = scale * 10.0**power
+            try:
+                L[idx] = np.linalg.cholesky(B[idx] + ridge * np.eye(D))
+            except np.linalg.LinAlgError:
+                continue
+            B[idx] = B[idx] + ridge * np.eye(D)
+            _log.warning("%s %s not positive definite; added ridge %.3g", what, idx, ridge)
+            break
+        else:
+            raise BnpviError(f"{what} {idx} is not positive definite even after adding a ridge")
+    return L, B
+
+
+def logdet_chol(L: np.ndarray) -> np.ndarray:
+    """ln|B| = 2 Σ_d ln L_dd from the Cholesky factor (never ln det B; §10.4)."""
+    return 2.0 * np.sum(np.log(np.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
+
+
+def chol_inverse(L: np.ndarray) -> np.ndarray:
+    """(..., D, D) inverses L⁻¹ of lower-triangular factors (triangular solves against I)."""
+    out = np.empty_like(L)
+    eye = np.eye(L.shape[-1])
+    for idx in np.ndindex(*L.shape[:-2]):
+        out[idx] = solve_triangular(L[idx], eye, lower=True, check_finite=False)
+    return out
+
+
+def trace_inv_prod(L_q: np.ndarray, L_p: np.ndarray) -> np.ndarray:
+    """tr(B_p B_q⁻¹) = ‖L_q⁻¹ L_p‖_F² for Cholesky factors of B_q, B_p (broadcast over leading axes)."""
+    M = np.linalg.solve(L_q, np.broadcast_to(L_p, np.broadcast_shapes(L_q.shape, L_p.shape)))
+    return np.sum(M * M, axis=(-2, -1))
+
+
+def inv_quad(L: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """vᵀ B⁻¹ v = ‖L⁻¹ v‖² for (..., D, D) factors and (..., D) vectors."""
+    z = np.linalg.solve(L, v[..., None])[..., 0]
+    return np.sum(z * z, axis=-1)
+
+
+def whitened_sq_norms(Y: np.ndarray, L: np.ndarray, mu: np.ndarray | None = None) -> np.ndarray:
+    """(N, K) ‖L_k⁻¹ (y_n − μ_k)‖² for all atoms n and clusters k.
+
+    One triangular inverse per cluster, then one (N × D)·(D × D) product per cluster — a
+    loop over K, never over N (measured ~1.5× faster than ``solve_triangular`` on Yᵀ per
+    cluster and as accurate: both are backward stable for the triangular factor).
+    """
+    N, K = Y.shape[0], L.shape[0]
+    Linv = chol_inverse(L)
+    out = np.empty((N, K))
+    for k in range(K):
+        Z = Y @ Linv[k].T
+        if mu is not None:
+            Z -= Linv[k] @ mu[k]
+        out[:, k] = np.einsum("nd,nd->n", Z, Z)
+    return out
+
+
+def weighted_outer_sum(resp: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """(K, D, D) Σ_n r_nk y_n y_nᵀ as one BLAS product per chunk of atoms.
+
+    (resp_cᵀ) @ [y_n ⊗ y_n]_c with chunks of atoms sized so the (chunk, D²) outer-product
+    block stays ~32 MB. Measured (K=256, D=64, N=10⁴): 0.27 s vs 0.53 s for a loop over k of
+    (Y·r_k)ᵀY and > 10 s for ``np.einsum('nk,nd,ne->kde', optimize=True)``.
+    """
+    N, D = Y.shape
+    K = resp.shape[1]
+    out = np.zeros((K, D * D))
+    chunk = max(1, _CHUNK_ELEMS // max(D * D, 1))
+    for s in range(0, N, chunk):
+        Yc = Y[s:s + chunk]
+        out += resp[s:s + chunk].T @ (Yc[:, :, None] * Yc[:, None, :]).reshape(Yc.shape[0], D * D)
+    out = out.reshape(K, D, D)
+    return 0.5 * (out + np.swapaxes(out, 1, 2))
+
+
+# ================================================================ Wishart math
+def expected_logdet(nu: np.ndarray, logdet_B: np.ndarray, D: int) -> np.ndarray:
+    """E ln|Λ| = Σ_{d=1}^{D} ψ((ν + 1 − d)/2) + D ln 2 − ln|B| (spec F3)."""
+    nu = np.asarray(nu, dtype=np.float64)
+    d = np.arange(D, dtype=np.float64)
+    return digamma((nu[..., None] - d) / 2.0).sum(axis=-1) + D * LOG_2 - logdet_B
+
+
+def wishart_log_norm(nu: np.ndarray, logdet_B: np.ndarray, D: int) -> np.ndarray:
+    """A(ν, B) = (νD/2) ln 2 − (ν/2) ln|B| + lnΓ_D(ν/2): log ∫ |Λ|^{(ν−D−1)/2} e^{−tr(BΛ)/2} dΛ."""
+    nu = np.asarray(nu, dtype=np.float64)
+    return 0.5 * nu * D * LOG_2 - 0.5 * nu * logdet_B + multigammaln(0.5 * nu, D)
+
+
+def wishart_log_marginal(N, nu_prior, logdet_prior, nu_post, logdet_post, D: int) -> np.ndarray:
+    """−(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂| (spec F3).
+
+    Written as −(N D/2) ln 2π + A(ν̂, B̂) − A(ν̄, B̄); the same Wishart part of F4 and (D = 1,
+    per dimension) F5. Exactly 0 when (ν̂, ln|B̂|) = (ν̄, ln|B̄|).
+    """
+    return (-0.5 * D * LOG_2PI) * N + (wishart_log_norm(nu_post, logdet_post, D) - wishart_log_norm(nu_prior, logdet_prior, D))
+
+
+def kl_wishart(nu_q, logdet_q, nu_p, logdet_p, trace_pq, D: int) -> np.ndarray:
+    """KL(W(ν_q, B_q) ‖ W(ν_p, B_p)) (spec F3 KL_W), trace_pq = tr(B_p B_q⁻¹).
+
+    = A(ν_p, B_p) − A(ν_q, B_q) + ((ν_q − ν_p)/2) E_q ln|Λ| − ν_q D/2 + (ν_q/2) tr(B_p B_q⁻¹).
+    For D = 1 this is KL_Gamma(ν_q/2, b_q/2 ‖ ν_p/2, b_p/2) (spec F5).
+    """
+    e_logdet = expected_logdet(nu_q, logdet_q, D)
+    return (
+        wishart_log_norm(nu_p, logdet_p, D) - wishart_log_norm(nu_q, logdet_q, D)
+        + 0.5 * (nu_q - nu_p) * e_logdet - 0.5 * nu_q * D + 0.5 * nu_q * trace_pq
+    )
+
+
+def kl_normal_part(kappa_q, kappa_p, maha, D: int) -> np.ndarray:
+    """E_{q(Λ)} KL(N(m_q, (κ_qΛ)⁻¹) ‖ N(m_p, (κ_pΛ)⁻¹)) (spec F4 KL, Normal part).
+
+    = ½[D κ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p · maha], maha = ν_q (m_q − m_p)ᵀ B_q⁻¹ (m_q − m_p)
+    (for F5: Σ_d ν_q (m_qd − m_pd)²/b_qd).
+    """
+    ratio = kappa_p / kappa_q
+    return 0.5 * (D * ratio - D - D * np.log(ratio) + kappa_p * maha)
+
+
+def gauss_expected_log_lik(e_logdet, maha, D: int, kappa=None) -> np.ndarray:
+    """E_q log N(x | m, Λ⁻¹) = −(D/2) ln 2π + ½ E ln|Λ| − ½ [D/κ̂ + maha] (spec F3, F4, F5).
+
+    ``maha`` (N, K) is ν̂ (x − m̂)ᵀ B̂⁻¹ (x − m̂); ``kappa`` None means a known zero mean (F3).
+    """
+    const = -0.5 * D * LOG_2PI + 0.5 * e_logdet
+    if kappa is not None:
+        const = const - 0.5 * D / kappa
+    return const[None, :] - 0.5 * maha
+
+
+def wishart_posterior(nu: np.ndarray, B: np.ndarray) -> dict[str, np.ndarray]:
+    """Posterior Wishart parameters with factors: nu, B (SPD), B_chol, logdet_B, E_logdet_Lambda."""
+    L, B = chol_spd(B)
+    logdet = logdet_chol(L)
+    return {"nu": nu, "B": B, "B_chol": L, "logdet_B": logdet,
+            "E_logdet_Lambda": expected_logdet(nu, logdet, B.shape[-1])}
+
+
+def empty_rows(N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+    """(K,) bool: clusters with N_k = 0 and all statistics exactly 0 (their L_data,k* is 0)."""
+    empty = np.asarray(N) == 0
+    for value in stats.values():
+        value = np.asarray(value)
+        empty &= ~np.any(value.reshape(value.shape[0], -1) != 0, axis=1)
+    return empty
+
+
+def counts(N) -> np.ndarray:
+    """N clipped at 0 (memoized aggregates can come out as −1e-13; spec 01 §10.3)."""
+    return np.maximum(np.asarray(N, dtype=np.float64), 0.0)
+
+
+def gauss_divergence(Y, centers, *, nu_atom, shrink, mean_scale, prior_chol, prior_logdet) -> np.ndarray:
+    """(N, J) KL(N(a_n, Σ_n) ‖ N(μ_j, Σ_j)) from smoothed atoms to centers (F3, F4; §1.2, §4.4).
+
+    Atom n (the one-observation posterior's point estimate, y_n = x_n − m̄):
+    Σ_n = (B̄ + c y_n y_nᵀ)/ν_a, a_n = s·y_n; center j: Σ_j = B̂_j/ν̂_j, mean μ_j = m̂_j − m̄.
+    F4: c = κ̄/(κ̄+1), s = 1/(κ̄+1), ν_a = ν̄+1; F3: c = 1, no means. Then
+
+        2 KL = (ν̂_j/ν_a)[tr(B̂_j⁻¹B̄) + c ‖L_j⁻¹y_n‖²] + ν̂_j ‖L_j⁻¹(s y_n − μ_j)‖² − D
+               + ln|B̂_j| − D ln ν̂_j − ln|B̄| − ln(1 + c ‖L̄⁻¹y_n‖²) + D ln ν_a,
+
+    using the matrix determinant lemma for ln|Σ_n| (no per-atom D×D work).
+
+    Parameters
+    ----------
+    Y : (N, D) atoms relative to m̄ (F3: the raw atoms).
+    centers : Posterior with nu, B_chol, logdet_B and (F4) m_rel = m̂ − m̄.
+    mean_scale : float or None
+        s above; None for the zero-mean family.
+    """
+    N, D = Y.shape
+    L_c, nu_c, logdet_c = centers["B_chol"], centers["nu"], centers["logdet_B"]
+    J = L_c.shape[0]
+    atom_logdet = prior_logdet + np.log1p(shrink * whitened_sq_norms(Y, prior_chol[None])[:, 0]) - D * np.log(nu_atom)
+    trace = trace_inv_prod(L_c, prior_chol[None])
+    Linv = chol_inverse(L_c)
+    out = np.empty((N, J))
+    for j in range(J):
+        Z = Y @ Linv[j].T
+        val = (nu_c[j] / nu_atom) * (trace[j] + shrink * np.einsum("nd,nd->n", Z, Z))
+        if mean_scale is not None:
+            W = mean_scale * Z - Linv[j] @ centers["m_rel"][j]
+            val += nu_c[j] * np.einsum("nd,nd->n", W, W)
+        out[:, j] = val + (logdet_c[j] - D * np.log(nu_c[j])) - atom_logdet
+    out = 0.5 * (out - D)
+    return np.maximum(out, 0.0)

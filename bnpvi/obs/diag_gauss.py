@@ -1,0 +1,156 @@
+"""Diagonal-covariance Gaussian, Normal-Gamma prior per dimension (spec 01 §1.5 F5).
+
+For each dimension d independently: x_d | m_d, λ_d ~ N(m_d, 1/λ_d); λ_d ~ Gamma(ν̄/2, rate b̄_d/2);
+m_d | λ_d ~ N(m̄_d, 1/(κ̄λ_d)) — F4 with D = 1 per dimension, sharing κ and ν. Gamma(ν/2, b/2)
+is the 1-D Wishart W(ν, b), so the Wishart functions of ``bnpvi.obs._wishart`` apply with D = 1.
+
+**Statistics are relative to the prior mean m̄** (spec 01 §10.4): with y_n = x_n − m̄,
+Sx_kd = Σ_n r_nk y_nd and Sxx_kd = Σ_n r_nk y_nd² (diagonal only), so the global step reads
+
+    κ̂ = κ̄ + N,  ν̂ = ν̄ + N,  m̂_d = m̄_d + Sx_d/κ̂,  b̂_d = b̄_d + Sxx_d − Sx_d²/κ̂.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from bnpvi.data.batch import PointBatch
+from bnpvi.errors import BnpviError
+from bnpvi.obs import _wishart as W
+from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+
+
+class DiagGauss(ObsFamily):
+    """Diagonal-covariance Gaussian, Normal-Gamma prior per dimension (spec 01 F5); name "diag_gauss".
+
+    Parameters
+    ----------
+    nu : float
+        ν̄ > 0 (each dimension is a 1-D Wishart, so the F3/F4 bound ν̄ > D − 1 becomes ν̄ > 0).
+    kappa : float
+        κ̄ > 0.
+    m : (D,) array
+        Prior mean m̄ (also the origin of the statistics).
+    b : (D,) array
+        Gamma rates ×2, b̄_d > 0.
+
+    Notes
+    -----
+    ``from_config`` defaults: ν̄ = D + 2, κ̄ = 1e-4, m̄ = data mean, and per dimension
+    b̄_d = (ν̄ − 2)·sF·C_dd when ν̄ > 2 (prior E[1/λ_d] = b̄_d/(ν̄ − 2) = sF·C_dd), otherwise
+    b̄_d = ν̄·sF·C_dd (E[λ_d]⁻¹ = sF·C_dd); C from ``obs.prior_cov`` (only its diagonal is used).
+    """
+
+    name = "diag_gauss"
+
+    def __init__(self, nu: float, kappa: float, m, b):
+        b = np.asarray(b, dtype=np.float64)
+        if b.ndim != 1 or not np.all(np.isfinite(b)) or np.any(b <= 0):
+            raise BnpviError(f"obs.b must be a vector of positive numbers, got {b!r}")
+        self.D = D = b.shape[0]
+        self.b = b.copy()
+        self.log_b = np.log(self.b)
+        self.nu = W.check_nu(nu, 0.0, D)
+        self.kappa = W.check_kappa(kappa)
+        self.m = W.check_mean(m, D)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping, D: int, moments: DataMoments | None) -> "DiagGauss":
+        """Build from the ``obs`` node (keys sF, prior_cov, nu, kappa, mean; see class notes)."""
+        p = W.prior_from_config(cfg, D, moments, wishart_dim=1)
+        return cls(p["nu"], p["kappa"], p["m"], np.diag(p["B"]).copy())
+
+    def stat_shapes(self) -> dict[str, tuple]:
+        return {"Sx": (self.D,), "Sxx": (self.D,)}
+
+    def prior_params(self) -> dict[str, np.ndarray]:
+        return {"nu": np.float64(self.nu), "kappa": np.float64(self.kappa), "m": self.m.copy(), "b": self.b.copy()}
+
+    def _relative(self, batch: PointBatch) -> np.ndarray:
+        return W.data_matrix(batch, self.D, self.name) - self.m
+
+    # ------------------------------------------------------------ summaries
+    def summarize(self, batch: PointBatch, resp: np.ndarray) -> dict[str, np.ndarray]:
+        """Sx_kd = Σ_n r_nk (x_nd − m̄_d), Sxx_kd = Σ_n r_nk (x_nd − m̄_d)² (relative to m̄)."""
+        Y = self._relative(batch)
+        return {"Sx": resp.T @ Y, "Sxx": resp.T @ (Y * Y)}
+
+    def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
+        """q = Π_d NormalGamma(m̂_d, κ̂, ν̂, b̂_d) (spec F5 "Update", relative statistics).
+
+        Returns
+        -------
+        dict of K-leading arrays: kappa (K,), nu (K,), m (K, D), m_rel = m̂ − m̄, b (K, D),
+        log_b, E_log_lambda = ψ(ν̂/2) − ln(b̂_d/2). b̂ is floored at 1e-12·b̄ (it is ≥ b̄ in
+        exact arithmetic; the floor only guards float residue of memoized subtraction).
+        """
+        N = W.counts(N)
+        Sx = np.asarray(stats["Sx"], dtype=np.float64)
+        kappa = self.kappa + N
+        nu = self.nu + N
+        mu = Sx / kappa[:, None]
+        b = self.b + np.asarray(stats["Sxx"], dtype=np.float64) - Sx * mu
+        if not np.all(np.isfinite(b)):
+            raise BnpviError("diag_gauss posterior rates b̂ are not finite (NaN or inf in the data or statistics)")
+        b = np.maximum(b, 1e-12 * self.b)
+        log_b = np.log(b)
+        return {"kappa": kappa, "nu": nu, "m": self.m + mu, "m_rel": mu, "b": b, "log_b": log_b,
+                "E_log_lambda": W.expected_logdet(nu[:, None], log_b, 1)}
+
+    # --------------------------------------------------------------- ELBO
+    def expected_log_lik(self, post: Posterior, batch: PointBatch) -> np.ndarray:
+        """E_q log p(x_n | φ_k) = Σ_d [−½ ln 2π + ½ E ln λ_d − ½ (1/κ̂ + (ν̂/b̂_d)(x_d − m̂_d)²)] (spec F5).
+
+        Vectorised as Y²·(ν̂/b̂)ᵀ − 2Y·(ν̂μ/b̂)ᵀ + Σ_d ν̂μ_d²/b̂_d with Y = X − m̄, μ = m̂ − m̄.
+        """
+        Y = self._relative(batch)
+        maha = _diag_maha(Y, post["nu"][:, None] / post["b"], post["m_rel"])
+        return W.gauss_expected_log_lik(post["E_log_lambda"].sum(axis=1), maha, self.D, post["kappa"])
+
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+        """L_data,k* = Σ_d [−(N/2) ln π + lnΓ(ν̂/2) − lnΓ(ν̄/2) + (ν̄/2) ln b̄_d − (ν̂/2) ln b̂_d + ½ ln(κ̄/κ̂)] (F5).
+
+        Exactly 0 for empty clusters (N_k = 0 and zero statistics).
+        """
+        N = W.counts(N)
+        post = self.posterior(N, stats)
+        per_dim = W.wishart_log_marginal(N[:, None], self.nu, self.log_b[None, :], post["nu"][:, None], post["log_b"], 1)
+        out = per_dim.sum(axis=1) + 0.5 * self.D * np.log(self.kappa / post["kappa"])
+        return np.where(W.empty_rows(N, stats), 0.0, out)
+
+    def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
+        """Σ_d KL_Gamma(ν_q/2, b_qd/2 ‖ ν_p/2, b_pd/2) + ½[D κ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p Σ_d (ν_q/b_qd) δ_d²] (F5)."""
+        nu_q, nu_p = post_q["nu"][:, None], post_p["nu"][:, None]
+        kl = W.kl_wishart(nu_q, post_q["log_b"], nu_p, post_p["log_b"], post_p["b"] / post_q["b"], 1).sum(axis=1)
+        delta = post_q["m_rel"] - post_p["m_rel"]
+        maha = np.sum(nu_q * delta * delta / post_q["b"], axis=1)
+        return kl + W.kl_normal_part(post_q["kappa"], post_p["kappa"], maha, self.D)
+
+    # ------------------------------------------------------------- Bregman
+    def divergence(self, batch: PointBatch, centers: Posterior) -> np.ndarray:
+        """(N, J) Σ_d KL(N(m̃_nd, σ̃²_nd) ‖ N(m̂_jd, b̂_jd/ν̂_j)) (spec F5 with the F4 point estimates, §4.4).
+
+        Smoothed atom = point estimate of the one-observation posterior: m̃_n = m̄ + s·y_n,
+        σ̃²_nd = (b̄_d + c y_nd²)/(ν̄ + 1), with s = 1/(κ̄+1), c = κ̄/(κ̄+1). Center: mean m̂_j,
+        variances b̂_jd/ν̂_j. 2 KL = Σ_d [σ̃²/σ² + (m̂ − m̃)²/σ² − 1 + ln σ² − ln σ̃²], expanded into
+        matrix products over (atoms × dimensions) · (dimensions × centers).
+        """
+        Y = self._relative(batch)
+        nu_a = self.nu + 1.0
+        s = 1.0 / (self.kappa + 1.0)
+        c = self.kappa * s
+        inv_b = 1.0 / centers["b"]
+        nu_c = centers["nu"]
+        trace = (nu_c / nu_a)[None, :] * ((self.b @ inv_b.T)[None, :] + c * ((Y * Y) @ inv_b.T))
+        maha = _diag_maha(s * Y, nu_c[:, None] * inv_b, centers["m_rel"])
+        logdet_c = centers["log_b"].sum(axis=1) - self.D * np.log(nu_c)
+        logdet_a = np.log(self.b + c * Y * Y).sum(axis=1) - self.D * np.log(nu_a)
+        out = 0.5 * (trace + maha - self.D + logdet_c[None, :] - logdet_a[:, None])
+        return np.maximum(out, 0.0)
+
+
+def _diag_maha(Y: np.ndarray, prec: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """(N, K) Σ_d prec_kd (y_nd − μ_kd)² by three matrix products (spec F5 vectorisation)."""
+    out = (Y * Y) @ prec.T - 2.0 * (Y @ (prec * mu).T) + np.sum(prec * mu * mu, axis=1)[None, :]
+    return np.maximum(out, 0.0)

@@ -1,0 +1,132 @@
+"""Full-covariance Gaussian with a Normal-Wishart prior (spec 01 §1.5 F4).
+
+x | m, Λ ~ N(m, Λ⁻¹);  Λ ~ W(ν̄, B̄) (inverse scale B̄, E[Λ] = ν̄B̄⁻¹);  m | Λ ~ N(m̄, (κ̄Λ)⁻¹).
+
+**Statistics are relative to the prior mean m̄** (spec 01 §10.4): with y_n = x_n − m̄,
+
+    Sx_k = Σ_n r_nk y_n,   Sxx_k = Σ_n r_nk y_n y_nᵀ.
+
+In these coordinates the prior mean is 0, so the global step (spec F4 "Update") reads
+
+    κ̂ = κ̄ + N,  ν̂ = ν̄ + N,  m̂ = m̄ + Sx/κ̂,  B̂ = B̄ + Sxx − Sx Sxᵀ/κ̂,
+
+which is the spec's B̄ + Sxx + κ̄m̄m̄ᵀ − κ̂m̂m̂ᵀ without its cancellation for data far from
+the origin. All methods of this class use these relative statistics consistently.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from bnpvi.data.batch import PointBatch
+from bnpvi.obs import _wishart as W
+from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+
+
+class Gauss(ObsFamily):
+    """Full-covariance Gaussian, Normal-Wishart prior (spec 01 F4); name "gauss".
+
+    Parameters
+    ----------
+    nu : float
+        ν̄ > D − 1, Wishart degrees of freedom.
+    kappa : float
+        κ̄ > 0, pseudo-count of the mean.
+    m : (D,) array
+        Prior mean m̄ (also the origin of the statistics).
+    B : (D, D) array
+        Inverse scale B̄ (SPD).
+
+    Notes
+    -----
+    ``from_config`` defaults (spec 01 "Hyperparameter defaults" [R]): ν̄ = D + 2,
+    κ̄ = 1e-4, m̄ = data mean, B̄ = (ν̄ − D − 1)·sF·C when ν̄ > D + 1 (prior E[Σ] = sF·C),
+    otherwise B̄ = ν̄·sF·C (E[Λ]⁻¹ = sF·C; keeps B̄ SPD), C chosen by ``obs.prior_cov``.
+    """
+
+    name = "gauss"
+
+    def __init__(self, nu: float, kappa: float, m, B):
+        self.B, self.B_chol, self.logdet_B = W.prior_scale(B)
+        self.D = D = self.B.shape[0]
+        self.nu = W.check_nu(nu, D - 1.0, D)
+        self.kappa = W.check_kappa(kappa)
+        self.m = W.check_mean(m, D)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping, D: int, moments: DataMoments | None) -> "Gauss":
+        """Build from the ``obs`` node (keys sF, prior_cov, nu, kappa, mean; see class notes)."""
+        p = W.prior_from_config(cfg, D, moments, wishart_dim=D)
+        return cls(p["nu"], p["kappa"], p["m"], p["B"])
+
+    def stat_shapes(self) -> dict[str, tuple]:
+        return {"Sx": (self.D,), "Sxx": (self.D, self.D)}
+
+    def prior_params(self) -> dict[str, np.ndarray]:
+        return {"nu": np.float64(self.nu), "kappa": np.float64(self.kappa), "m": self.m.copy(), "B": self.B.copy()}
+
+    def _relative(self, batch: PointBatch) -> np.ndarray:
+        return W.data_matrix(batch, self.D, self.name) - self.m
+
+    # ------------------------------------------------------------ summaries
+    def summarize(self, batch: PointBatch, resp: np.ndarray) -> dict[str, np.ndarray]:
+        """Sx_k = Σ_n r_nk (x_n − m̄), Sxx_k = Σ_n r_nk (x_n − m̄)(x_n − m̄)ᵀ (relative to m̄)."""
+        Y = self._relative(batch)
+        return {"Sx": resp.T @ Y, "Sxx": W.weighted_outer_sum(resp, Y)}
+
+    def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
+        """q(m_k, Λ_k) = NW(m̂, κ̂, B̂, ν̂) from N and the relative statistics (spec F4 "Update").
+
+        Returns
+        -------
+        dict of K-leading arrays: kappa, nu, m (m̂), m_rel (m̂ − m̄ = Sx/κ̂), B (B̂),
+        B_chol (lower Cholesky of B̂), logdet_B (ln|B̂|), E_logdet_Lambda (E ln|Λ|).
+        """
+        N = W.counts(N)
+        Sx = np.asarray(stats["Sx"], dtype=np.float64)
+        kappa = self.kappa + N
+        mu = Sx / kappa[:, None]
+        B = self.B + np.asarray(stats["Sxx"], dtype=np.float64) - np.einsum("kd,ke->kde", Sx, mu)
+        post = W.wishart_posterior(self.nu + N, B)
+        post.update(kappa=kappa, m=self.m + mu, m_rel=mu)
+        return post
+
+    # --------------------------------------------------------------- ELBO
+    def expected_log_lik(self, post: Posterior, batch: PointBatch) -> np.ndarray:
+        """E_q log p(x_n | m_k, Λ_k) = −(D/2) ln 2π + ½ E ln|Λ| − ½[D/κ̂ + ν̂ (x − m̂)ᵀ B̂⁻¹ (x − m̂)] (F4)."""
+        maha = W.whitened_sq_norms(self._relative(batch), post["B_chol"], post["m_rel"]) * post["nu"]
+        return W.gauss_expected_log_lik(post["E_logdet_Lambda"], maha, self.D, post["kappa"])
+
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+        """L_data,k* (spec F4) = −(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂| + (D/2) ln(κ̄/κ̂).
+
+        Exactly 0 for empty clusters (N_k = 0 and zero statistics).
+        """
+        N = W.counts(N)
+        post = self.posterior(N, stats)
+        out = W.wishart_log_marginal(N, self.nu, self.logdet_B, post["nu"], post["logdet_B"], self.D)
+        out = out + 0.5 * self.D * np.log(self.kappa / post["kappa"])
+        return np.where(W.empty_rows(N, stats), 0.0, out)
+
+    def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
+        """KL(q ‖ p) = KL_W(ν_q, B_q ‖ ν_p, B_p) + ½[Dκ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p ν_q δᵀB_q⁻¹δ], δ = m_q − m_p (F4)."""
+        trace = W.trace_inv_prod(post_q["B_chol"], post_p["B_chol"])
+        kl = W.kl_wishart(post_q["nu"], post_q["logdet_B"], post_p["nu"], post_p["logdet_B"], trace, self.D)
+        maha = post_q["nu"] * W.inv_quad(post_q["B_chol"], post_q["m_rel"] - post_p["m_rel"])
+        return kl + W.kl_normal_part(post_q["kappa"], post_p["kappa"], maha, self.D)
+
+    # ------------------------------------------------------------- Bregman
+    def divergence(self, batch: PointBatch, centers: Posterior) -> np.ndarray:
+        """(N, J) KL(N(m̃_n, Σ̃_n) ‖ N(m̂_j, B̂_j/ν̂_j)) (spec F4 "Point estimate", §4.4).
+
+        The smoothed atom is the point estimate of the one-observation posterior
+        (N = 1, Sx = y_n, Sxx = y_n y_nᵀ): m̃_n = m̄ + y_n/(κ̄+1) and
+        Σ̃_n = (B̄ + κ̄/(κ̄+1) y_n y_nᵀ)/(ν̄+1). Point estimate of a posterior: mean m̂,
+        covariance B̂/ν̂ = E[Λ]⁻¹ (always SPD; B̂/(ν̂ − D − 1) would need ν̂ > D + 1).
+        Zero for a center built from the atom's own one-hot summary.
+        """
+        return W.gauss_divergence(
+            self._relative(batch), centers, nu_atom=self.nu + 1.0, shrink=self.kappa / (self.kappa + 1.0),
+            mean_scale=1.0 / (self.kappa + 1.0), prior_chol=self.B_chol, prior_logdet=self.logdet_B,
+        )

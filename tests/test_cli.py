@@ -1,0 +1,201 @@
+"""End-to-end: bnpvi-train runs, sweeps, resumes exactly, and rejects bad input on one line."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+
+from bnpvi.data.store import write_points
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("bnpvi-cache")
+
+
+@pytest.fixture
+def env(cache_dir):
+    return {**os.environ, "BNPVI_CACHE": str(cache_dir), "PYTHONWARNINGS": "ignore"}
+
+
+def train(args, cwd, env, check=True):
+    proc = subprocess.run([sys.executable, "-m", "bnpvi.cli.train", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"bnpvi-train {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def assert_one_line_error(proc, *fragments):
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("bnpvi-train: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_default_run_recovers_the_toy_clusters(tmp_path, env):
+    proc = train([], tmp_path, env)
+    run_dirs = list((tmp_path / "outputs").glob("*/*"))
+    assert len(run_dirs) == 1
+    run = run_dirs[0]
+    assert f"run directory: {run}" in proc.stdout
+    assert "lap    1" in proc.stdout
+    for name in ("trace.csv", "model.h5", "summary.json", "elbo_K.png", "checkpoints/latest.h5", ".hydra/config.yaml"):
+        assert (run / name).is_file(), name
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["ari"] > 0.95
+    assert summary["K"] == 8
+    trace = pd.read_csv(run / "trace.csv")
+    assert list(trace.columns[:5]) == ["lap", "batches_seen", "elapsed_s", "elbo", "K"]
+    assert np.all(np.diff(trace["elbo"]) >= -1e-9 * np.abs(trace["elbo"][1:]))
+    assert trace["elbo"].iloc[-1] == pytest.approx(summary["elbo"])
+
+
+@pytest.mark.parametrize("args", [
+    ["alg=vb", "init.K=12", "seed=3", "obs=diag_gauss"],
+    ["alg=sovb", "alg.n_laps=4", "obs=zm_gauss", "init=random"],
+])
+def test_other_algorithms_and_families_run(tmp_path, env, args):
+    train(["data.n_atoms=1500", *args], tmp_path, env)
+    (run,) = list((tmp_path / "outputs").glob("*/*"))
+    trace = pd.read_csv(run / "trace.csv")
+    assert len(trace) >= 1 and np.all(np.isfinite(trace["elbo"]))
+
+
+def test_finite_mix_on_a_converted_file_with_n_batches(tmp_path, env):
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(size=(300, 3)), rng.normal(size=(300, 3)) + 6])
+    write_points(tmp_path / "my.h5", X, n_batches=1, batches_fixed=False)
+    train(["model=finite_mix", "alg=memo", "data=hdf5", "data.path=my.h5", "alg.n_batches=4", "init.K=2"], tmp_path, env)
+    (run,) = list((tmp_path / "outputs").glob("*/*"))
+    trace = pd.read_csv(run / "trace.csv")
+    assert trace["batches_seen"].iloc[0] == 4
+
+
+def test_multirun_sweep_makes_one_run_per_combination(tmp_path, env):
+    train(["-m", "model.gamma=0.5,5", "seed=1,2", "data.n_atoms=800", "alg.n_laps=3"], tmp_path, env)
+    runs = [p for p in (tmp_path / "outputs" / "multirun").glob("*/*/*") if (p / "trace.csv").exists()]
+    assert len(runs) == 4
+
+
+RESUME_ARGS = ["data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=30", "alg.converge_thr=-1",
+               "checkpoint_every=5", "seed=4"]
+
+
+def final_state(run):
+    trace = pd.read_csv(run / "trace.csv").drop(columns=["elapsed_s"])
+    with h5py.File(run / "model.h5") as f:
+        params = {k: f["posterior"][k][()] for k in f["posterior"]}
+        params["counts"] = f["counts"][()]
+        params["uids"] = f["uids"][()]
+    return trace, params
+
+
+def assert_same_run(a, b):
+    trace_a, params_a = final_state(a)
+    trace_b, params_b = final_state(b)
+    pd.testing.assert_frame_equal(trace_a, trace_b, check_exact=True)
+    for key in params_a:
+        np.testing.assert_array_equal(params_a[key], params_b[key], err_msg=key)
+
+
+@pytest.fixture
+def reference_run(tmp_path, env):
+    train([*RESUME_ARGS, "hydra.run.dir=ref"], tmp_path, env)
+    return tmp_path / "ref"
+
+
+def start_and_stop(tmp_path, env, name, sig):
+    run = tmp_path / name
+    proc = subprocess.Popen([sys.executable, "-m", "bnpvi.cli.train", *RESUME_ARGS, f"hydra.run.dir={name}"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (run / "checkpoints" / "latest.h5").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.002)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=300)
+    return run, proc.returncode, out, err
+
+
+def test_sigkill_between_checkpoints_then_resume_is_exact(tmp_path, env, reference_run):
+    run, code, _, _ = start_and_stop(tmp_path, env, "killed", signal.SIGKILL)
+    assert code == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (run / "model.h5").exists()
+    proc = train([f"resume={run}"], tmp_path, env)
+    assert "resuming" in proc.stdout
+    assert_same_run(reference_run, run)
+
+
+def test_ctrl_c_writes_a_checkpoint_and_resume_is_exact(tmp_path, env, reference_run):
+    run, code, _, err = start_and_stop(tmp_path, env, "stopped", signal.SIGINT)
+    assert code == 130, err
+    assert "resume=" in err
+    train([f"resume={run}"], tmp_path, env)
+    assert_same_run(reference_run, run)
+
+
+def test_resume_can_extend_the_lap_limit(tmp_path, env):
+    train(["data.n_atoms=1000", "alg.n_laps=3", "alg.converge_thr=-1", "hydra.run.dir=short"], tmp_path, env)
+    train(["resume=short", "alg.n_laps=5"], tmp_path, env)
+    trace = pd.read_csv(tmp_path / "short" / "trace.csv")
+    assert trace["lap"].tolist() == [1, 2, 3, 4, 5]
+
+
+# ------------------------------------------------------------------ bad input
+def test_unknown_config_key(tmp_path, env):
+    proc = train(["alg.n_lap=5"], tmp_path, env, check=False)
+    assert_one_line_error(proc, "alg.n_lap")
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_unknown_option_in_group(tmp_path, env):
+    proc = train(["alg=vbb"], tmp_path, env, check=False)
+    assert_one_line_error(proc, "alg/vbb", "memo")
+
+
+def test_missing_data_file(tmp_path, env):
+    proc = train(["data=hdf5", "data.path=nope.h5"], tmp_path, env, check=False)
+    assert_one_line_error(proc, "nope.h5")
+    assert not list(tmp_path.glob("outputs/*/*/trace.csv"))
+
+
+def test_nan_in_data(tmp_path, env):
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    write_points(tmp_path / "bad.h5", X, n_batches=2)
+    with h5py.File(tmp_path / "bad.h5", "r+") as f:
+        f["X"][30, 1] = np.nan
+    proc = train(["data=hdf5", "data.path=bad.h5", "init.K=2"], tmp_path, env, check=False)
+    assert_one_line_error(proc, "bad.h5")
+    assert not list(tmp_path.glob("outputs/*/*/trace.csv"))
+
+
+def test_dimension_mismatch_with_checkpoint(tmp_path, env):
+    rng = np.random.default_rng(1)
+    write_points(tmp_path / "d.h5", rng.normal(size=(200, 2)), n_batches=2)
+    train(["data=hdf5", "data.path=d.h5", "init.K=2", "alg.n_laps=2", "hydra.run.dir=r"], tmp_path, env)
+    os.remove(tmp_path / "d.h5")
+    write_points(tmp_path / "d.h5", rng.normal(size=(200, 3)), n_batches=2)
+    proc = train(["resume=r", "alg.n_laps=4"], tmp_path, env, check=False)
+    assert_one_line_error(proc, "D=3", "D=2")
+
+
+def test_corrupt_or_missing_checkpoint(tmp_path, env):
+    train(["data.n_atoms=600", "alg.n_laps=2", "hydra.run.dir=r"], tmp_path, env)
+    ckpt = tmp_path / "r" / "checkpoints" / "latest.h5"
+    ckpt.write_bytes(ckpt.read_bytes()[:1000])
+    assert_one_line_error(train(["resume=r"], tmp_path, env, check=False), "corrupt")
+    ckpt.unlink()
+    assert_one_line_error(train(["resume=r"], tmp_path, env, check=False), "latest.h5")
+    assert_one_line_error(train(["resume=nowhere"], tmp_path, env, check=False), "nowhere")
+    assert_one_line_error(train(["resume=r", "model.gamma=3"], tmp_path, env, check=False), "model.gamma")
