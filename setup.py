@@ -1,14 +1,27 @@
-"""Build the Cython kernels in csrc/ (metadata lives in pyproject.toml)."""
+"""Build the Cython kernels in csrc/ (metadata lives in pyproject.toml).
+
+OpenMP is used for the row loops of ``bnpvi.kernels._local_step`` (results do not
+depend on the thread count). Set ``BNPVI_NO_OPENMP=1`` to build without it (e.g.
+Apple clang); the kernels then run serially and give the same numbers.
+"""
+import os
+import sys
+
 import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+
+use_openmp = os.environ.get("BNPVI_NO_OPENMP", "") in ("", "0") and sys.platform != "darwin"
+omp_flags = ["-fopenmp"] if use_openmp else []
 
 extensions = [
     Extension(
         "bnpvi.kernels._local_step",
         ["csrc/local_step.pyx"],
         include_dirs=[np.get_include()],
-        extra_compile_args=["-O3"],
+        extra_compile_args=["-O3", *omp_flags],
+        extra_link_args=omp_flags,
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     ),
 ]
 

@@ -7,7 +7,7 @@ optimum, L_alloc*(N); the general term for another q is L_alloc*(N) − KL(q ‖
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import digamma, gammaln
+from scipy.special import digamma
 
 from bnpvi.errors import BnpviError
 from bnpvi.special import c_beta, c_dir

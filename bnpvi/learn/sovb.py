@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from bnpvi.errors import BnpviError
 from bnpvi.learn.base import Algorithm
-from bnpvi.stats import SuffStats
 
 
 class StochasticVB(Algorithm):

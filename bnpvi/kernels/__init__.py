@@ -1,0 +1,264 @@
+"""Python face of the compiled local-step kernels (csrc/local_step.pyx).
+
+Every function validates its inputs (dtype float64 / int64, shape, C-contiguity,
+finiteness of the result) and raises :class:`KernelInputError` — a ``ValueError``
+and a ``BnpviError`` — with a one-line message; it never casts or copies inputs
+silently. Outputs are freshly allocated unless ``out=`` arrays are given.
+
+The compiled kernels split the rows into chunks that depend only on N and add
+per-chunk partial sums in chunk order, so every result is bit-identical from call
+to call and for any ``n_threads`` (spec 01 §10; see the extension's docstring).
+The extension is built by ``pip install .`` (or ``python setup.py build_ext
+--inplace`` in a checkout); without it this module does not import.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bnpvi.errors import BnpviError
+
+try:
+    from bnpvi.kernels import _local_step as _ext
+except ImportError as err:  # pragma: no cover - only without a build
+    raise ImportError(
+        "bnpvi's compiled kernels (bnpvi.kernels._local_step) are not built: install with "
+        "`pip install .`, or run `python setup.py build_ext --inplace` in a checkout"
+    ) from err
+
+__all__ = [
+    "KernelInputError",
+    "dense_local_step",
+    "entropy_of",
+    "pair_merge_entropy",
+]
+
+PARALLEL_MIN_WORK = 1 << 17
+"""Below this many (row, column) cells the kernels run on one thread by default."""
+
+
+class KernelInputError(BnpviError, ValueError):
+    """Invalid input to a kernel (dtype, shape, layout, NaN / inf values)."""
+
+
+# --------------------------------------------------------------------------- checks
+def _check_array(a, name: str, ndim: int, dtype=np.float64) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise KernelInputError(f"{name} must be a numpy.ndarray, got {type(a).__name__}")
+    if a.dtype != dtype:
+        raise KernelInputError(f"{name} must have dtype {np.dtype(dtype).name}, got {a.dtype}")
+    if a.ndim != ndim:
+        raise KernelInputError(f"{name} must be {ndim}-D, got shape {a.shape}")
+    if not a.flags.c_contiguous:
+        raise KernelInputError(f"{name} must be C-contiguous (use np.ascontiguousarray)")
+    return a
+
+
+def _check_out(a, name: str, shape: tuple, inputs: tuple) -> np.ndarray:
+    """Validate an ``out=`` array, or allocate one when ``a`` is None."""
+    if a is None:
+        return np.empty(shape)
+    _check_array(a, name, len(shape))
+    if a.shape != shape:
+        raise KernelInputError(f"{name} must have shape {shape}, got {a.shape}")
+    if not a.flags.writeable:
+        raise KernelInputError(f"{name} is read-only")
+    for other in inputs:
+        if np.shares_memory(a, other):
+            raise KernelInputError(f"{name} overlaps another argument")
+    return a
+
+
+def _same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
+    return (
+        a.shape == b.shape
+        and a.strides == b.strides
+        and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+    )
+
+
+def _split_out(out, n: int) -> tuple:
+    if out is None:
+        return (None,) * n
+    if isinstance(out, np.ndarray) and n == 1:
+        return (out,)
+    if not isinstance(out, tuple) or len(out) != n:
+        raise KernelInputError(f"out must be None or a tuple of {n} arrays (entries may be None)")
+    return out
+
+
+def _threads(n_threads, work: int) -> int:
+    if n_threads is None:
+        if work < PARALLEL_MIN_WORK:
+            return 1
+        return max(1, int(_ext.max_threads()))
+    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
+        raise KernelInputError(f"n_threads must be None or a positive int, got {n_threads!r}")
+    return int(n_threads)
+
+
+def _check_resp(resp) -> np.ndarray:
+    _check_array(resp, "resp", 2)
+    if resp.shape[1] < 1:
+        raise KernelInputError(f"resp must have at least one column, got shape {resp.shape}")
+    return resp
+
+
+# -------------------------------------------------------------------------- kernels
+def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray, *, out=None, n_threads=None):
+    """Dense local step of a mixture: responsibilities, log normalisers, entropies.
+
+    With W_nk = log_lik_nk + log_prior_k (spec 01 Eq. 3.47) and
+    m_n = max_k W_nk:
+
+    * log_norm_n = logsumexp_k W_nk = m_n + log1p(Σ_{k≠argmax} exp(W_nk − m_n)) (§10.1);
+    * resp_nk = exp(W_nk − log_norm_n), rows summing to 1 (Eq. 3.49);
+    * entropy_k = Σ_n resp_nk (log_norm_n − W_nk) = −Σ_n r_nk ln r_nk (§3.5, Eq. 3.51),
+      exact and free of ln 0; a cell with resp 0 (e.g. log_prior_k = −inf) adds 0.
+
+    Parameters
+    ----------
+    log_lik : (N, K) ndarray of float64, C-contiguous
+        E_q log p(x_n | φ_k). May contain −inf.
+    log_prior : (K,) ndarray of float64, C-contiguous
+        E_q ln π_k. −inf marks a cluster with zero weight (its resp is exactly 0).
+    out : tuple (resp, log_norm, entropy), optional
+        Preallocated outputs of shapes (N, K), (N,), (K,); any entry may be None.
+        ``resp`` may be ``log_lik`` itself (computed in place); no other overlap.
+    n_threads : int, optional
+        OpenMP threads; default all available for large inputs, 1 for small ones.
+        Results do not depend on it.
+
+    Returns
+    -------
+    resp : (N, K) ndarray
+    log_norm : (N,) ndarray
+    entropy : (K,) ndarray
+
+    Raises
+    ------
+    KernelInputError (a ValueError)
+        Wrong dtype / shape / layout, K = 0, or a row of W with a NaN, a +inf, or no
+        finite entry.
+    """
+    _check_array(log_lik, "log_lik", 2)
+    _check_array(log_prior, "log_prior", 1)
+    N, K = log_lik.shape
+    if K < 1:
+        raise KernelInputError(f"log_lik must have at least one column, got shape {log_lik.shape}")
+    if log_prior.shape != (K,):
+        raise KernelInputError(f"log_prior must have shape ({K},) to match log_lik {log_lik.shape}, got {log_prior.shape}")
+    o_resp, o_norm, o_ent = _split_out(out, 3)
+    resp = _check_out(o_resp, "out[0] (resp)", (N, K), (log_prior,))
+    if o_resp is not None and np.shares_memory(resp, log_lik) and not _same_buffer(resp, log_lik):
+        raise KernelInputError("out[0] (resp) overlaps log_lik without being the same array")
+    log_norm = _check_out(o_norm, "out[1] (log_norm)", (N,), (log_lik, log_prior, resp))
+    entropy = _check_out(o_ent, "out[2] (entropy)", (K,), (log_lik, log_prior, resp, log_norm))
+
+    nt = _threads(n_threads, N * K)
+    bad = _ext.dense_local_step(log_lik, log_prior, resp, log_norm, entropy, nt)
+    if bad >= 0:
+        raise KernelInputError(_bad_weight_row(log_lik, log_prior, bad, in_place=resp is log_lik))
+    return resp, log_norm, entropy
+
+
+def entropy_of(resp: np.ndarray, *, out=None, n_threads=None) -> np.ndarray:
+    """Entropy summaries H_k = −Σ_n r_nk ln r_nk with 0 ln 0 := 0 (spec 01 Eq. 3.51, §10.2).
+
+    For responsibilities that did not come from :func:`dense_local_step`
+    (constructed merge / birth / delete proposals).
+
+    Parameters
+    ----------
+    resp : (N, K) ndarray of float64, C-contiguous
+        Non-negative, finite entries (exact zeros allowed).
+    out : (K,) ndarray, optional
+    n_threads : int, optional
+        See :func:`dense_local_step`.
+
+    Returns
+    -------
+    entropy : (K,) ndarray
+
+    Raises
+    ------
+    KernelInputError (a ValueError)
+        Wrong dtype / shape / layout, or a negative, NaN or infinite entry.
+    """
+    _check_resp(resp)
+    N, K = resp.shape
+    (o_ent,) = _split_out(out, 1)
+    entropy = _check_out(o_ent, "out", (K,), (resp,))
+    nt = _threads(n_threads, N * K)
+    bad = _ext.entropy_of(resp, entropy, nt)
+    if bad >= 0:
+        raise KernelInputError(f"resp row {bad} has a negative, NaN or infinite entry: {_row_preview(resp[bad])}")
+    return entropy
+
+
+def pair_merge_entropy(resp: np.ndarray, pairs: np.ndarray, *, out=None, n_threads=None) -> np.ndarray:
+    """Entropy of merged column pairs: H_m = −Σ_n s ln s, s = r_na + r_nb (spec 01 §5.3, §10.7).
+
+    Parameters
+    ----------
+    resp : (N, K) ndarray of float64, C-contiguous
+        Non-negative, finite entries.
+    pairs : (M, 2) ndarray of int64, C-contiguous
+        Column pairs (a, b) with 0 ≤ a, b < K and a ≠ b. M may be 0.
+    out : (M,) ndarray, optional
+    n_threads : int, optional
+        See :func:`dense_local_step`.
+
+    Returns
+    -------
+    entropy : (M,) ndarray
+        The entropy summary the merged cluster would have (never H_a + H_b, which is
+        only an upper bound).
+
+    Raises
+    ------
+    KernelInputError (a ValueError)
+        Wrong dtype / shape / layout, a column index out of range, a == b, or a
+        negative, NaN or infinite entry in a paired column.
+    """
+    _check_resp(resp)
+    _check_array(pairs, "pairs", 2, np.int64)
+    N, K = resp.shape
+    if pairs.shape[1] != 2:
+        raise KernelInputError(f"pairs must have shape (M, 2), got {pairs.shape}")
+    M = pairs.shape[0]
+    if M:
+        lo, hi = int(pairs.min()), int(pairs.max())
+        if lo < 0 or hi >= K:
+            raise KernelInputError(f"pairs hold column indices in [{lo}, {hi}], outside [0, {K - 1}]")
+        same = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
+        if same.size:
+            raise KernelInputError(f"pairs[{same[0]}] merges column {pairs[same[0], 0]} with itself")
+    (o_ent,) = _split_out(out, 1)
+    entropy = _check_out(o_ent, "out", (M,), (resp, pairs))
+    nt = _threads(n_threads, N * max(M, 1) * 2)
+    bad = _ext.pair_merge_entropy(resp, pairs, entropy, nt)
+    if bad >= 0:
+        raise KernelInputError(
+            f"resp row {bad} has a negative, NaN or infinite entry in a paired column: {_row_preview(resp[bad])}"
+        )
+    return entropy
+
+
+# ---------------------------------------------------------------------- messages
+def _row_preview(row: np.ndarray, n: int = 6) -> str:
+    body = np.array2string(row[:n], precision=4, separator=", ")
+    return body if row.size <= n else body[:-1] + ", ...]"
+
+
+def _bad_weight_row(log_lik, log_prior, n: int, in_place: bool) -> str:
+    if in_place:
+        return f"row {n} of the weights W = log_lik + log_prior has a NaN, a +inf, or no finite entry (log_lik was overwritten in place)"
+    with np.errstate(invalid="ignore"):
+        w = log_lik[n] + log_prior
+    if np.isnan(w).any():
+        why = f"NaN at column {int(np.flatnonzero(np.isnan(w))[0])}"
+    elif np.isposinf(w).any():
+        why = f"+inf at column {int(np.flatnonzero(np.isposinf(w))[0])}"
+    else:
+        why = "no finite entry (every cluster has weight −inf)"
+    return f"row {n} of the weights W = log_lik + log_prior has {why}"

@@ -1,0 +1,268 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False, nonecheck=False
+"""Compiled dense local-step kernels (spec 01 §3.5, §10; spec 04 §1.4).
+
+Never call these directly: ``bnpvi.kernels`` validates dtypes, shapes,
+contiguity and aliasing, allocates the outputs and turns the returned status
+into an error. Every function here assumes valid, C-contiguous float64 input.
+
+Determinism
+-----------
+Rows are processed in fixed chunks whose boundaries depend only on N (never on
+the number of threads). Per-row outputs (``resp``, ``log_norm``) do not depend
+on the thread count at all. Column sums over rows (entropies) are accumulated
+sequentially inside each chunk into a private (n_chunks, K) partial buffer and
+the partials are then added in chunk order by one thread, so they are
+bit-identical for any thread count, including builds without OpenMP.
+
+Status codes
+------------
+Each kernel returns ``-1`` when all rows are valid, otherwise the index of the
+first invalid row (smallest row index over all chunks).
+"""
+import numpy as np
+
+from cython.parallel cimport prange, threadid
+from libc.math cimport exp, log, log1p, INFINITY
+
+
+cdef extern from *:
+    """
+    #ifdef _OPENMP
+    #include <omp.h>
+    static int bnpvi_max_threads(void) { return omp_get_max_threads(); }
+    static int bnpvi_have_openmp(void) { return 1; }
+    #else
+    static int bnpvi_max_threads(void) { return 1; }
+    static int bnpvi_have_openmp(void) { return 0; }
+    #endif
+    """
+    int bnpvi_max_threads() noexcept nogil
+    int bnpvi_have_openmp() noexcept nogil
+
+
+# Chunking depends on N only: at most MAX_CHUNKS chunks of at least MIN_CHUNK rows.
+cdef enum:
+    MIN_CHUNK = 128
+    MAX_CHUNKS = 64
+
+
+def max_threads():
+    """Number of threads OpenMP would use by default (1 without OpenMP)."""
+    return bnpvi_max_threads()
+
+
+def have_openmp():
+    """True when the extension was compiled with OpenMP."""
+    return bool(bnpvi_have_openmp())
+
+
+# exp(x) rounds to +0.0 for every x < ln(2⁻¹⁰⁷⁵) ≈ −745.1332 (below half the smallest
+# subnormal); libm's underflow path is slow, so such entries are set to 0 without a call.
+cdef double EXP_ZERO = -745.2
+
+
+cdef inline Py_ssize_t _padded(Py_ssize_t K) noexcept nogil:
+    """Row stride of per-thread / per-chunk buffers: K rounded up to 8 doubles plus one
+    64-byte line, so rows written by different threads never share a cache line."""
+    return ((K + 7) // 8 + 1) * 8
+
+
+cdef inline Py_ssize_t _chunk_size(Py_ssize_t N) noexcept nogil:
+    cdef Py_ssize_t c = (N + MAX_CHUNKS - 1) // MAX_CHUNKS
+    return c if c > MIN_CHUNK else MIN_CHUNK
+
+
+def chunk_size(Py_ssize_t N):
+    """Rows per chunk for N rows (a function of N only, so results are thread-count free)."""
+    return _chunk_size(N)
+
+
+# ----------------------------------------------------------------------------- rows
+cdef inline bint _softmax_row(const double* ll, const double* lp, double* w, double* r,
+                              double* h, double* lnorm, Py_ssize_t K) noexcept nogil:
+    """One row of the dense local step; returns False when the row is invalid.
+
+    w is a K-long scratch row (may not alias r); r may alias ll (in-place).
+    With W_k = ll_k + lp_k, m = max_k W_k (first argmax j), t_k = W_k − m and
+    s1 = Σ_{k≠j} exp(t_k):  log_norm = m + log1p(s1),  r_k = exp(t_k) · (1 + s1)⁻¹,
+    h_k += r_k (log1p(s1) − t_k)  (= −r_k ln r_k, spec 01 §3.5). exp is skipped where
+    it is exactly 0 anyway (t_k < EXP_ZERO), which also makes W_k = −inf add exactly 0.
+    """
+    cdef Py_ssize_t k, j = 0
+    cdef double m = -INFINITY, v, t, s1 = 0.0, ls, inv, rk
+    for k in range(K):
+        v = ll[k] + lp[k]
+        w[k] = v
+        if v > m:
+            m = v
+            j = k
+    for k in range(K):
+        t = w[k] - m
+        if t < EXP_ZERO:
+            # exp(t) rounds to 0 (incl. W_k = −inf): skip the call, and keep w finite so
+            # that r_k (ls − w_k) below is 0 · finite = 0, not 0 · inf = NaN.
+            w[k] = EXP_ZERO
+            r[k] = 0.0
+        else:                   # NaN lands here and propagates into s1
+            w[k] = t
+            r[k] = exp(t)
+    for k in range(j):
+        s1 = s1 + r[k]
+    for k in range(j + 1, K):
+        s1 = s1 + r[k]
+    ls = log1p(s1)
+    v = m + ls
+    lnorm[0] = v
+    # NaN anywhere in the row, +inf, or no finite weight (m = -inf) all land here.
+    if not (v > -INFINITY and v < INFINITY):
+        return False
+    w[j] = 0.0
+    r[j] = 1.0
+    inv = 1.0 / (1.0 + s1)
+    for k in range(K):
+        rk = r[k] * inv
+        r[k] = rk
+        h[k] = h[k] + rk * (ls - w[k])   # adds exactly 0 where r_k = 0
+    return True
+
+
+# -------------------------------------------------------------------------- kernels
+def dense_local_step(const double[:, ::1] log_lik, const double[::1] log_prior,
+                     double[:, ::1] resp, double[::1] log_norm, double[::1] entropy,
+                     int n_threads):
+    """Dense softmax responsibilities, log normalisers and entropy summaries.
+
+    Spec 01 Eq. 3.47-3.49 and §3.5. ``resp`` may be ``log_lik`` itself
+    (in place); no other aliasing is allowed. Returns the first invalid row or -1.
+    """
+    cdef Py_ssize_t N = log_lik.shape[0], K = log_lik.shape[1]
+    cdef Py_ssize_t csize = _chunk_size(N)
+    cdef Py_ssize_t n_chunks = (N + csize - 1) // csize
+    cdef Py_ssize_t c, n, start, stop
+    cdef int nt = n_threads if n_threads > 0 else 1
+    cdef double[:, ::1] part = np.zeros((max(n_chunks, 1), _padded(K)))
+    cdef double[:, ::1] scratch = np.empty((nt, _padded(K)))
+    cdef Py_ssize_t[::1] bad = np.full(max(n_chunks, 1), -1, dtype=np.intp)
+    cdef double* w
+    cdef double* h
+
+    with nogil:
+        for c in prange(n_chunks, schedule="static", num_threads=nt):
+            w = &scratch[threadid(), 0]
+            h = &part[c, 0]
+            start = c * csize
+            stop = start + csize
+            if stop > N:
+                stop = N
+            for n in range(start, stop):
+                if not _softmax_row(&log_lik[n, 0], &log_prior[0], w, &resp[n, 0], h,
+                                    &log_norm[n], K):
+                    if bad[c] < 0:
+                        bad[c] = n
+        _reduce_chunks(part, n_chunks, entropy, 1.0)
+    return _first_bad(bad, n_chunks)
+
+
+def entropy_of(const double[:, ::1] resp, double[::1] entropy, int n_threads):
+    """H_k = −Σ_n r_nk ln r_nk with 0 ln 0 := 0 (spec 01 Eq. 3.51, §10.2).
+
+    A row is invalid when it holds a negative, NaN or infinite entry.
+    Returns the first invalid row or -1.
+    """
+    cdef Py_ssize_t N = resp.shape[0], K = resp.shape[1]
+    cdef Py_ssize_t csize = _chunk_size(N)
+    cdef Py_ssize_t n_chunks = (N + csize - 1) // csize
+    cdef Py_ssize_t c, n, k, start, stop
+    cdef int nt = n_threads if n_threads > 0 else 1
+    cdef double[:, ::1] part = np.zeros((max(n_chunks, 1), _padded(K)))
+    cdef Py_ssize_t[::1] bad = np.full(max(n_chunks, 1), -1, dtype=np.intp)
+    cdef const double* r
+    cdef double* h
+    cdef double x
+
+    with nogil:
+        for c in prange(n_chunks, schedule="static", num_threads=nt):
+            h = &part[c, 0]
+            start = c * csize
+            stop = start + csize
+            if stop > N:
+                stop = N
+            for n in range(start, stop):
+                r = &resp[n, 0]
+                for k in range(K):
+                    x = r[k]
+                    if x > 0.0 and x < INFINITY:
+                        h[k] = h[k] + x * log(x)
+                    elif not (x == 0.0):
+                        if bad[c] < 0:
+                            bad[c] = n
+        _reduce_chunks(part, n_chunks, entropy, -1.0)
+    return _first_bad(bad, n_chunks)
+
+
+def pair_merge_entropy(const double[:, ::1] resp, const long long[:, ::1] pairs,
+                       double[::1] entropy, int n_threads):
+    """H_m = −Σ_n s_n ln s_n with s_n = r_na + r_nb for pairs[m] = (a, b).
+
+    The entropy summary of the merged column of a merge proposal (spec 01 §5.3,
+    §10.7). Column indices must already be validated. A row is invalid when it
+    holds a negative, NaN or infinite entry in a paired column.
+    Returns the first invalid row or -1.
+    """
+    cdef Py_ssize_t N = resp.shape[0]
+    cdef Py_ssize_t M = pairs.shape[0]
+    cdef Py_ssize_t csize = _chunk_size(N)
+    cdef Py_ssize_t n_chunks = (N + csize - 1) // csize
+    cdef Py_ssize_t c, n, m, start, stop
+    cdef int nt = n_threads if n_threads > 0 else 1
+    cdef double[:, ::1] part = np.zeros((max(n_chunks, 1), _padded(M)))
+    cdef Py_ssize_t[::1] bad = np.full(max(n_chunks, 1), -1, dtype=np.intp)
+    cdef const double* r
+    cdef const long long* p = &pairs[0, 0] if M > 0 else NULL
+    cdef double* h
+    cdef double ra, rb, s
+
+    if M == 0:
+        return -1
+    with nogil:
+        for c in prange(n_chunks, schedule="static", num_threads=nt):
+            h = &part[c, 0]
+            start = c * csize
+            stop = start + csize
+            if stop > N:
+                stop = N
+            for n in range(start, stop):
+                r = &resp[n, 0]
+                for m in range(M):
+                    ra = r[p[2 * m]]
+                    rb = r[p[2 * m + 1]]
+                    s = ra + rb
+                    if ra >= 0.0 and rb >= 0.0 and s < INFINITY:
+                        if s > 0.0:
+                            h[m] = h[m] + s * log(s)
+                    elif bad[c] < 0:
+                        bad[c] = n
+        _reduce_chunks(part, n_chunks, entropy, -1.0)
+    return _first_bad(bad, n_chunks)
+
+
+# -------------------------------------------------------------------------- helpers
+cdef void _reduce_chunks(double[:, ::1] part, Py_ssize_t n_chunks, double[::1] out,
+                         double sign) noexcept nogil:
+    """out_k = sign · Σ_c part[c, k], added in chunk order (deterministic)."""
+    cdef Py_ssize_t c, k, K = out.shape[0]
+    cdef double acc
+    for k in range(K):
+        acc = 0.0
+        for c in range(n_chunks):
+            acc = acc + part[c, k]
+        out[k] = acc if sign > 0.0 else 0.0 - acc   # 0.0 - acc: never −0.0
+
+
+cdef Py_ssize_t _first_bad(Py_ssize_t[::1] bad, Py_ssize_t n_chunks) noexcept nogil:
+    cdef Py_ssize_t c
+    for c in range(n_chunks):
+        if bad[c] >= 0:
+            return bad[c]
+    return -1

@@ -1,0 +1,399 @@
+"""Compiled local-step kernels vs their NumPy references, validation, determinism.
+
+Spec 01 §3.5 / §10 (softmax, entropy from the log normaliser, 0 ln 0 = 0) and the
+container of spec 04 §1.5.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp, softmax
+
+from bnpvi import kernels
+from bnpvi.kernels import reference as ref
+from bnpvi.stats.resp import Responsibilities
+
+RTOL = 1e-12
+TINY = 1e-300  # absolute slack for subnormal responsibilities only
+
+NS = [1, 7, 1000]
+KS = [1, 2, 8, 257]
+KINDS = ["unit", "scale1e4", "around-1e5", "gaps1e3", "neginf_prior", "neginf_lik"]
+
+
+def make_weights(N: int, K: int, kind: str, seed: int = 0):
+    """(log_lik, log_prior) of a named difficulty."""
+    rng = np.random.default_rng([seed, N, K, KINDS.index(kind)])
+    log_prior = np.log(rng.dirichlet(np.ones(K)))
+    if kind == "unit":
+        log_lik = 3.0 * rng.standard_normal((N, K))
+    elif kind == "scale1e4":  # W spread over [-1e4, 0]: most rows one-hot, some underflow
+        log_lik = -1e4 * rng.random((N, K))
+    elif kind == "around-1e5":  # naive exp(W) underflows to 0 everywhere
+        log_lik = -1e5 + 2.0 * rng.standard_normal((N, K))
+    elif kind == "gaps1e3":  # columns 1e3 apart, in a random order per row, plus near-ties
+        log_lik = 1e3 * rng.permuted(np.tile(np.arange(K, dtype=float), (N, 1)), axis=1)
+        log_lik += 1e-3 * rng.standard_normal((N, K)) - 1e5
+    elif kind == "neginf_prior":
+        log_lik = 5.0 * rng.standard_normal((N, K))
+        if K > 1:
+            log_prior[rng.choice(K, size=max(1, K // 3), replace=False)] = -np.inf
+    elif kind == "neginf_lik":
+        log_lik = 5.0 * rng.standard_normal((N, K))
+        if K > 1:
+            mask = rng.random((N, K)) < 0.3
+            mask[np.arange(N), rng.integers(0, K, N)] = False  # keep one finite entry per row
+            log_lik[mask] = -np.inf
+    else:  # pragma: no cover
+        raise ValueError(kind)
+    return np.ascontiguousarray(log_lik), log_prior
+
+
+def assert_close(actual, desired, atol=0.0, what=""):
+    np.testing.assert_allclose(actual, desired, rtol=RTOL, atol=atol, err_msg=what)
+
+
+# ------------------------------------------------------------------------ dense step
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("K", KS)
+@pytest.mark.parametrize("N", NS)
+def test_dense_local_step_matches_reference(N, K, kind):
+    log_lik, log_prior = make_weights(N, K, kind)
+    resp, log_norm, entropy = kernels.dense_local_step(log_lik, log_prior)
+    r_ref, ln_ref, h_ref = ref.dense_local_step(log_lik, log_prior)
+
+    for a in (resp, log_norm, entropy):
+        assert np.all(np.isfinite(a)), "NaN/inf in the output"
+    assert_close(resp, r_ref, atol=TINY, what="resp")
+    assert_close(log_norm, ln_ref, what="log_norm")
+    assert_close(entropy, h_ref, what="entropy")
+    # independent oracles (SciPy), not just our own reference
+    W = log_lik + log_prior
+    assert_close(log_norm, logsumexp(W, axis=1), what="log_norm vs scipy")
+    assert_close(resp, softmax(W, axis=1), atol=TINY, what="resp vs scipy")
+    np.testing.assert_allclose(resp.sum(axis=1), 1.0, rtol=0, atol=1e-13)
+    assert np.all(resp >= 0.0) and np.all(entropy >= 0.0)
+    # entropy from the log normaliser equals −Σ r ln r, except that −r ln r loses the
+    # ~(1 − r) terms of r that round to 1 (≤ 1 ulp per row), which log1p keeps
+    np.testing.assert_allclose(entropy, ref.entropy_of(resp), rtol=1e-10, atol=1e-15 * N)
+
+
+@pytest.mark.parametrize("N", NS)
+def test_zero_weight_cluster_is_exactly_zero(N):
+    log_lik, log_prior = make_weights(N, 8, "unit")
+    log_prior[[0, 5]] = -np.inf
+    resp, log_norm, entropy = kernels.dense_local_step(log_lik, log_prior)
+    assert np.all(resp[:, [0, 5]] == 0.0)
+    assert np.all(entropy[[0, 5]] == 0.0) and not np.signbit(entropy[[0, 5]]).any()
+    assert np.all(np.isfinite(resp)) and np.all(np.isfinite(entropy)) and np.all(np.isfinite(log_norm))
+
+
+def test_single_cluster():
+    log_lik = -1e5 * np.random.default_rng(1).random((50, 1))
+    resp, log_norm, entropy = kernels.dense_local_step(log_lik, np.zeros(1))
+    assert np.all(resp == 1.0) and np.all(log_norm == log_lik[:, 0]) and entropy[0] == 0.0
+
+
+def test_known_values():
+    # two equal weights: r = 1/2 each, H_k = N ln 2 / 2 per column; log_norm = W + ln 2
+    log_lik = np.full((4, 2), -1e5)
+    resp, log_norm, entropy = kernels.dense_local_step(log_lik, np.zeros(2))
+    assert np.all(resp == 0.5)
+    assert_close(log_norm, -1e5 + np.log(2.0))
+    assert_close(entropy, [2 * np.log(2.0)] * 2)
+
+
+def test_underflow_boundary_keeps_subnormals():
+    # exp(t) for t just above ln(2^-1075) ≈ −745.133 is subnormal, not 0; below it is 0
+    import math
+
+    t = np.array([0.0, -708.5, -740.0, -745.0, -745.13, -745.1332, -745.1333, -745.2, -746.0, -np.inf])
+    resp, log_norm, entropy = kernels.dense_local_step(t[None, :].copy(), np.zeros(t.size))
+    e = np.array([math.exp(x) for x in t])
+    assert np.all(e[1:6] > 0.0) and np.all(e[6:] == 0.0)
+    expect = e * (1.0 / (1.0 + math.fsum(e[1:])))
+    assert np.array_equal(resp[0], expect)  # same libm exp, bit for bit
+    assert np.all(resp[0, 1:6] > 0.0) and np.all(resp[0, 6:] == 0.0)
+    assert np.all(entropy[6:] == 0.0) and np.all(entropy[1:6] > 0.0)
+
+
+def test_no_overflow_with_huge_positive_weights():
+    log_lik = np.array([[7e307, 7e307 - 1e300], [1e308, -1e308]])
+    resp, log_norm, entropy = kernels.dense_local_step(log_lik, np.zeros(2))
+    assert np.all(np.isfinite(resp)) and np.all(np.isfinite(log_norm)) and np.all(np.isfinite(entropy))
+
+
+def test_empty_batch():
+    resp, log_norm, entropy = kernels.dense_local_step(np.empty((0, 3)), np.zeros(3))
+    assert resp.shape == (0, 3) and log_norm.shape == (0,)
+    assert np.array_equal(entropy, np.zeros(3))
+
+
+# ------------------------------------------------------------------------ entropy_of
+def make_resp(N: int, K: int, seed: int = 0) -> np.ndarray:
+    """Responsibilities with exact zeros, ones, subnormal and tiny entries."""
+    rng = np.random.default_rng([seed, N, K])
+    r = rng.dirichlet(np.full(K, 0.3), size=N)
+    r[rng.random((N, K)) < 0.25] = 0.0
+    if K > 1:
+        r[rng.random((N, K)) < 0.05] = 1e-300
+        r[rng.random((N, K)) < 0.05] = 5e-324
+    r[rng.random(N) < 0.1] = 0.0
+    r[rng.random(N) < 0.1, 0] = 1.0
+    return r
+
+
+@pytest.mark.parametrize("K", KS)
+@pytest.mark.parametrize("N", NS)
+def test_entropy_of_matches_reference(N, K):
+    r = make_resp(N, K)
+    h = kernels.entropy_of(r)
+    assert np.all(np.isfinite(h))
+    assert_close(h, ref.entropy_of(r), what="entropy_of")
+
+
+@pytest.mark.parametrize("kind", ["unit", "scale1e4", "gaps1e3", "neginf_prior"])
+def test_entropy_of_softmax_output(kind):
+    log_lik, log_prior = make_weights(1000, 257, kind)
+    resp, _, entropy = kernels.dense_local_step(log_lik, log_prior)
+    h = kernels.entropy_of(resp)
+    assert_close(h, ref.entropy_of(resp))
+    np.testing.assert_allclose(h, entropy, rtol=1e-10, atol=1e-12)
+
+
+def test_entropy_of_known_values():
+    r = np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.25, 0.75, 0.0]])
+    h = kernels.entropy_of(r)
+    expect = [-(0.5 * np.log(0.5) + 0.25 * np.log(0.25)), -(0.5 * np.log(0.5) + 0.75 * np.log(0.75)), 0.0]
+    assert_close(h, expect)
+    assert h[2] == 0.0 and not np.signbit(h[2])
+
+
+# ------------------------------------------------------------------ pair entropy
+@pytest.mark.parametrize("K", [2, 8, 257])
+@pytest.mark.parametrize("N", NS)
+def test_pair_merge_entropy_matches_reference(N, K):
+    r = make_resp(N, K)
+    rng = np.random.default_rng(K)
+    a, b = np.triu_indices(K, 1)
+    pairs = np.stack([a, b], axis=1).astype(np.int64)
+    if len(pairs) > 500:
+        pairs = pairs[rng.choice(len(pairs), 500, replace=False)]
+    pairs = np.ascontiguousarray(pairs)
+    h = kernels.pair_merge_entropy(r, pairs)
+    assert h.shape == (len(pairs),) and np.all(np.isfinite(h))
+    assert_close(h, ref.pair_merge_entropy(r, pairs))
+    # symmetric in (a, b), and equal to entropy_of the merged column
+    assert np.array_equal(h, kernels.pair_merge_entropy(r, np.ascontiguousarray(pairs[:, ::-1])))
+    a0, b0 = pairs[0]
+    merged = np.ascontiguousarray((r[:, a0] + r[:, b0])[:, None])
+    assert_close(h[:1], kernels.entropy_of(merged))
+
+
+def test_pair_merge_entropy_bounds():
+    # merged entropy ≤ H_a + H_b (spec 01 §10.7: it is an upper bound, not the value)
+    log_lik, log_prior = make_weights(1000, 8, "unit")
+    resp, _, entropy = kernels.dense_local_step(log_lik, log_prior)
+    pairs = np.array([[0, 1], [2, 7], [3, 4]], dtype=np.int64)
+    h = kernels.pair_merge_entropy(resp, pairs)
+    assert np.all(h <= entropy[pairs[:, 0]] + entropy[pairs[:, 1]] + 1e-9)
+    assert np.all(h < entropy[pairs[:, 0]] + entropy[pairs[:, 1]])
+
+
+def test_pair_merge_entropy_empty_pairs():
+    h = kernels.pair_merge_entropy(make_resp(10, 3), np.empty((0, 2), dtype=np.int64))
+    assert h.shape == (0,)
+
+
+# --------------------------------------------------------------------- determinism
+def _bits(arrays):
+    return [np.asarray(a).tobytes() for a in arrays]
+
+
+@pytest.mark.parametrize("N,K", [(1000, 257), (20000, 64), (100003, 3)])
+def test_deterministic_and_thread_count_free(N, K):
+    log_lik, log_prior = make_weights(N, K, "unit", seed=3)
+    first = _bits(kernels.dense_local_step(log_lik, log_prior))
+    assert first == _bits(kernels.dense_local_step(log_lik, log_prior))
+    for nt in (1, 2, 3, 4):
+        assert first == _bits(kernels.dense_local_step(log_lik, log_prior, n_threads=nt)), nt
+    resp = np.frombuffer(first[0], dtype=np.float64).reshape(N, K)
+    pairs = np.array([[0, 1], [1, K - 1]], dtype=np.int64) if K > 2 else np.array([[0, 1]], dtype=np.int64)
+    h1 = kernels.entropy_of(resp, n_threads=1).tobytes()
+    p1 = kernels.pair_merge_entropy(resp, pairs, n_threads=1).tobytes()
+    for nt in (None, 2, 3):
+        assert kernels.entropy_of(resp, n_threads=nt).tobytes() == h1
+        assert kernels.pair_merge_entropy(resp, pairs, n_threads=nt).tobytes() == p1
+
+
+# --------------------------------------------------------------------- out= arrays
+def test_out_arrays_and_in_place():
+    log_lik, log_prior = make_weights(1000, 8, "scale1e4")
+    expect = kernels.dense_local_step(log_lik, log_prior)
+    out = (np.full((1000, 8), np.nan), np.full(1000, np.nan), np.full(8, np.nan))
+    got = kernels.dense_local_step(log_lik, log_prior, out=out)
+    assert all(g is o for g, o in zip(got, out))
+    assert _bits(got) == _bits(expect)
+    # reuse dirty buffers, and only some of them
+    got = kernels.dense_local_step(log_lik, log_prior, out=(None, out[1], out[2]))
+    assert _bits(got) == _bits(expect)
+    # in place: resp overwrites log_lik
+    work = log_lik.copy()
+    got = kernels.dense_local_step(work, log_prior, out=(work, None, None))
+    assert got[0] is work and _bits(got) == _bits(expect)
+    h = np.full(8, np.nan)
+    assert kernels.entropy_of(expect[0], out=h) is h
+    assert h.tobytes() == kernels.entropy_of(expect[0]).tobytes()
+
+
+# ---------------------------------------------------------------------- validation
+def _ok():
+    return make_weights(7, 3, "unit")
+
+
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda ll, lp: (ll.astype(np.float32), lp), "dtype float64"),
+        (lambda ll, lp: (ll.astype(np.int64), lp), "dtype float64"),
+        (lambda ll, lp: (ll, lp.astype(np.float32)), "dtype float64"),
+        (lambda ll, lp: (np.asfortranarray(np.tile(ll, (1, 2))), np.tile(lp, 2)), "C-contiguous"),
+        (lambda ll, lp: (np.tile(ll, (1, 2))[:, ::2], lp), "C-contiguous"),
+        (lambda ll, lp: (ll, np.tile(lp, 2)[::2]), "C-contiguous"),
+        (lambda ll, lp: (ll, lp[:2].copy()), "shape"),
+        (lambda ll, lp: (ll[0].copy(), lp), "2-D"),
+        (lambda ll, lp: (ll, lp[None, :].copy()), "1-D"),
+        (lambda ll, lp: (np.empty((7, 0)), np.empty(0)), "at least one column"),
+        (lambda ll, lp: (ll.tolist(), lp), "numpy.ndarray"),
+    ],
+)
+def test_dense_local_step_rejects_bad_input(mutate, match):
+    log_lik, log_prior = mutate(*_ok())
+    with pytest.raises(ValueError, match=match):
+        kernels.dense_local_step(log_lik, log_prior)
+
+
+@pytest.mark.parametrize(
+    "value, where, match",
+    [
+        (np.nan, "lik", "NaN"),
+        (np.inf, "lik", r"\+inf"),
+        (np.nan, "prior", "NaN"),
+        (-np.inf, "row", "no finite entry"),
+    ],
+)
+def test_dense_local_step_rejects_bad_values(value, where, match):
+    log_lik, log_prior = _ok()
+    if where == "lik":
+        log_lik[4, 1] = value
+    elif where == "prior":
+        log_prior[2] = value
+    else:
+        log_lik[4, :] = value
+    with pytest.raises(ValueError, match=match) as info:
+        kernels.dense_local_step(log_lik, log_prior)
+    assert isinstance(info.value, kernels.KernelInputError)
+    assert "row 4" in str(info.value) or where == "prior"
+
+
+def test_dense_local_step_rejects_bad_out():
+    log_lik, log_prior = _ok()
+    with pytest.raises(ValueError, match="shape"):
+        kernels.dense_local_step(log_lik, log_prior, out=(np.empty((7, 4)), None, None))
+    with pytest.raises(ValueError, match="dtype"):
+        kernels.dense_local_step(log_lik, log_prior, out=(None, np.empty(7, np.float32), None))
+    with pytest.raises(ValueError, match="overlaps"):
+        kernels.dense_local_step(log_lik, log_prior, out=(None, None, log_prior))
+    big = np.empty((8, 3))
+    with pytest.raises(ValueError, match="overlaps log_lik"):
+        kernels.dense_local_step(big[:7], log_prior, out=(big[1:], None, None))
+    ro = np.empty((7, 3))
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        kernels.dense_local_step(log_lik, log_prior, out=(ro, None, None))
+    with pytest.raises(ValueError, match="tuple of 3"):
+        kernels.dense_local_step(log_lik, log_prior, out=np.empty((7, 3)))
+    with pytest.raises(ValueError, match="n_threads"):
+        kernels.dense_local_step(log_lik, log_prior, n_threads=0)
+
+
+@pytest.mark.parametrize("bad", [-1e-18, np.nan, np.inf, -np.inf])
+def test_entropy_of_rejects_bad_values(bad):
+    r = make_resp(20, 4)
+    r[13, 2] = bad
+    with pytest.raises(ValueError, match="row 13"):
+        kernels.entropy_of(r)
+    with pytest.raises(ValueError, match="row 13"):
+        kernels.pair_merge_entropy(r, np.array([[0, 2]], dtype=np.int64))
+    # a pair not touching column 2 is fine
+    assert np.isfinite(kernels.pair_merge_entropy(r, np.array([[0, 1]], dtype=np.int64))).all()
+
+
+def test_entropy_kernels_reject_bad_layout():
+    r = make_resp(20, 4)
+    with pytest.raises(ValueError, match="dtype float64"):
+        kernels.entropy_of(r.astype(np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        kernels.entropy_of(np.asfortranarray(r))
+    with pytest.raises(ValueError, match="2-D"):
+        kernels.entropy_of(r[0].copy())
+    with pytest.raises(ValueError, match="shape"):
+        kernels.entropy_of(r, out=np.empty(5))
+    pairs = np.array([[0, 1], [2, 3]], dtype=np.int64)
+    with pytest.raises(ValueError, match="dtype int64"):
+        kernels.pair_merge_entropy(r, pairs.astype(np.int32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        kernels.pair_merge_entropy(r, np.asfortranarray(pairs))
+    with pytest.raises(ValueError, match=r"\(M, 2\)"):
+        kernels.pair_merge_entropy(r, np.zeros((2, 3), dtype=np.int64))
+    with pytest.raises(ValueError, match="outside"):
+        kernels.pair_merge_entropy(r, np.array([[0, 4]], dtype=np.int64))
+    with pytest.raises(ValueError, match="outside"):
+        kernels.pair_merge_entropy(r, np.array([[-1, 2]], dtype=np.int64))
+    with pytest.raises(ValueError, match="itself"):
+        kernels.pair_merge_entropy(r, np.array([[0, 1], [3, 3]], dtype=np.int64))
+
+
+# ----------------------------------------------------------------------- container
+def test_responsibilities_dense():
+    log_lik, log_prior = make_weights(1000, 8, "neginf_prior")
+    R = Responsibilities.from_weights(np.asfortranarray(log_lik), log_prior.tolist())
+    resp, log_norm, entropy = kernels.dense_local_step(log_lik, log_prior)
+    assert _bits((R.values, R.log_norm, R.entropy)) == _bits((resp, log_norm, entropy))
+    assert (R.n_atoms, R.K, R.is_sparse) == (1000, 8, False)
+    assert R.to_dense() is R.values
+    assert_close(R.counts(), resp.sum(axis=0))
+    pairs = np.array([[0, 1], [2, 3]])
+    assert np.array_equal(R.pair_entropy(pairs), kernels.pair_merge_entropy(resp, pairs.astype(np.int64)))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        R.values = resp
+
+
+def test_responsibilities_sparse_layout():
+    # top-L rows in the fixed-L layout of spec 04 §1.5, with a padded row
+    rng = np.random.default_rng(5)
+    N, K, L = 50, 9, 3
+    dense = np.zeros((N, K))
+    idx = np.argsort(rng.random((N, K)), axis=1)[:, :L].astype(np.int32)
+    vals = rng.dirichlet(np.ones(L), size=N)
+    idx[0] = [4, 4, 4]  # only one usable cluster: pad with value 0 and a repeated index
+    vals[0] = [1.0, 0.0, 0.0]
+    dense[np.arange(N)[:, None], idx] = vals
+    dense[0] = 0.0
+    dense[0, 4] = 1.0
+    R = Responsibilities(vals, np.zeros(N), kernels.entropy_of(dense), indices=idx)
+    assert R.is_sparse and (R.n_atoms, R.K) == (N, K)
+    np.testing.assert_array_equal(R.to_dense(), dense)
+    assert_close(R.counts(), dense.sum(axis=0))
+    assert_close(R.pair_entropy([[0, 4], [1, 8]]), kernels.pair_merge_entropy(dense, np.array([[0, 4], [1, 8]])))
+
+
+def test_responsibilities_rejects_inconsistent_shapes():
+    with pytest.raises(ValueError):
+        Responsibilities(np.zeros((4, 3)), np.zeros(5), np.zeros(3))
+    with pytest.raises(ValueError):
+        Responsibilities(np.zeros((4, 3)), np.zeros(4), np.zeros(2))
+    with pytest.raises(ValueError):
+        Responsibilities(np.zeros((4, 2)), np.zeros(4), np.zeros(6), indices=np.zeros((4, 2), dtype=np.int64))
