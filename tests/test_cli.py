@@ -152,9 +152,10 @@ def test_resume_can_extend_the_lap_limit(tmp_path, env):
 
 
 # ------------------------------------------------------------------ bad input
-def test_unknown_config_key(tmp_path, env):
-    proc = train(["alg.n_lap=5"], tmp_path, env, check=False)
-    assert_one_line_error(proc, "alg.n_lap")
+@pytest.mark.parametrize("arg, name", [("alg.n_lap=5", "alg.n_lap"), ("+obs.nuu=3", "nuu"), ("init.K=abc", "init.K")])
+def test_unknown_config_key_or_bad_value(tmp_path, env, arg, name):
+    proc = train([arg], tmp_path, env, check=False)
+    assert_one_line_error(proc, name)
     assert not (tmp_path / "outputs").exists()
 
 

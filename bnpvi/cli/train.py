@@ -22,7 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from bnpvi.config import register_configs
+from bnpvi.config import check_config, register_configs
 from bnpvi.errors import BnpviError
 from bnpvi.learn import runner
 
@@ -50,7 +50,7 @@ def _one_line(err: BaseException) -> str:
     if cause is not None and str(cause).strip():
         first += f" ({str(cause).strip().splitlines()[0]})"
     if options:
-        first += " (available: " + ", ".join(o for o in options if not o.endswith("_schema")) + ")"
+        first += " (available: " + ", ".join(options) + ")"
     return first
 
 
@@ -74,7 +74,7 @@ def _validate_overrides(args: list[str]) -> None:
             plain.append(override.input_line)
     try:
         with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
-            compose(config_name="train", overrides=plain)
+            check_config(compose(config_name="train", overrides=plain))
     except Exception as err:
         _fail(_one_line(err))
 

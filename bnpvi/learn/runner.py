@@ -93,6 +93,7 @@ class Run:
         self.rng = np.random.default_rng(int(cfg.seed))
         self.converged = False
         self.prev_counts: np.ndarray | None = None
+        self._start: float | None = None  # perf_counter() when this process started training
         if checkpoint is None:
             stats = initial_stats(self.obs, self.store, cfg.init, self.rng)
             self.model = MixtureModel(self.alloc, self.obs, stats)
@@ -135,7 +136,8 @@ class Run:
         self.prev_counts = np.asarray(run["prev_counts"]) if "prev_counts" in run else None
 
     def elapsed(self) -> float:
-        return self.elapsed_before + (time.perf_counter() - self._start if hasattr(self, "_start") else 0.0)
+        """Seconds of training so far, summed over the processes that ran this run."""
+        return self.elapsed_before + (0.0 if self._start is None else time.perf_counter() - self._start)
 
     def checkpoint(self) -> Path:
         return save_checkpoint(self.run_dir, self.state())
