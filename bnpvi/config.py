@@ -25,12 +25,15 @@ class ModelConfig:
 class ObsConfig:
     """Observation family and its prior (spec 01 §1.5; unset values are data-driven)."""
 
-    name: str = MISSING  # gauss | diag_gauss | zm_gauss
+    name: str = MISSING  # gauss | diag_gauss | zm_gauss | mult | bern
     sF: float = 1.0  # prior expected covariance = sF x data covariance scale
     prior_cov: str = "diag"  # eye | diag | cov: which data covariance scale
     nu: Optional[float] = None  # Wishart/Gamma degrees of freedom ν̄ (default D + 2)
     kappa: float = 1e-4  # prior pseudo-count κ̄ of the mean
     mean: Optional[List[float]] = None  # prior mean m̄ (default: the data mean)
+    lam: float = 0.1  # mult: symmetric Dirichlet λ̄ on each topic's word frequencies
+    lam1: float = 0.1  # bern: Beta(λ̄₁, λ̄₀) prior on each dimension's frequency of a 1
+    lam0: float = 0.3
 
 
 @dataclass

@@ -1,9 +1,15 @@
-"""Batches: the unit of data every local step works on."""
+"""Batches: the unit of data every local step works on.
+
+A batch always holds whole atoms (points or documents). Both kinds support
+``take(rows)`` (a sub-batch, e.g. a sample for initialisation or a birth's
+targeted subset) and ``concat(batches)``.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 
 @dataclass(frozen=True)
@@ -28,3 +34,60 @@ class PointBatch:
     @property
     def D(self) -> int:
         return self.X.shape[1]
+
+    def take(self, rows) -> "PointBatch":
+        """The atoms ``rows`` (in that order) as a new batch."""
+        return PointBatch(np.ascontiguousarray(self.X[np.asarray(rows, dtype=np.intp)]))
+
+    @staticmethod
+    def concat(batches: list["PointBatch"]) -> "PointBatch":
+        return PointBatch(np.ascontiguousarray(np.concatenate([b.X for b in batches])))
+
+
+@dataclass(frozen=True)
+class WordCountBatch:
+    """Bag-of-words documents in CSR form (one atom = one document).
+
+    Document d holds the word types ``word_ids[doc_range[d]:doc_range[d+1]]`` with
+    counts ``word_counts[...]`` (spec 01 F6: x_n ∈ Z≥0^V).
+
+    Attributes
+    ----------
+    word_ids : (nnz,) int32, values in [0, vocab_size)
+    word_counts : (nnz,) float64, positive integers
+    doc_range : (n_docs + 1,) int64, doc_range[0] == 0, non-decreasing
+    vocab_size : int
+        V.
+    start : int
+        Index of the first document in the whole data set.
+    """
+
+    word_ids: np.ndarray
+    word_counts: np.ndarray
+    doc_range: np.ndarray
+    vocab_size: int
+    start: int = 0
+
+    @property
+    def n_atoms(self) -> int:
+        return self.doc_range.shape[0] - 1
+
+    @property
+    def D(self) -> int:
+        return self.vocab_size
+
+    def csr(self) -> sp.csr_matrix:
+        """The (n_docs, V) sparse count matrix X."""
+        return sp.csr_matrix((self.word_counts, self.word_ids, self.doc_range), shape=(self.n_atoms, self.vocab_size))
+
+    def take(self, rows) -> "WordCountBatch":
+        """The documents ``rows`` (in that order) as a new batch."""
+        sub = self.csr()[np.asarray(rows, dtype=np.intp)]
+        return WordCountBatch(sub.indices.astype(np.int32), sub.data.astype(np.float64),
+                              sub.indptr.astype(np.int64), self.vocab_size)
+
+    @staticmethod
+    def concat(batches: list["WordCountBatch"]) -> "WordCountBatch":
+        X = sp.vstack([b.csr() for b in batches], format="csr")
+        return WordCountBatch(X.indices.astype(np.int32), X.data.astype(np.float64),
+                              X.indptr.astype(np.int64), batches[0].vocab_size)

@@ -17,7 +17,7 @@ from bnpvi.errors import BnpviError
 from bnpvi.stats import SuffStats
 
 
-def sample_atoms(store, n_samples: int, rng: np.random.Generator) -> PointBatch:
+def sample_atoms(store, n_samples: int, rng: np.random.Generator):
     """A uniform random sample (without replacement) of at most ``n_samples`` atoms."""
     sizes = np.asarray(store.batch_sizes(), dtype=np.int64)
     if n_samples >= store.n_atoms:
@@ -28,10 +28,9 @@ def sample_atoms(store, n_samples: int, rng: np.random.Generator) -> PointBatch:
     for b, count in enumerate(counts):
         if count == 0:
             continue
-        X = store.read_batch(b).X
-        rows = np.arange(X.shape[0]) if count == X.shape[0] else np.sort(rng.choice(X.shape[0], count, replace=False))
-        parts.append(X[rows])
-    return PointBatch(np.ascontiguousarray(np.concatenate(parts)))
+        batch = store.read_batch(b)
+        parts.append(batch if count == batch.n_atoms else batch.take(np.sort(rng.choice(batch.n_atoms, count, replace=False))))
+    return type(parts[0]).concat(parts)
 
 
 def hard_stats(obs, sample: PointBatch, labels: np.ndarray, K: int) -> SuffStats:
@@ -45,7 +44,7 @@ def hard_stats(obs, sample: PointBatch, labels: np.ndarray, K: int) -> SuffStats
 
 def _centers(obs, sample: PointBatch, idx) -> dict:
     """Posteriors of one-observation clusters at the atoms ``idx`` (smoothed atoms, Alg. 2.2)."""
-    atoms = PointBatch(np.ascontiguousarray(sample.X[np.asarray(idx)]))
+    atoms = sample.take(idx)
     stats = hard_stats(obs, atoms, np.arange(atoms.n_atoms), atoms.n_atoms)
     return obs.posterior(stats.N, stats.obs_fields())
 
@@ -108,8 +107,7 @@ def initial_stats(obs, store, cfg, rng: np.random.Generator) -> SuffStats:
         seeds = rng.choice(sample.n_atoms, size=K, replace=False)
     else:
         raise BnpviError(f"unknown init {name!r}; choose kmeanspp or random")
-    atoms = PointBatch(np.ascontiguousarray(sample.X[seeds]))
-    stats = hard_stats(obs, atoms, np.arange(K), K)
+    stats = hard_stats(obs, sample.take(seeds), np.arange(K), K)
     n_iters = int(cfg.get("kmeans_iters") or 0)
     if n_iters > 0:
         stats = kmeans_refine(obs, sample, stats, n_iters)
