@@ -7,7 +7,7 @@ pick values; these classes say which keys exist and what type they have.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
@@ -72,6 +72,54 @@ class DataConfig:
 
 
 @dataclass
+class BirthConfig:
+    """Birth proposals (spec 01 §6): split a poorly fit cluster, seeded by k-means on its data
+    in the lap's first batch and judged after the lap has refreshed every batch."""
+
+    start_lap: int = 2  # first lap with births
+    stop_lap: Optional[int] = None  # last lap with births (None: no limit)
+    max_per_lap: int = 3  # births proposed per lap (distinct targets)
+    n_new: int = 8  # J': fresh clusters per birth (fewer if the target has little data)
+    min_batch_mass: float = 10.0  # skip targets with less mass N_bk in the batch
+    eps: float = 0.1  # atoms with r_nk > eps form the k-means subset
+    max_atoms: int = 5000  # cap on that subset
+    kmeans_iters: int = 10  # Bregman k-means iterations on the subset
+    refine_iters: int = 3  # restricted local step / global step rounds of the proposal
+    Kmax: int = 200  # no births beyond this many clusters
+    retry_change: float = 0.1  # retry a failed target once its size changed by this fraction
+
+
+@dataclass
+class MergeConfig:
+    """Merge proposals (spec 01 §5): pairs chosen by m-score at lap start, exact test at lap end."""
+
+    start_lap: int = 2
+    max_pairs: int = 100  # M: candidate pairs tracked per lap
+    max_per_cluster: int = 5  # candidate partners per cluster
+    retry_change: float = 0.1  # retry a rejected pair once a member's size changed by this fraction
+
+
+@dataclass
+class DeleteConfig:
+    """Delete proposals (spec 01 §7): move a small cluster's mass to the others, exact test at lap end."""
+
+    start_lap: int = 2
+    max_fails: int = 2  # stop targeting a cluster after this many rejections (until it changes)
+    max_size_frac: float = 0.05  # only clusters holding at most this fraction of the data
+    absorb: int = 5  # size of the absorbing set A: the clusters most alike to the target
+    retry_change: float = 0.1
+
+
+@dataclass
+class MovesConfig:
+    """Proposal moves, switched on by listing them: ``moves=[birth,merge,delete]``."""
+
+    birth: Optional[BirthConfig] = None
+    merge: Optional[MergeConfig] = None
+    delete: Optional[DeleteConfig] = None
+
+
+@dataclass
 class TrainConfig:
     """Top level of ``bnpvi-train``."""
 
@@ -80,7 +128,7 @@ class TrainConfig:
     alg: AlgConfig = MISSING
     init: InitConfig = MISSING
     data: DataConfig = MISSING
-    moves: Dict[str, Any] = field(default_factory=dict)  # proposal moves (none yet)
+    moves: MovesConfig = field(default_factory=MovesConfig)  # proposal moves (memo only)
     seed: int = 0  # seeds every random choice of the run
     checkpoint_every: int = 10  # laps between checkpoints (one is always written at the end)
     resume: Optional[str] = None  # RUN_DIR of a run to continue from its latest checkpoint

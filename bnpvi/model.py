@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.data.batch import PointBatch
 from bnpvi.stats import SuffStats
 from bnpvi.stats.resp import Responsibilities
 
@@ -55,13 +54,32 @@ class MixtureModel:
     def empty_stats(self, K: int | None = None) -> SuffStats:
         return SuffStats.zeros(self.K if K is None else K, self.stat_shapes())
 
-    # ------------------------------------------------------------- local step
-    def local_step(self, batch: PointBatch) -> Responsibilities:
-        """r_nk ∝ exp(E log p(x_n|φ_k) + E ln π_k) (spec 01 Eq. 3.47-3.49)."""
-        log_lik = self.obs.expected_log_lik(self.obs_post, batch)
-        return Responsibilities.from_weights(log_lik, self.log_pi)
+    def replace(self, stats: SuffStats, uids) -> None:
+        """New clusters after a move: ids ``uids`` and globals from ``stats`` (one row per id)."""
+        self.uids = np.asarray(uids, dtype=np.int64)
+        self.set_globals(stats)
 
-    def summarize(self, batch: PointBatch, resp: Responsibilities) -> SuffStats:
+    def new_uids(self, count: int) -> np.ndarray:
+        """``count`` fresh cluster ids (never reused within a run)."""
+        ids = np.arange(self.next_uid, self.next_uid + count, dtype=np.int64)
+        self.next_uid += count
+        return ids
+
+    def positions(self, uids) -> np.ndarray:
+        """Current positions of the clusters with ids ``uids``."""
+        where = {int(u): k for k, u in enumerate(self.uids)}
+        return np.array([where[int(u)] for u in np.atleast_1d(uids)], dtype=np.intp)
+
+    # ------------------------------------------------------------- local step
+    def expected_log_lik(self, batch) -> np.ndarray:
+        """(N, K) E_q log p(x_n | φ_k) under the current globals."""
+        return self.obs.expected_log_lik(self.obs_post, batch)
+
+    def local_step(self, batch) -> Responsibilities:
+        """r_nk ∝ exp(E log p(x_n|φ_k) + E ln π_k) (spec 01 Eq. 3.47-3.49)."""
+        return Responsibilities.from_weights(self.expected_log_lik(batch), self.log_pi)
+
+    def summarize(self, batch, resp: Responsibilities) -> SuffStats:
         """SuffStats of a batch: N, H and the family's statistics."""
         dense = resp.to_dense()
         fields = {"N": resp.counts(), "H": resp.entropy}

@@ -19,9 +19,9 @@ def _counts(N: np.ndarray) -> np.ndarray:
 
 
 def counts_after(N: np.ndarray) -> np.ndarray:
-    """N^>_k = Σ_{ℓ>k} N_ℓ (spec 01 Eq. 3.36), by a reversed cumulative sum."""
-    tail = np.cumsum(N[::-1])[::-1]
-    return np.concatenate([tail[1:], [0.0]])
+    """N^>_k = Σ_{ℓ>k} N_ℓ (spec 01 Eq. 3.36) along the last axis, by a reversed cumulative sum."""
+    tail = np.cumsum(N[..., ::-1], axis=-1)[..., ::-1]
+    return np.concatenate([tail[..., 1:], np.zeros(N.shape[:-1] + (1,))], axis=-1)
 
 
 class DPMixAlloc:
@@ -54,10 +54,14 @@ class DPMixAlloc:
         u = post["eta1"] / (post["eta1"] + post["eta0"])
         return u * np.concatenate([[1.0], np.cumprod(1.0 - u)[:-1]])
 
-    def log_marginal(self, N: np.ndarray) -> float:
-        """L_DP-alloc* = Σ_k [ln γ − c_B(1 + N_k, γ + N^>_k)] (Eq. 3.44)."""
+    def log_marginal(self, N: np.ndarray):
+        """L_DP-alloc* = Σ_k [ln γ − c_B(1 + N_k, γ + N^>_k)] (Eq. 3.44).
+
+        N may be (K,) (returns a float) or (P, K) (one count vector per row; returns (P,)).
+        """
         N = _counts(N)
-        return float(np.sum(np.log(self.gamma) - c_beta(1.0 + N, self.gamma + counts_after(N))))
+        value = np.sum(np.log(self.gamma) - c_beta(1.0 + N, self.gamma + counts_after(N)), axis=-1)
+        return float(value) if N.ndim == 1 else value
 
     def kl(self, post_q, post_p) -> float:
         """Σ_k KL(Beta(q) ‖ Beta(p))."""
@@ -97,10 +101,12 @@ class FiniteMixAlloc:
     def expected_pi(self, post) -> np.ndarray:
         return post["theta"] / post["theta"].sum()
 
-    def log_marginal(self, N: np.ndarray) -> float:
+    def log_marginal(self, N: np.ndarray):
+        """c_Dir(γ/K · 1) − c_Dir(N + γ/K); N (K,) gives a float, (P, K) gives (P,)."""
         N = _counts(N)
-        alpha = self._alpha(N.shape[0])
-        return float(c_dir(alpha) - c_dir(N + alpha))
+        alpha = self._alpha(N.shape[-1])
+        value = c_dir(alpha) - c_dir(N + alpha, axis=-1)
+        return float(value) if N.ndim == 1 else value
 
     def kl(self, post_q, post_p) -> float:
         q, p = post_q["theta"], post_p["theta"]

@@ -1,4 +1,6 @@
-"""trace.csv: one row per lap with the whole-data ELBO, K and move counts."""
+"""CSV tables of a run: trace.csv (one row per lap), clusters.csv (ids and counts per lap),
+moves.csv (one row per proposal). Each is flushed after every write, and rewritten from
+the checkpoint on resume so that it ends exactly where the checkpoint does."""
 from __future__ import annotations
 
 import csv
@@ -7,41 +9,43 @@ from pathlib import Path
 import numpy as np
 
 MOVES = ("birth", "merge", "delete")
-COLUMNS = (
-    ["lap", "batches_seen", "elapsed_s", "elbo", "K"]
-    + [f"{move}_{what}" for move in MOVES for what in ("tried", "accepted")]
-    + ["elbo_per_atom"]
-)
+MOVE_COUNTS = [f"{move}_{what}" for move in MOVES for what in ("tried", "accepted")]
+TRACE_COLUMNS = ["lap", "batches_seen", "elapsed_s", "elbo", "K", *MOVE_COUNTS, "elbo_per_atom"]
+CLUSTER_COLUMNS = ["lap", "uid", "count"]
+MOVE_COLUMNS = ["lap", "move", "target", "gain", "accepted"]
+INTEGER_COLUMNS = {"lap", "batches_seen", "K", "uid", *MOVE_COUNTS}
 
 
-class Trace:
-    """The rows recorded so far, mirrored to ``trace.csv`` (flushed after every row).
+class CsvTable:
+    """Rows kept in memory and mirrored to a CSV file with fixed columns.
 
-    ``elbo`` is the whole-data ELBO L (not per atom); ``elbo_per_atom`` = L / N.
+    In trace.csv, ``elbo`` is the whole-data ELBO L (not per atom); ``elbo_per_atom`` = L / N.
     """
 
-    def __init__(self, path: Path, rows: list[dict] | None = None):
+    def __init__(self, path: Path, columns: list[str], rows: list[dict] | None = None):
         self.path = Path(path)
+        self.columns = list(columns)
         self.rows = list(rows or [])
         with open(self.path, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+            writer = csv.DictWriter(fh, fieldnames=self.columns)
             writer.writeheader()
             writer.writerows(self.rows)
 
-    def append(self, row: dict) -> None:
-        row = {col: row.get(col, 0) for col in COLUMNS}
-        self.rows.append(row)
+    def extend(self, rows: list[dict]) -> None:
+        rows = [{col: row.get(col, 0) for col in self.columns} for row in rows]
+        self.rows.extend(rows)
         with open(self.path, "a", newline="") as fh:
-            csv.DictWriter(fh, fieldnames=COLUMNS).writerow(row)
+            csv.DictWriter(fh, fieldnames=self.columns).writerows(rows)
+
+    def append(self, row: dict) -> None:
+        self.extend([row])
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {col: np.array([row[col] for row in self.rows], dtype=np.float64) for col in COLUMNS}
+        """Numeric columns as float arrays (for checkpoints)."""
+        return {col: np.array([row[col] for row in self.rows], dtype=np.float64) for col in self.columns}
 
     @staticmethod
-    def rows_from_arrays(arrays: dict) -> list[dict]:
-        n = len(np.atleast_1d(arrays["lap"])) if "lap" in arrays else 0
-        ints = {"lap", "batches_seen", "K"} | {c for c in COLUMNS if c.endswith(("_tried", "_accepted"))}
-        rows = []
-        for i in range(n):
-            rows.append({col: (int(arrays[col][i]) if col in ints else float(arrays[col][i])) for col in COLUMNS})
-        return rows
+    def rows_from_arrays(arrays: dict, columns: list[str]) -> list[dict]:
+        n = len(np.atleast_1d(arrays[columns[0]])) if columns[0] in arrays else 0
+        return [{col: (int(arrays[col][i]) if col in INTEGER_COLUMNS else float(arrays[col][i])) for col in columns}
+                for i in range(n)]

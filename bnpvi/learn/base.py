@@ -8,7 +8,7 @@ end of each lap.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,6 +23,7 @@ class LapResult:
     elbo: float
     K: int
     counts: np.ndarray  # whole-data N_k after the lap's sort, largest first
+    moves: dict = field(default_factory=dict)  # e.g. {"birth_tried": 3, "birth_accepted": 1, ...}
 
 
 class Algorithm(ABC):
@@ -65,7 +66,7 @@ class Algorithm(ABC):
         self.pos = 0
         self.lap += 1
         elbo, counts = self.finish_lap()
-        return LapResult(self.lap, elbo, self.model.K, counts)
+        return LapResult(self.lap, elbo, self.model.K, counts, self.lap_moves())
 
     def start_lap(self) -> None:
         """Hook run before the first batch of every lap."""
@@ -77,6 +78,10 @@ class Algorithm(ABC):
     @abstractmethod
     def finish_lap(self) -> tuple[float, np.ndarray]:
         """End-of-lap work; returns the whole-data ELBO and the sorted counts."""
+
+    def lap_moves(self) -> dict:
+        """Counts of moves tried and accepted in the lap just finished."""
+        return {}
 
     def sort_clusters(self, extra: list[SuffStats | None]) -> list[SuffStats | None]:
         """Sort the model by size (spec 01 §3.6) and permute ``extra`` stats the same way."""

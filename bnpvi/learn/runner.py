@@ -23,7 +23,7 @@ from bnpvi.errors import BnpviError
 from bnpvi.io.checkpoint import load_checkpoint, save_checkpoint
 from bnpvi.io.model_file import write_model
 from bnpvi.io.plots import plot_trace
-from bnpvi.io.trace import Trace
+from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, TRACE_COLUMNS, CsvTable
 from bnpvi.learn.base import LapResult
 from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
@@ -88,8 +88,12 @@ class Run:
             raise BnpviError(f"alg.n_laps must be at least 1, got {cfg.alg.n_laps}")
         if int(cfg.checkpoint_every) < 1:
             raise BnpviError(f"checkpoint_every must be at least 1, got {cfg.checkpoint_every}")
+        moves = cfg.get("moves")
+        self.moves = moves if moves is not None and any(moves.get(m) is not None for m in moves) else None
+        if self.moves is not None and cfg.alg.name != "memo":
+            raise BnpviError(f"moves={sorted(m for m in moves if moves.get(m) is not None)} need alg=memo, not alg={cfg.alg.name}")
         self.meta = {"D": self.store.D, "n_atoms": self.store.n_atoms, "n_batches": self.store.n_batches,
-                     "data_mean": moments.mean}
+                     "data_mean": np.zeros(0) if moments is None else moments.mean}
         self.rng = np.random.default_rng(int(cfg.seed))
         self.converged = False
         self.prev_counts: np.ndarray | None = None
@@ -97,11 +101,25 @@ class Run:
         if checkpoint is None:
             stats = initial_stats(self.obs, self.store, cfg.init, self.rng)
             self.model = MixtureModel(self.alloc, self.obs, stats)
-            self.alg = ALGORITHMS[cfg.alg.name](self.model, self.store, cfg.alg, self.rng)
-            self.trace = Trace(self.run_dir / "trace.csv")
+            self.alg = self._algorithm()
+            self.trace = CsvTable(self.run_dir / "trace.csv", TRACE_COLUMNS)
+            self.clusters = CsvTable(self.run_dir / "clusters.csv", CLUSTER_COLUMNS)
+            self._open_move_log()
             self.elapsed_before = 0.0
         else:
             self._restore(checkpoint)
+
+    def _algorithm(self):
+        cls = ALGORITHMS[self.cfg.alg.name]
+        if self.moves is not None:
+            return cls(self.model, self.store, self.cfg.alg, self.rng, moves=self.moves)
+        return cls(self.model, self.store, self.cfg.alg, self.rng)
+
+    def _open_move_log(self) -> None:
+        schedule = getattr(self.alg, "moves", None)
+        events = schedule.event_rows() if schedule is not None else []
+        self.move_log = CsvTable(self.run_dir / "moves.csv", MOVE_COLUMNS, events) if schedule is not None else None
+        self.events_logged = len(events)
 
     # ---------------------------------------------------------------- state
     def state(self) -> dict:
@@ -109,7 +127,8 @@ class Run:
         run = {"elapsed_s": self.elapsed(), "converged": int(self.converged)}
         if self.prev_counts is not None:
             run["prev_counts"] = self.prev_counts
-        return {"model": model, "alg": self.alg.state(), "trace": self.trace.to_arrays(), "run": run,
+        return {"model": model, "alg": self.alg.state(), "trace": self.trace.to_arrays(),
+                "clusters": self.clusters.to_arrays(), "run": run,
                 "rng": json.dumps(self.rng.bit_generator.state), "meta": self.meta,
                 "config": OmegaConf.to_yaml(self.cfg)}
 
@@ -127,9 +146,13 @@ class Run:
         self.model = MixtureModel(self.alloc, self.obs, SuffStats.from_tree(m["eff"]), uids=m["uids"])
         self.model.next_uid = int(m["next_uid"])
         self.rng.bit_generator.state = json.loads(ckpt["rng"])
-        self.alg = ALGORITHMS[self.cfg.alg.name](self.model, self.store, self.cfg.alg, self.rng)
+        self.alg = self._algorithm()
         self.alg.load_state(ckpt["alg"])
-        self.trace = Trace(self.run_dir / "trace.csv", Trace.rows_from_arrays(ckpt["trace"]))
+        self.trace = CsvTable(self.run_dir / "trace.csv", TRACE_COLUMNS,
+                              CsvTable.rows_from_arrays(ckpt["trace"], TRACE_COLUMNS))
+        self.clusters = CsvTable(self.run_dir / "clusters.csv", CLUSTER_COLUMNS,
+                                 CsvTable.rows_from_arrays(ckpt.get("clusters", {}), CLUSTER_COLUMNS))
+        self._open_move_log()
         run = ckpt.get("run", {})
         self.elapsed_before = float(run.get("elapsed_s", 0.0))
         self.converged = bool(int(run.get("converged", 0)))
@@ -147,14 +170,23 @@ class Run:
         elbo = result.elbo
         row = {"lap": result.lap, "batches_seen": self.alg.batches_seen, "elapsed_s": round(self.elapsed(), 4),
                "elbo": elbo, "K": result.K, "elbo_per_atom": elbo / self.store.n_atoms}
+        row.update(result.moves)
         prev = self.trace.rows[-1] if self.trace.rows else None
         self.trace.append(row)
-        log.info("lap %4d  elbo %.10g  K %3d  %8.2f s", result.lap, elbo, result.K, row["elapsed_s"])
+        self.clusters.extend([{"lap": result.lap, "uid": int(u), "count": float(n)}
+                              for u, n in zip(self.model.uids, result.counts)])
+        if self.move_log is not None:
+            self.move_log.extend(self.alg.moves.event_rows(self.events_logged))
+            self.events_logged = len(self.alg.moves.events)
+        moves = "".join(f"  {m} {result.moves[m + '_accepted']}/{result.moves[m + '_tried']}"
+                        for m in ("birth", "merge", "delete") if result.moves.get(m + "_tried"))
+        log.info("lap %4d  elbo %.10g  K %3d  %8.2f s%s", result.lap, elbo, result.K, row["elapsed_s"], moves)
         thr, count_thr = float(self.cfg.alg.converge_thr), float(self.cfg.alg.count_thr)
         if prev is not None and self.prev_counts is not None and self.prev_counts.shape == result.counts.shape:
             small_change = abs(elbo - prev["elbo"]) / self.store.n_atoms < thr
             stable_counts = np.max(np.abs(result.counts - self.prev_counts)) < count_thr
-            self.converged = bool(small_change and stable_counts)
+            no_moves = not any(v for k, v in result.moves.items() if k.endswith("_accepted"))
+            self.converged = bool(small_change and stable_counts and no_moves)
         self.prev_counts = result.counts
 
     def train(self) -> dict:
