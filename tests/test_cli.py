@@ -107,15 +107,19 @@ def assert_same_run(a, b):
         np.testing.assert_array_equal(params_a[key], params_b[key], err_msg=key)
 
 
+MOVES_ARGS = ["data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=10", "alg.converge_thr=-1",
+              "checkpoint_every=1", "seed=5", "init.K=1", "moves=[birth,merge,delete]"]
+
+
 @pytest.fixture
 def reference_run(tmp_path, env):
     train([*RESUME_ARGS, "hydra.run.dir=ref"], tmp_path, env)
     return tmp_path / "ref"
 
 
-def start_and_stop(tmp_path, env, name, sig):
+def start_and_stop(tmp_path, env, name, sig, args=RESUME_ARGS):
     run = tmp_path / name
-    proc = subprocess.Popen([sys.executable, "-m", "bnpvi.cli.train", *RESUME_ARGS, f"hydra.run.dir={name}"],
+    proc = subprocess.Popen([sys.executable, "-m", "bnpvi.cli.train", *args, f"hydra.run.dir={name}"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while not (run / "checkpoints" / "latest.h5").exists():
@@ -142,6 +146,17 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_is_exact(tmp_path, env, reference
     assert "resume=" in err
     train([f"resume={run}"], tmp_path, env)
     assert_same_run(reference_run, run)
+
+
+def test_resume_with_moves_is_exact(tmp_path, env):
+    train([*MOVES_ARGS, "hydra.run.dir=ref"], tmp_path, env)
+    run, code, _, err = start_and_stop(tmp_path, env, "stopped", signal.SIGINT, MOVES_ARGS)
+    assert code == 130, err
+    train([f"resume={run}"], tmp_path, env)
+    assert_same_run(tmp_path / "ref", run)
+    for name in ("moves.csv", "clusters.csv"):
+        assert (run / name).read_text() == (tmp_path / "ref" / name).read_text()
+    assert pd.read_csv(run / "trace.csv")["birth_accepted"].sum() > 0
 
 
 def test_resume_can_extend_the_lap_limit(tmp_path, env):

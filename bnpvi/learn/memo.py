@@ -1,7 +1,6 @@
 """Memoized VB (spec 01 §4.3, Alg. 3.3): exact per-batch cache swap, global step after every batch."""
 from __future__ import annotations
 
-import numpy as np
 
 from bnpvi.learn.base import Algorithm
 from bnpvi.moves import MoveSchedule
