@@ -3,9 +3,9 @@
 (a) Normalisation only — given W = E log p(x|φ) and E ln π: the compiled
     ``bnpvi.kernels.dense_local_step`` (1 thread and default threads) against the
     NumPy reference ``bnpvi.kernels.reference.dense_local_step``.
-(b) Whole E-step of a full-covariance DP Gaussian mixture: ours = a self-contained
-    NumPy E[log lik] (batched Cholesky, then one GEMM per cluster, the way scikit-learn
-    does it) + E ln π + the compiled kernel (which also yields the entropies), against
+(b) Whole E-step of a full-covariance DP Gaussian mixture: ours = bnpvi's own
+    ``MixtureModel.local_step`` (the ``gauss`` family's E[log lik] + E ln π + the
+    compiled kernel, which also yields the entropies), against
     ``BayesianGaussianMixture._estimate_log_prob_resp`` of a hand-set scikit-learn
     model with the same posterior (skipped when scikit-learn is missing). The two
     must agree: the last column is max |r_ours − exp(log_resp_sklearn)|.
@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import argparse
 import platform
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-from scipy.special import digamma
 
-try:
-    import bnpvi  # noqa: F401
-except ImportError:  # run from a source checkout without installing
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bnpvi import kernels
+from bnpvi.alloc import DPMixAlloc
+from bnpvi.data.batch import PointBatch
 from bnpvi.kernels import reference
+from bnpvi.learn.init import hard_stats
+from bnpvi.model import MixtureModel
+from bnpvi.obs.gauss import Gauss
 
 try:
     from sklearn.mixture import BayesianGaussianMixture
@@ -42,56 +40,26 @@ try:
 except ImportError:  # pragma: no cover
     BayesianGaussianMixture = None
 
-LOG_2PI = float(np.log(2.0 * np.pi))
-
 
 # ----------------------------------------------------------------- model pieces
-def gauss_expected_log_lik(X, kappa, m, nu, B):
-    """E_q log N(x_n | μ_k, Λ_k⁻¹) under Normal-Wishart q (spec 01 §1.5 F4), shape (N, K).
-
-    q(Λ_k) = Wishart(ν_k, B_k⁻¹) (E Λ_k = ν_k B_k⁻¹), q(μ_k | Λ_k) = N(m_k, (κ_k Λ_k)⁻¹):
-    E log p = −D/2 ln 2π + ½ E ln|Λ_k| − D/(2κ_k) − ½ ν_k (x − m_k)ᵀ B_k⁻¹ (x − m_k),
-    E ln|Λ_k| = Σ_{d=1}^{D} ψ((ν_k + 1 − d)/2) + D ln 2 − ln|B_k|.
-    """
-    N, D = X.shape
-    K = m.shape[0]
-    out = np.empty((N, K))
-    # NumPy's own LAPACK only (mixing in scipy.linalg wakes a second OpenBLAS thread pool)
-    L = np.linalg.cholesky(B)                                   # (K, D, D), B_k = L_k L_kᵀ
-    U = np.linalg.inv(L).transpose(0, 2, 1)                     # U_k U_kᵀ = B_k⁻¹
-    logdet_B = 2.0 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(axis=1)
-    e_logdet = digamma(0.5 * nu[:, None] - 0.5 * np.arange(D)).sum(axis=1) + D * np.log(2.0) - logdet_B
-    const = -0.5 * D * LOG_2PI + 0.5 * e_logdet - 0.5 * D / kappa
-    for k in range(K):
-        y = X @ U[k]
-        y -= m[k] @ U[k]
-        out[:, k] = const[k] - 0.5 * nu[k] * np.einsum("ij,ij->i", y, y)
-    return out
-
-
-def dp_expected_log_pi(eta1, eta0):
-    """E ln π_k = E ln u_k + Σ_{ℓ<k} E ln(1 − u_ℓ) (spec 01 Eq. 3.11, 3.32-3.33)."""
-    dsum = digamma(eta1 + eta0)
-    e_log_u = digamma(eta1) - dsum
-    e_log_1mu = digamma(eta0) - dsum
-    return e_log_u + np.concatenate(([0.0], np.cumsum(e_log_1mu)[:-1]))
-
-
 def make_problem(N, D, K, seed=0):
-    """Data and a hand-set Normal-Wishart / stick-breaking posterior for K clusters."""
+    """Data from K clusters and the bnpvi model (DP + full Gaussian) fitted to their labels."""
     rng = np.random.default_rng([seed, N, D, K])
     means = 4.0 * rng.standard_normal((K, D))
     labels = rng.integers(0, K, N)
-    X = means[labels] + rng.standard_normal((N, D))
-    Nk = np.bincount(labels, minlength=K).astype(float)
     A = rng.standard_normal((K, D, D)) / np.sqrt(D)
-    cov = A @ A.transpose(0, 2, 1) + 0.5 * np.eye(D)  # E[Λ_k]⁻¹
-    kappa = Nk + 1.0
-    nu = Nk + D + 2.0
-    B = nu[:, None, None] * cov
-    eta1 = 1.0 + Nk
-    eta0 = 1.0 + (Nk.sum() - np.cumsum(Nk))
-    return X, dict(kappa=kappa, m=means, nu=nu, B=B, eta1=eta1, eta0=eta0, cov=cov)
+    X = means[labels] + np.einsum("nd,nde->ne", rng.standard_normal((N, D)), A[labels]) + 0.7 * rng.standard_normal((N, D))
+    batch = PointBatch(np.ascontiguousarray(X))
+    obs = Gauss(nu=D + 2.0, kappa=1.0, m=X.mean(axis=0), B=np.eye(D))
+    model = MixtureModel(DPMixAlloc(1.0), obs, hard_stats(obs, batch, labels, K))
+    return batch, model
+
+
+def sklearn_post(model):
+    """The bnpvi posterior in scikit-learn's parameterisation: cov = B̂ / ν̂ (E[Λ]⁻¹)."""
+    post = model.obs_post
+    return dict(kappa=post["kappa"], m=post["m"], nu=post["nu"], cov=post["B"] / post["nu"][:, None, None],
+                eta1=model.alloc_post["eta1"], eta0=model.alloc_post["eta0"])
 
 
 def make_sklearn_bgm(post, K):
@@ -120,17 +88,13 @@ def best_of(fn, repeats):
 
 
 def run_case(N, D, K, repeats):
-    X, post = make_problem(N, D, K)
+    batch, model = make_problem(N, D, K)
+    X = batch.X
     row = {"D": D, "K": K}
 
-    def our_estep():
-        log_lik = gauss_expected_log_lik(X, post["kappa"], post["m"], post["nu"], post["B"])
-        log_prior = dp_expected_log_pi(post["eta1"], post["eta0"])
-        return kernels.dense_local_step(log_lik, log_prior)
-
     # (a) normalisation only, on fixed weights
-    log_lik = gauss_expected_log_lik(X, post["kappa"], post["m"], post["nu"], post["B"])
-    log_prior = dp_expected_log_pi(post["eta1"], post["eta0"])
+    log_lik = model.expected_log_lik(batch)
+    log_prior = model.log_pi
     row["norm_c1"], _ = best_of(lambda: kernels.dense_local_step(log_lik, log_prior, n_threads=1), repeats)
     row["norm_c"], ours = best_of(lambda: kernels.dense_local_step(log_lik, log_prior), repeats)
     row["norm_ref"], refres = best_of(lambda: reference.dense_local_step(log_lik, log_prior), repeats)
@@ -138,14 +102,12 @@ def run_case(N, D, K, repeats):
     del refres
 
     # (b) whole E-step
-    row["loglik"], _ = best_of(
-        lambda: gauss_expected_log_lik(X, post["kappa"], post["m"], post["nu"], post["B"]), repeats
-    )
-    row["ours"], ours = best_of(our_estep, repeats)
+    row["loglik"], _ = best_of(lambda: model.expected_log_lik(batch), repeats)
+    row["ours"], ours = best_of(lambda: model.local_step(batch), repeats)
     if BayesianGaussianMixture is not None:
-        bgm = make_sklearn_bgm(post, K)
+        bgm = make_sklearn_bgm(sklearn_post(model), K)
         row["sklearn"], (_, log_resp) = best_of(lambda: bgm._estimate_log_prob_resp(X), repeats)
-        row["estep_err"] = float(np.max(np.abs(ours[0] - np.exp(log_resp))))
+        row["estep_err"] = float(np.max(np.abs(ours.values - np.exp(log_resp))))
     del log_lik, ours
     return row
 
@@ -159,10 +121,9 @@ def main(argv=None):
 
     N = args.n or (20_000 if args.quick else 100_000)
     Ds, Ks = ([2, 16], [8, 64]) if args.quick else ([2, 16, 64], [8, 64, 256])
-    threads = kernels._ext.max_threads() if kernels.HAVE_COMPILED else 1
     print(
-        f"N = {N}, best of {args.repeats}; compiled kernel: {kernels.HAVE_COMPILED} "
-        f"(OpenMP threads {threads}); numpy {np.__version__}; {platform.processor() or platform.machine()}"
+        f"N = {N}, best of {args.repeats}; OpenMP threads {kernels._ext.max_threads()}; "
+        f"numpy {np.__version__}; {platform.processor() or platform.machine()}"
     )
     print("(a) normalisation only [s]: compiled 1 thread, compiled default, NumPy reference, ref/compiled")
     print("(b) whole E-step [s]: our E[log lik] alone, ours total (E[log lik] + kernel), sklearn, sklearn/ours")

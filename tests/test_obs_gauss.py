@@ -346,7 +346,7 @@ def test_omegaconf_node_and_registry():
     cfg = omegaconf.OmegaConf.create({"name": "gauss", "nu": None, "kappa": 0.5, "mean": [0.0, 1.0, 2.0]})
     fam = make_obs(cfg, D, moments_of(X))
     assert isinstance(fam, Gauss) and fam.prior_params()["kappa"] == 0.5
-    assert FAMILIES == {"gauss": Gauss, "diag_gauss": DiagGauss, "zm_gauss": ZeroMeanGauss}
+    assert FAMILIES["gauss"] is Gauss and FAMILIES["diag_gauss"] is DiagGauss and FAMILIES["zm_gauss"] is ZeroMeanGauss
 
 
 def test_posterior_ridge_for_indefinite_residue(caplog):

@@ -32,7 +32,7 @@ __all__ = [
     "pair_merge_entropy",
 ]
 
-PARALLEL_MIN_WORK = 1 << 17
+PARALLEL_MIN_WORK = 1 << 20
 """Below this many (row, column) cells the kernels run on one thread by default."""
 
 

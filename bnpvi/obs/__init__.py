@@ -11,11 +11,14 @@ from typing import Mapping
 
 from bnpvi.errors import BnpviError
 from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+from bnpvi.obs.bern import Bern
 from bnpvi.obs.diag_gauss import DiagGauss
 from bnpvi.obs.gauss import Gauss
+from bnpvi.obs.mult import Mult
 from bnpvi.obs.zm_gauss import ZeroMeanGauss
 
-FAMILIES: dict[str, type[ObsFamily]] = {"gauss": Gauss, "diag_gauss": DiagGauss, "zm_gauss": ZeroMeanGauss}
+FAMILIES: dict[str, type[ObsFamily]] = {"gauss": Gauss, "diag_gauss": DiagGauss, "zm_gauss": ZeroMeanGauss,
+                                         "mult": Mult, "bern": Bern}
 
 
 def make_obs(cfg: Mapping, D: int, moments: DataMoments | None) -> ObsFamily:
@@ -26,4 +29,5 @@ def make_obs(cfg: Mapping, D: int, moments: DataMoments | None) -> ObsFamily:
     return FAMILIES[name].from_config(cfg, int(D), moments)
 
 
-__all__ = ["DataMoments", "DiagGauss", "FAMILIES", "Gauss", "ObsFamily", "Posterior", "ZeroMeanGauss", "make_obs"]
+__all__ = ["Bern", "DataMoments", "DiagGauss", "FAMILIES", "Gauss", "Mult", "ObsFamily", "Posterior", "ZeroMeanGauss",
+           "make_obs"]

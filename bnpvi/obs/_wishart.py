@@ -22,7 +22,6 @@ import logging
 from typing import Mapping
 
 import numpy as np
-from scipy.linalg import solve_triangular
 from scipy.special import digamma
 
 from bnpvi.errors import BnpviError
@@ -224,12 +223,13 @@ def logdet_chol(L: np.ndarray) -> np.ndarray:
 
 
 def chol_inverse(L: np.ndarray) -> np.ndarray:
-    """(..., D, D) inverses L⁻¹ of lower-triangular factors (triangular solves against I)."""
-    out = np.empty_like(L)
-    eye = np.eye(L.shape[-1])
-    for idx in np.ndindex(*L.shape[:-2]):
-        out[idx] = solve_triangular(L[idx], eye, lower=True, check_finite=False)
-    return out
+    """(..., D, D) inverses L⁻¹ of lower-triangular factors, batched in one NumPy LAPACK call.
+
+    (NumPy's LAPACK, not scipy.linalg: calling both wakes two OpenBLAS thread pools,
+    which made each small solve take milliseconds on a busy 2-core machine.)
+    """
+    L = np.asarray(L, dtype=np.float64)
+    return np.tril(np.linalg.solve(L, np.broadcast_to(np.eye(L.shape[-1]), L.shape)))
 
 
 def trace_inv_prod(L_q: np.ndarray, L_p: np.ndarray) -> np.ndarray:
@@ -247,18 +247,23 @@ def inv_quad(L: np.ndarray, v: np.ndarray) -> np.ndarray:
 def whitened_sq_norms(Y: np.ndarray, L: np.ndarray, mu: np.ndarray | None = None) -> np.ndarray:
     """(N, K) ‖L_k⁻¹ (y_n − μ_k)‖² for all atoms n and clusters k.
 
-    One triangular inverse per cluster, then one (N × D)·(D × D) product per cluster — a
-    loop over K, never over N (measured ~1.5× faster than ``solve_triangular`` on Yᵀ per
-    cluster and as accurate: both are backward stable for the triangular factor).
+    One triangular inverse per cluster, then the clusters' inverses side by side as one
+    (N × D)·(D × kD) BLAS product per block of clusters (blocks sized to ~32 MB) — no
+    loop over N, and few Python steps over K.
     """
-    N, K = Y.shape[0], L.shape[0]
+    N, D = Y.shape
+    K = L.shape[0]
     Linv = chol_inverse(L)
+    shift = None if mu is None else np.einsum("kde,ke->kd", Linv, mu)
     out = np.empty((N, K))
-    for k in range(K):
-        Z = Y @ Linv[k].T
-        if mu is not None:
-            Z -= Linv[k] @ mu[k]
-        out[:, k] = np.einsum("nd,nd->n", Z, Z)
+    step = max(1, _CHUNK_ELEMS // max(N * D, 1))
+    for k0 in range(0, K, step):
+        k1 = min(K, k0 + step)
+        block = Linv[k0:k1].transpose(2, 0, 1).reshape(D, (k1 - k0) * D)
+        Z = (Y @ block).reshape(N, k1 - k0, D)
+        if shift is not None:
+            Z -= shift[k0:k1]
+        out[:, k0:k1] = np.einsum("nkd,nkd->nk", Z, Z)
     return out
 
 

@@ -1,0 +1,162 @@
+"""Independent Bernoulli dimensions with Beta priors (spec 01 §1.5 F7).
+
+x_n ∈ {0, 1}^D, each dimension independent:
+
+    x_nd | μ_kd ~ Bern(μ_kd),   μ_kd ~ Beta(λ̄₁, λ̄₀)  (default Beta(0.1, 0.3), seed Ch. 6 L3736).
+
+Statistics: N_k and S_kd = Σ_n r_nk x_nd. Global step (F7 "Update"):
+λ̂₁_kd = λ̄₁ + S_kd, λ̂₀_kd = λ̄₀ + N_k − S_kd. The base measure is h(x) = 0, so every
+quantity below includes all constants.
+
+The data must be exactly 0/1: every method that reads a batch checks it once (O(ND), the
+cost of the product it precedes) and raises ``BnpviError`` naming the first offending row.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+from scipy.special import digamma, gammaln
+
+from bnpvi.errors import BnpviError
+from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+from bnpvi.obs.mult import clip_stats, read_positive
+
+
+def _xlogx_pair(p: float) -> float:
+    """p ln p + (1 − p) ln(1 − p) for 0 < p < 1: minus the entropy of Bern(p)."""
+    return float(p * np.log(p) + (1.0 - p) * np.log1p(-p))
+
+
+class Bern(ObsFamily):
+    """Binary vectors, independent Bernoulli dimensions with Beta(λ̄₁, λ̄₀) priors (spec 01 F7); name "bern".
+
+    Parameters
+    ----------
+    lam1 : float
+        λ̄₁ > 0, prior pseudo-count of ones (config ``obs.lam1``, default 0.1).
+    lam0 : float
+        λ̄₀ > 0, prior pseudo-count of zeros (config ``obs.lam0``, default 0.3).
+    D : int
+        Number of binary dimensions.
+    """
+
+    name = "bern"
+
+    def __init__(self, lam1: float, lam0: float, D: int):
+        self.lam1 = read_positive({"lam1": lam1}, "lam1", 0.1)
+        self.lam0 = read_positive({"lam0": lam0}, "lam0", 0.3)
+        D = int(D)
+        if D < 1:
+            raise BnpviError(f"the bern family needs at least one dimension, got D={D}")
+        self.D = D
+        self._gammaln1, self._gammaln0 = float(gammaln(self.lam1)), float(gammaln(self.lam0))
+        self._gammaln10 = float(gammaln(self.lam1 + self.lam0))
+
+    @classmethod
+    def from_config(cls, cfg: Mapping, D: int, moments: DataMoments | None) -> "Bern":
+        """Build from the ``obs`` node: keys ``lam1`` (default 0.1) and ``lam0`` (default 0.3)."""
+        return cls(read_positive(cfg, "lam1", 0.1), read_positive(cfg, "lam0", 0.3), D)
+
+    def stat_shapes(self) -> dict[str, tuple]:
+        return {"S": (self.D,)}
+
+    def prior_params(self) -> dict[str, np.ndarray]:
+        return {"lam1": np.float64(self.lam1), "lam0": np.float64(self.lam0)}
+
+    # ---------------------------------------------------------------- data
+    def _binary(self, batch) -> np.ndarray:
+        """The batch's X as float64 (N, D), checked to be 0/1 (BnpviError naming the first bad row)."""
+        X = np.asarray(batch.X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.D:
+            raise BnpviError(f"data have shape {X.shape} but the bern family was built for D={self.D}")
+        bad = (X != 0.0) & (X != 1.0)  # NaN counts as bad
+        if bad.any():
+            row = int(np.flatnonzero(bad.any(axis=1))[0])
+            col = int(np.flatnonzero(bad[row])[0])
+            raise BnpviError(f"the bern family needs binary (0/1) data; row {getattr(batch, 'start', 0) + row} "
+                             f"of the data has x[{col}] = {X[row, col]!r}")
+        return X
+
+    # ------------------------------------------------------------ summaries
+    def summarize(self, batch, resp: np.ndarray) -> dict[str, np.ndarray]:
+        """S_kd = Σ_n r_nk x_nd = (rᵀ X)_kd (spec F7 "Stats")."""
+        X = self._binary(batch)
+        return {"S": np.asarray(resp, dtype=np.float64).T @ X}
+
+    def _params(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(λ̂₁, λ̂₀) = (λ̄₁ + S, λ̄₀ + N − S) with N, S and N − S clipped at 0 (§10.3)."""
+        N = clip_stats(N)
+        S = clip_stats(stats["S"])
+        return self.lam1 + S, self.lam0 + np.maximum(N[:, None] - S, 0.0)
+
+    def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
+        """q(μ_kd) = Beta(λ̂₁_kd, λ̂₀_kd) (spec F7 "Update").
+
+        Returns
+        -------
+        dict of (K, D) arrays: lam1, lam0, E_log_mu = ψ(λ̂₁) − ψ(λ̂₁ + λ̂₀),
+        E_log_1mmu = ψ(λ̂₀) − ψ(λ̂₁ + λ̂₀).
+        """
+        lam1, lam0 = self._params(N, stats)
+        total = digamma(lam1 + lam0)
+        return {"lam1": lam1, "lam0": lam0, "E_log_mu": digamma(lam1) - total, "E_log_1mmu": digamma(lam0) - total}
+
+    # ---------------------------------------------------------------- ELBO
+    def expected_log_lik(self, post: Posterior, batch) -> np.ndarray:
+        """(N, K) Σ_d [x_nd E ln μ_kd + (1 − x_nd) E ln(1 − μ_kd)] (spec F7), all constants included.
+
+        Computed as X·(E ln μ − E ln(1−μ))ᵀ + Σ_d E ln(1 − μ_kd): one (N × D)·(D × K) product.
+        """
+        X = self._binary(batch)
+        E1, E0 = post["E_log_mu"], post["E_log_1mmu"]
+        return X @ (E1 - E0).T + E0.sum(axis=1)[None, :]
+
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+        """L_data,k* = Σ_d [c_B(λ̄₁, λ̄₀) − c_B(λ̂₁_kd, λ̂₀_kd)] (spec F7).
+
+        Evaluated as Σ_d [lnΓ(λ̂₁) − lnΓ(λ̄₁) + lnΓ(λ̂₀) − lnΓ(λ̄₀) − lnΓ(λ̂₁ + λ̂₀) + lnΓ(λ̄₁ + λ̄₀)].
+        For hard assignments it is the exact Beta-Bernoulli log marginal likelihood of the
+        cluster's data (h = 0, nothing dropped). Exactly 0 for empty clusters (N_k = 0, S_k = 0).
+        """
+        lam1, lam0 = self._params(N, stats)
+        out = ((gammaln(lam1) - self._gammaln1) + (gammaln(lam0) - self._gammaln0)
+               - (gammaln(lam1 + lam0) - self._gammaln10)).sum(axis=1)
+        empty = (clip_stats(N) == 0) & ~np.any(clip_stats(stats["S"]) != 0, axis=1)
+        return np.where(empty, 0.0, out)
+
+    def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
+        """(K,) Σ_d KL(Beta(a₁, a₀) ‖ Beta(b₁, b₀)) for q = (a₁, a₀), p = (b₁, b₀) (spec F7).
+
+        = Σ_d [c_B(a₁, a₀) − c_B(b₁, b₀) + (a₁ − b₁) E_q ln μ + (a₀ − b₀) E_q ln(1 − μ)].
+        """
+        a1, a0 = post_q["lam1"], post_q["lam0"]
+        b1, b0 = (np.broadcast_to(post_p[key], a1.shape) for key in ("lam1", "lam0"))
+        log_norm = (gammaln(a1 + a0) - gammaln(b1 + b0)) - (gammaln(a1) - gammaln(b1)) - (gammaln(a0) - gammaln(b0))
+        return np.sum(log_norm + (a1 - b1) * post_q["E_log_mu"] + (a0 - b0) * post_q["E_log_1mmu"], axis=1)
+
+    # -------------------------------------------------------------- Bregman
+    def divergence(self, batch, centers: Posterior) -> np.ndarray:
+        """(N, J) Σ_d KL(Bern(p̃_nd) ‖ Bern(μ_jd)) (spec F7 Bregman; §4.4).
+
+        Smoothed atom (the one-observation posterior's mean): p̃_nd = (x_nd + λ̄₁)/(1 + λ̄₁ + λ̄₀),
+        i.e. p₁ where x = 1 and p₀ where x = 0. Center: the posterior mean μ_jd = λ̂₁/(λ̂₁ + λ̂₀).
+        With n_n = Σ_d x_nd and g(p) = p ln p + (1 − p) ln(1 − p),
+
+            D_nj = n_n g(p₁) + (D − n_n) g(p₀) − Σ_d [p₀ ln μ_jd + (1 − p₀) ln(1 − μ_jd)]
+                   − (p₁ − p₀) Σ_d x_nd [ln μ_jd − ln(1 − μ_jd)],
+
+        one (N × D)·(D × J) product. Zero for the center built from the atom's own one-hot
+        summary; tiny negative rounding is clipped at 0.
+        """
+        X = self._binary(batch)
+        lam1, lam0 = np.asarray(centers["lam1"], dtype=np.float64), np.asarray(centers["lam0"], dtype=np.float64)
+        log_total = np.log(lam1 + lam0)
+        log_mu, log_1mmu = np.log(lam1) - log_total, np.log(lam0) - log_total
+        denom = 1.0 + self.lam1 + self.lam0
+        p1, p0 = (1.0 + self.lam1) / denom, self.lam1 / denom
+        ones = X.sum(axis=1)
+        neg_entropy = ones * _xlogx_pair(p1) + (self.D - ones) * _xlogx_pair(p0)
+        base = (p0 * log_mu + (1.0 - p0) * log_1mmu).sum(axis=1)
+        cross = base[None, :] + (p1 - p0) * (X @ (log_mu - log_1mmu).T)
+        return np.maximum(neg_entropy[:, None] - cross, 0.0)

@@ -1,0 +1,191 @@
+"""Multinomial (bag-of-words) likelihood with a symmetric Dirichlet prior (spec 01 §1.5 F6).
+
+Document n is a count vector x_n ∈ Z≥0^V with length C_n = Σ_v x_nv (seed Eq. 2.19):
+
+    log p(x_n | μ_k) = h(x_n) + Σ_v x_nv ln μ_kv,   h(x_n) = ln(C_n! / Π_v x_nv!),
+    μ_k ~ Dir(λ̄, ..., λ̄)  (symmetric, Eq. 2.43-2.44).
+
+Statistics: S_kv = Σ_n r_nk x_nv (word counts per cluster); N_k is used by the allocation
+model only. Global step: λ̂_kv = λ̄ + S_kv (never the generic "ν̂ = ν̄ + N", spec §10.14).
+
+**The multinomial coefficient h(x_n) is dropped everywhere** (``expected_log_lik`` and
+``log_marginal`` alike), so every reported ELBO is the log probability of the documents'
+*word sequences* (each document's tokens in a fixed order) rather than of their count
+vectors. The two differ by the constant Σ_n ln(C_n!/Π_v x_nv!), which depends on the data only
+and so never affects a decision (spec 01 §1.5 F6 [R], §10.12).
+
+All products with the data use the sparse (N, V) count matrix ``batch.csr()``; it is
+never densified (V can be 10⁴ and N 10⁵).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import digamma, gammaln
+
+from bnpvi.errors import BnpviError
+from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+
+
+def read_positive(cfg: Mapping | None, key: str, default: float) -> float:
+    """``obs.<key>`` as a finite number > 0 (``default`` when unset); BnpviError naming obs.<key> otherwise."""
+    value = None if cfg is None else cfg.get(key)
+    if value is None:
+        value = default
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise BnpviError(f"obs.{key} must be a positive number, got {value!r}") from None
+    if not np.isfinite(value) or value <= 0:
+        raise BnpviError(f"obs.{key} must be a positive number, got {value!r}")
+    return value
+
+
+def clip_stats(S) -> np.ndarray:
+    """Statistics as float64 clipped at 0 (memoized aggregates can come out as −1e-13; spec 01 §10.3)."""
+    return np.maximum(np.asarray(S, dtype=np.float64), 0.0)
+
+
+class Mult(ObsFamily):
+    """Mixture of multinomials with a symmetric Dirichlet(λ̄) prior (spec 01 F6); name "mult".
+
+    Parameters
+    ----------
+    lam : float
+        λ̄ > 0, the symmetric Dirichlet pseudo-count of every word (config ``obs.lam``, default 0.1).
+    V : int
+        Vocabulary size (the data dimension D of a bag-of-words store).
+
+    Notes
+    -----
+    Works on ``WordCountBatch`` (sparse counts); a ``PointBatch`` of dense non-negative counts
+    is accepted too (converted to CSR). The multinomial coefficient h(x_n) is excluded from
+    ``expected_log_lik`` and ``log_marginal`` consistently (see the module docstring).
+    """
+
+    name = "mult"
+
+    def __init__(self, lam: float, V: int):
+        self.lam = read_positive({"lam": lam}, "lam", 0.1)
+        V = int(V)
+        if V < 1:
+            raise BnpviError(f"the mult family needs a vocabulary of at least one word, got V={V}")
+        self.V = self.D = V
+        self._log_norm_prior = float(gammaln(V * self.lam))  # lnΓ(Σ_v λ̄_v)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping, D: int, moments: DataMoments | None) -> "Mult":
+        """Build from the ``obs`` node: key ``lam`` (default 0.1); D is the vocabulary size V."""
+        return cls(read_positive(cfg, "lam", 0.1), D)
+
+    def stat_shapes(self) -> dict[str, tuple]:
+        return {"S": (self.V,)}
+
+    def prior_params(self) -> dict[str, np.ndarray]:
+        return {"lam": np.float64(self.lam)}
+
+    # ---------------------------------------------------------------- data
+    def _counts(self, batch) -> sp.csr_matrix:
+        """The batch's (N, V) float64 CSR count matrix, checked cheaply (O(nnz)) once per call."""
+        if hasattr(batch, "csr"):
+            if int(batch.vocab_size) != self.V:
+                raise BnpviError(f"documents have vocabulary size {batch.vocab_size} but the mult family "
+                                 f"was built for V={self.V}")
+            X = batch.csr()
+            if X.dtype != np.float64:
+                X = X.astype(np.float64)
+        else:
+            dense = np.asarray(batch.X)
+            if dense.ndim != 2 or dense.shape[1] != self.V:
+                raise BnpviError(f"data have shape {dense.shape} but the mult family was built for V={self.V}")
+            X = sp.csr_matrix(dense, dtype=np.float64)
+        if X.nnz:
+            if X.indices.min() < 0 or X.indices.max() >= self.V:
+                raise BnpviError(f"word ids must lie in [0, {self.V}), found {X.indices.min()}..{X.indices.max()}")
+            bad = ~np.isfinite(X.data) | (X.data < 0)
+            if bad.any():
+                row = int(np.searchsorted(X.indptr, np.flatnonzero(bad)[0], side="right") - 1)
+                raise BnpviError(f"word counts must be finite and non-negative; document {row} of the batch "
+                                 f"(row {getattr(batch, 'start', 0) + row} of the data) has {X.data[bad][0]!r}")
+        return X
+
+    # ------------------------------------------------------------ summaries
+    def summarize(self, batch, resp: np.ndarray) -> dict[str, np.ndarray]:
+        """S_kv = Σ_n r_nk x_nv, i.e. S = (Xᵀ r)ᵀ as one sparse-dense product (spec F6 "Stats")."""
+        X = self._counts(batch)
+        resp = np.asarray(resp, dtype=np.float64)
+        return {"S": np.ascontiguousarray((X.T @ resp).T)}
+
+    def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
+        """q(μ_k) = Dir(λ̂_k), λ̂_kv = λ̄ + S_kv (spec F6 "Update"; N is not used).
+
+        Returns
+        -------
+        dict of K-leading arrays: lam (K, V) λ̂, E_log_mu (K, V) E ln μ_kv = ψ(λ̂_kv) − ψ(Σ_w λ̂_kw)
+        (cf. Eq. 2.47).
+        """
+        lam = self.lam + clip_stats(stats["S"])
+        E_log_mu = digamma(lam) - digamma(lam.sum(axis=1))[:, None]
+        return {"lam": lam, "E_log_mu": E_log_mu}
+
+    # ---------------------------------------------------------------- ELBO
+    def expected_log_lik(self, post: Posterior, batch) -> np.ndarray:
+        """(N, K) Σ_v x_nv E ln μ_kv = X · (E ln μ)ᵀ (spec F6), **without** h(x_n) = ln(C_n!/Π x_nv!)."""
+        X = self._counts(batch)
+        return np.asarray(X @ np.ascontiguousarray(post["E_log_mu"].T))
+
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+        """L_data,k* = c_Dir(λ̄) − c_Dir(λ̂_k) (spec F6; Eq. 3.42 with the sign fixed).
+
+        Evaluated as Σ_v [lnΓ(λ̂_kv) − lnΓ(λ̄)] − [lnΓ(Σ_v λ̂_kv) − lnΓ(Vλ̄)], so words absent
+        from a cluster contribute exactly 0 and nothing cancels across the vocabulary.
+
+        For hard assignments this is the exact Dirichlet-multinomial (Pólya urn) log probability
+        of the cluster's word *sequence*; the multinomial coefficients Σ_n ln(C_n!/Π_v x_nv!) are
+        excluded (constant in every decision; module docstring). N does not enter. Clusters with
+        S_k = 0 (empty clusters, or only empty documents) give exactly 0.
+        """
+        S = clip_stats(stats["S"])
+        lam_post = self.lam + S
+        per_word = (gammaln(lam_post) - gammaln(self.lam)).sum(axis=1)
+        out = per_word - (gammaln(lam_post.sum(axis=1)) - self._log_norm_prior)
+        return np.where(np.any(S != 0, axis=1), out, 0.0)
+
+    def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
+        """(K,) KL(Dir(λ_q) ‖ Dir(λ_p)) = c_Dir(λ_q) − c_Dir(λ_p) + Σ_v (λ_qv − λ_pv) E_q ln μ_v."""
+        a, b = post_q["lam"], np.broadcast_to(post_p["lam"], post_q["lam"].shape)
+        log_norm = (gammaln(b) - gammaln(a)).sum(axis=1) + gammaln(a.sum(axis=1)) - gammaln(b.sum(axis=1))
+        return log_norm + np.sum((a - b) * post_q["E_log_mu"], axis=1)
+
+    # -------------------------------------------------------------- Bregman
+    def divergence(self, batch, centers: Posterior) -> np.ndarray:
+        """(N, J) C_n · KL(p̃_n ‖ μ_j) from smoothed documents to centers (spec F6 Bregman, Eq. 2.38; §4.4).
+
+        Smoothed atom (the one-document posterior's mean): p̃_nv = (x_nv + λ̄)/a_n, a_n = C_n + Vλ̄.
+        Center: the posterior mean μ_jv = λ̂_jv / Σ_w λ̂_jw. With the sparse data,
+
+            Σ_v p̃_nv ln p̃_nv = [Σ_{v: x_nv>0} (x_nv + λ̄) ln(x_nv + λ̄) + (V − nnz_n) λ̄ ln λ̄]/a_n − ln a_n,
+            Σ_v p̃_nv ln μ_jv = [x_n · ln μ_j + λ̄ Σ_v ln μ_jv]/a_n,
+
+        and the divergence is C_n times their difference (the count-scaled KL of Eq. 2.38, so a
+        long document weighs more). Zero for the center built from the document's own
+        one-hot summary; tiny negative rounding is clipped at 0; empty documents give 0.
+        """
+        X = self._counts(batch)
+        if not X.has_canonical_format:  # duplicates would break the per-nonzero entropy sum
+            X = X.copy()
+            X.sum_duplicates()
+        lam = np.asarray(centers["lam"], dtype=np.float64)
+        log_mu = np.log(lam) - np.log(lam.sum(axis=1))[:, None]  # (J, V)
+        C = np.asarray(X.sum(axis=1)).ravel()
+        a = C + self.V * self.lam
+        nnz = np.diff(X.indptr)
+        smoothed = X.data + self.lam
+        rows = np.repeat(np.arange(X.shape[0]), nnz)
+        ent_num = np.bincount(rows, weights=smoothed * np.log(smoothed), minlength=X.shape[0])
+        neg_entropy = (ent_num + (self.V - nnz) * self.lam * np.log(self.lam)) / a - np.log(a)
+        cross = (np.asarray(X @ np.ascontiguousarray(log_mu.T)) + self.lam * log_mu.sum(axis=1)[None, :]) / a[:, None]
+        out = C[:, None] * (neg_entropy[:, None] - cross)
+        return np.maximum(out, 0.0)
