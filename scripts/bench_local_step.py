@@ -108,7 +108,6 @@ def run_case(N, D, K, repeats):
         bgm = make_sklearn_bgm(sklearn_post(model), K)
         row["sklearn"], (_, log_resp) = best_of(lambda: bgm._estimate_log_prob_resp(X), repeats)
         row["estep_err"] = float(np.max(np.abs(ours.values - np.exp(log_resp))))
-    del log_lik, ours
     return row
 
 

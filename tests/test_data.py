@@ -10,10 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import scipy.sparse as sp
+
 from bnpvi.cli.data import main
-from bnpvi.data.batch import PointBatch
-from bnpvi.data.convert import convert, read_table
-from bnpvi.data.store import BatchStore, split_offsets, write_points
+from bnpvi.data.batch import PointBatch, WordCountBatch
+from bnpvi.data.convert import convert, read_documents, read_ldac, read_table, read_vocab
+from bnpvi.data.store import BatchStore, split_offsets, write_documents, write_points
 from bnpvi.data.toy import ensure_toy, make_toy, toy_path
 from bnpvi.errors import BnpviError
 
@@ -450,3 +452,490 @@ def test_failed_write_leaves_nothing(tmp_path, data, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["d.h5"]
     with BatchStore.open(old) as store:  # the existing file is intact
         assert store.n_atoms == 5
+
+
+
+# =========================================================== bag of words
+def make_corpus(seed=0, N=57, V=40, max_len=9):
+    """A random corpus in CSR form: distinct ids per document, counts 1..5, no empty document."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, max_len + 1, size=N)
+    ids = np.concatenate([rng.choice(V, size=L, replace=False) for L in lengths]).astype(np.int32)
+    counts = rng.integers(1, 6, size=ids.size).astype(np.float64)
+    return ids, counts, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+
+def ldac_text(ids, counts, dr, sep=" ", eol="\n"):
+    lines = []
+    for d in range(len(dr) - 1):
+        pairs = [f"{i}:{int(c)}" for i, c in zip(ids[dr[d]:dr[d + 1]], counts[dr[d]:dr[d + 1]])]
+        lines.append(sep.join([str(len(pairs))] + pairs))
+    return eol.join(lines) + eol
+
+
+def read_all_docs(store):
+    """Concatenate every batch of a bow store back into (ids, counts, doc_range), checking each batch."""
+    ids, counts, lengths = [], [], []
+    for b in range(store.n_batches):
+        batch = store.read_batch(b)
+        assert isinstance(batch, WordCountBatch)
+        assert batch.word_ids.dtype == np.int32 and batch.word_counts.dtype == np.float64
+        assert batch.doc_range.dtype == np.int64 and batch.doc_range[0] == 0
+        assert batch.doc_range[-1] == batch.word_ids.shape[0] == batch.word_counts.shape[0]
+        assert batch.start == store.offsets[b] and batch.n_atoms == store.batch_sizes()[b]
+        assert batch.vocab_size == store.D
+        ids.append(batch.word_ids)
+        counts.append(batch.word_counts)
+        lengths.append(np.diff(batch.doc_range))
+    lengths = np.concatenate(lengths)
+    return np.concatenate(ids), np.concatenate(counts), np.concatenate([[0], np.cumsum(lengths)])
+
+
+def assert_same_corpus(got, want):
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_write_documents_round_trip(tmp_path):
+    ids, counts, dr = make_corpus()
+    y = np.arange(57) % 5
+    vocab = [f"w{i}" for i in range(39)] + ["naïve"]
+    path = write_documents(tmp_path / "c.h5", ids, counts, dr, 40, n_batches=4, labels=y, vocab=vocab,
+                           source="unit")
+    assert [p.name for p in tmp_path.iterdir()] == ["c.h5"]
+    with BatchStore.open(path) as store:
+        assert (store.kind, store.n_atoms, store.D, store.nnz, store.n_batches) == ("bow", 57, 40, ids.size, 4)
+        assert store.vocab_size == 40 and store.has_vocab and store.has_labels and store.batches_fixed
+        assert store.batch_sizes().tolist() == [15, 14, 14, 14]  # documents, not words
+        assert_same_corpus(read_all_docs(store), (ids, counts, dr))
+        np.testing.assert_array_equal(store.labels(), y)
+        assert store.vocab() == vocab
+        assert store.moments() is None
+        assert store.n_tokens() == counts.sum()
+        store.validate()
+        info = store.info()
+        assert (info["kind"], info["N"], info["V"], info["nnz"], info["tokens"]) == ("bow", 57, 40, ids.size,
+                                                                                      counts.sum())
+        # each batch holds whole documents, exactly the original ones
+        for b in range(4):
+            batch = store.read_batch(b)
+            lo, hi = store.offsets[b], store.offsets[b + 1]
+            np.testing.assert_array_equal(batch.doc_range, dr[lo:hi + 1] - dr[lo])
+            np.testing.assert_array_equal(batch.word_ids, ids[dr[lo]:dr[hi]])
+            np.testing.assert_array_equal(batch.csr().toarray(),
+                                          sp.csr_matrix((counts, ids, dr), shape=(57, 40)).toarray()[lo:hi])
+    with h5py.File(path, "r") as f:
+        assert f.attrs["kind"] == "bow" and f.attrs["format_version"] == 1 and f.attrs["D"] == 40
+        assert (f.attrs["N"], f.attrs["nnz"], f.attrs["n_batches"]) == (57, ids.size, 4)
+        assert f.attrs["source"] == "unit" and f.attrs["created"]
+        for name, dtype in (("word_ids", np.int32), ("word_counts", np.float64), ("doc_range", np.int64),
+                            ("batch_offsets", np.int64), ("labels", np.int64)):
+            assert f[name].dtype == dtype and f[name].ndim == 1, name
+        for name in ("word_ids", "word_counts", "doc_range", "labels", "vocab"):
+            assert f[name].chunks is not None, name
+        assert f["batch_offsets"][()].tolist() == [0, 15, 29, 43, 57]
+
+
+def test_bow_resplit_pickle_and_blocks(tmp_path):
+    ids, counts, dr = make_corpus(1, N=30)
+    fixed = write_documents(tmp_path / "fixed.h5", ids, counts, dr, 40, n_batches=3)
+    free = write_documents(tmp_path / "free.h5", ids, counts, dr, 40, batches_fixed=False)
+    with pytest.raises(BnpviError, match=r"fixed\.h5 has 3 fixed batches"):
+        BatchStore.open(fixed, n_batches=4)
+    with pytest.raises(BnpviError, match=r"only N=30 documents"):
+        BatchStore.open(free, n_batches=31)
+    with BatchStore.open(free, n_batches=7) as store:
+        assert store.batch_sizes().tolist() == [5, 5, 4, 4, 4, 4, 4]
+        assert_same_corpus(read_all_docs(store), (ids, counts, dr))
+        clone = pickle.loads(pickle.dumps(store))
+        np.testing.assert_array_equal(clone.read_batch(6).word_ids, store.read_batch(6).word_ids)
+        assert clone.read_batch(6).start == 26
+        clone.close()
+        blocks = list(store.iter_blocks(max_values=12))
+        assert all(b.word_ids.size <= 12 or b.n_atoms == 1 for _, b in blocks)
+        assert [s for s, _ in blocks] == list(np.cumsum([0] + [b.n_atoms for _, b in blocks[:-1]]))
+        assert_same_corpus((np.concatenate([b.word_ids for _, b in blocks]),), (ids,))
+
+
+BAD_DOCS = [
+    (dict(word_ids=[0, 40, 1]), "document 1 has word id 40 outside the vocabulary"),
+    (dict(word_ids=[0, -1, 1]), "document 1 has word id -1"),
+    (dict(word_counts=[1.0, 2.0, -1.0]), "document 2 has a count of -1"),
+    (dict(word_counts=[1.0, 0.0, 1.0]), "document 1 has a count of 0"),
+    (dict(word_counts=[1.0, 2.5, 1.0]), "document 1 has a non-integer count 2.5"),
+    (dict(word_counts=[np.nan, 1.0, 1.0]), "document 0 has a count of nan"),
+    (dict(doc_range=[1, 1, 2, 3]), "must start at 0"),
+    (dict(doc_range=[0, 1, 2, 4]), "ends at 4 but there are nnz=3"),
+    (dict(doc_range=[0, 2, 1, 3]), "decreases at document 1"),
+    (dict(doc_range=[0, 1, 1, 2, 3]), "document 1 has no words"),
+    (dict(word_ids=[0, 5, 5], doc_range=[0, 1, 3]), "document 1 lists word 5 more than once"),
+    (dict(word_ids=[0.5, 1, 2]), "word_ids must hold integers"),
+    (dict(labels=[0, 1]), "labels have 2 entries but there are 3 documents"),
+    (dict(vocab=["a", "b"]), "vocab has 2 words but the vocabulary size is V=40"),
+    (dict(n_batches=4), "n_batches=4 must be between 1 and N=3"),
+    (dict(vocab_size=0), "vocab_size V=0"),
+]
+
+
+@pytest.mark.parametrize("change, fragment", BAD_DOCS)
+def test_write_documents_rejects_bad_input(tmp_path, change, fragment):
+    args = dict(word_ids=[0, 1, 2], word_counts=[1.0, 2.0, 3.0], doc_range=[0, 1, 2, 3], vocab_size=40)
+    args.update(change)
+    with pytest.raises(BnpviError, match=fragment) as info:
+        write_documents(tmp_path / "bad.h5", **args)
+    assert "bad.h5" in str(info.value) and "\n" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("dataset, index, value, fragment", [
+    ("word_ids", 17, 40, r"document \d+ \(batch \d\) has word id 40 outside"),
+    ("word_counts", 30, -2.0, r"document \d+ \(batch \d\) has a count of -2"),
+    ("word_counts", 30, 1.5, r"non-integer count 1\.5"),
+    ("doc_range", 20, None, r"document 19 (has no words|has a decreasing doc_range) \(batch 1\)"),
+])
+def test_bow_validate_names_document_and_batch(tmp_path, dataset, index, value, fragment):
+    ids, counts, dr = make_corpus(2)
+    path = write_documents(tmp_path / "c.h5", ids, counts, dr, 40, n_batches=3)
+    with h5py.File(path, "r+") as f:
+        if value is None:
+            f["doc_range"][index] = f["doc_range"][index - 1]
+        else:
+            f[dataset][index] = value
+    expected_doc = int(np.searchsorted(dr, index, side="right") - 1)
+    with BatchStore.open(path) as store:
+        with pytest.raises(BnpviError, match=fragment) as info:
+            store.validate()
+    assert "c.h5" in str(info.value)
+    if value is not None:
+        assert f"document {expected_doc} (batch {int(np.searchsorted([0, 19, 38, 57], expected_doc, 'right') - 1)})" \
+            in str(info.value)
+
+
+def test_bow_validate_checks_tokens(tmp_path):
+    ids, counts, dr = make_corpus(3)
+    path = write_documents(tmp_path / "c.h5", ids, counts, dr, 40)
+    with h5py.File(path, "r+") as f:
+        f.attrs["tokens"] = np.int64(1)
+    with BatchStore.open(path) as store, pytest.raises(BnpviError, match="attribute tokens=1"):
+        store.validate()
+
+
+def _bow_mutation(name):
+    def mutate(path):
+        with h5py.File(path, "a") as f:
+            if name == "drop_counts":
+                del f["word_counts"]
+            elif name == "short_range":
+                del f["doc_range"]
+                f.create_dataset("doc_range", data=np.array([0, 1, 2]))
+            elif name == "nnz":
+                f.attrs["nnz"] = np.int64(3)
+            elif name == "no_D":
+                del f.attrs["D"]
+            elif name == "vocab":
+                f.create_dataset("vocab", data=np.array(["a", "b"], dtype=object), dtype=h5py.string_dtype())
+    return mutate
+
+
+@pytest.mark.parametrize("mutation, fragment", [
+    ("drop_counts", "missing the dataset 'word_counts'"),
+    ("short_range", r"inconsistent doc_range|attribute N="),
+    ("nnz", "attribute nnz=3"),
+    ("no_D", "no valid vocabulary size"),
+    ("vocab", "invalid vocab dataset"),
+])
+def test_open_rejects_bad_bow_files(tmp_path, mutation, fragment):
+    ids, counts, dr = make_corpus(4, N=10)
+    path = write_documents(tmp_path / "weird.h5", ids, counts, dr, 40)
+    _bow_mutation(mutation)(path)
+    with pytest.raises(BnpviError, match=fragment) as info:
+        BatchStore.open(path)
+    assert "weird.h5" in str(info.value) and "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------------ LDA-C
+@pytest.mark.parametrize("sep, eol, tail", [(" ", "\n", ""), ("\t", "\r\n", "\n\n"), ("  ", "\n", "   \n")])
+@pytest.mark.parametrize("block", [None, 5, 64])
+def test_ldac_round_trip(tmp_path, monkeypatch, sep, eol, tail, block):
+    if block is not None:  # tiny parse blocks: lines straddle block boundaries
+        monkeypatch.setattr("bnpvi.data.convert._LDAC_BLOCK", block)
+    ids, counts, dr = make_corpus(5)
+    src = tmp_path / "c.ldac"
+    src.write_text(ldac_text(ids, counts, dr, sep, eol) + tail, newline="")
+    got_ids, got_counts, got_dr, V = read_ldac(src)
+    assert V == ids.max() + 1
+    assert_same_corpus((got_ids, got_counts, got_dr), (ids, counts, dr))
+    dst = convert(src, tmp_path / "c.h5", n_batches=5)
+    with BatchStore.open(dst) as store:
+        assert (store.kind, store.n_atoms, store.D, store.n_batches) == ("bow", 57, ids.max() + 1, 5)
+        assert store.vocab() is None and not store.has_labels
+        assert_same_corpus(read_all_docs(store), (ids, counts, dr))
+
+
+def test_ldac_with_vocab_file(tmp_path):
+    ids, counts, dr = make_corpus(6, V=29)  # ids < 29, vocabulary of 40: V must come from the vocabulary
+    src, voc = tmp_path / "c.ldac", tmp_path / "vocab.txt"
+    src.write_text(ldac_text(ids, counts, dr))
+    words = [f"word{i}" for i in range(40)]
+    voc.write_text("\r\n".join(words) + "\r\n\n")
+    assert read_vocab(voc) == words
+    dst = convert(src, tmp_path / "c.h5", n_batches=2, vocab=voc)
+    with BatchStore.open(dst) as store:
+        assert store.D == 40 and store.vocab() == words
+        assert_same_corpus(read_all_docs(store), (ids, counts, dr))
+    docs = read_documents(src, vocab_size=40)
+    assert docs.vocab_size == 40 and docs.vocab is None
+    with pytest.raises(BnpviError, match="conflicting vocabulary sizes"):
+        read_documents(src, vocab=voc, vocab_size=41)
+    with pytest.raises(BnpviError, match=r"c\.ldac, line \d+: word id 2\d outside the vocabulary \(V=20"):
+        read_documents(src, vocab_size=20)
+    voc.write_text("a\n\nb\n")
+    with pytest.raises(BnpviError, match=r"vocab\.txt, line 2: blank line"):
+        read_vocab(voc)
+
+
+def test_ldac_repeated_ids_are_summed(tmp_path):
+    src = tmp_path / "dup.ldac"
+    src.write_text("3 4:1 2:5 4:2\n2 4:1 2:5 4:2\n1 0:1\n")  # n counts the pairs, or the distinct ids
+    ids, counts, dr, V = read_ldac(src)
+    assert ids.tolist() == [4, 2, 4, 2, 0] and counts.tolist() == [3, 5, 3, 5, 1] and dr.tolist() == [0, 2, 4, 5]
+    assert V == 5
+
+
+GOOD = "2 0:1 3:2\n1 4:7\n"
+BAD_LDAC = [
+    ("negative.ldac", GOOD + "2 0:1 1:-2\n", 3, "negative count in '1:-2'"),
+    ("fraction.ldac", GOOD + "1 3:1.5\n", 3, "non-integer count in '3:1.5'"),
+    ("zero.ldac", GOOD + "1 3:0\n", 3, "zero count"),
+    ("too_big_id.ldac", GOOD + "1 9:1\n", 3, "word id 9 outside the vocabulary (V=9"),
+    ("negative_id.ldac", GOOD + "1 -1:1\n", 3, "negative word id"),
+    ("semicolon.ldac", GOOD + "2 0:1 1;2\n", 3, "malformed"),
+    ("two_colons.ldac", GOOD + "1 0:1:2\n", 3, "malformed token '0:1:2'"),
+    ("two_colons_odd.ldac", GOOD + "2 0:1:2 3\n", 3, "malformed token '0:1:2'"),
+    ("bare_id.ldac", GOOD + "2 5 2:3 4\n", 3, "malformed token '5'"),
+    ("spaced.ldac", GOOD + "1 0 : 2\n", 3, "malformed"),
+    ("no_count.ldac", GOOD + "1 0:\n", 3, "malformed token '0:'"),
+    ("word.ldac", "1 0:1\nhello world\n", 2, "n must be a non-negative integer, got 'hello'"),
+    ("no_n.ldac", GOOD + "0:1 3:1\n", 3, "expected the number of distinct words n first"),
+    ("mismatch.ldac", GOOD + GOOD + "3 0:1 1:1\n", 5, "n=3 but the line has 2 id:count pairs"),
+    ("no_words.ldac", GOOD + "0\n", 3, "document has no words"),
+    ("blank.ldac", "1 0:1\n\n1 0:1\n", 2, "empty line"),
+    ("huge.ldac", GOOD + "1 0:1234567890123456789012\n", 3, "too large"),
+]
+
+
+@pytest.mark.parametrize("name, text, line, fragment", BAD_LDAC)
+@pytest.mark.parametrize("block", [None, 4])
+def test_ldac_bad_input_names_file_and_line(tmp_path, monkeypatch, name, text, line, fragment, block):
+    if block is not None:
+        monkeypatch.setattr("bnpvi.data.convert._LDAC_BLOCK", block)
+    src = tmp_path / name
+    src.write_text(text)
+    with pytest.raises(BnpviError) as info:
+        read_documents(src, vocab_size=9)
+    message = str(info.value)
+    assert message.startswith(f"{src}, line {line}: ") and fragment in message and "\n" not in message, message
+    with pytest.raises(BnpviError):
+        convert(src, tmp_path / "out.h5", vocab_size=9)
+    assert not (tmp_path / "out.h5").exists()
+
+
+def test_ldac_fast_parser_agrees_with_line_grammar(tmp_path, monkeypatch):
+    """Randomly damaged lines: the vectorized parser must flag exactly the first line the
+    reference grammar rejects, and otherwise return what a plain per-line parse gives."""
+    from bnpvi.data.convert import _ldac_line_problem
+
+    monkeypatch.setattr("bnpvi.data.convert._LDAC_BLOCK", 16)
+    rng = np.random.default_rng(11)
+    alphabet = list("0123456789:: -.\tx")
+    src = tmp_path / "fuzz.ldac"
+    n_bad = 0
+    for trial in range(300):
+        lines = []
+        for _ in range(rng.integers(1, 5)):
+            pairs = [f"{rng.integers(0, 12)}:{rng.integers(1, 30)}" for _ in range(rng.integers(1, 4))]
+            line = " ".join([str(len(pairs))] + pairs)
+            for _ in range(rng.integers(0, 3) if rng.random() < 0.5 else 0):
+                chars, pos = list(line), int(rng.integers(0, len(line) + 1))
+                op = rng.integers(0, 3)
+                if op == 0:
+                    chars.insert(pos, str(rng.choice(alphabet)))
+                elif pos < len(chars):
+                    if op == 1:
+                        del chars[pos]
+                    else:
+                        chars[pos] = str(rng.choice(alphabet))
+                line = "".join(chars)
+            if line.strip():
+                lines.append(line)
+        if not lines:
+            continue
+        src.write_text("\n".join(lines) + "\n")
+        problems = [_ldac_line_problem(line.encode(), None) for line in lines]
+        first_bad = next((i for i, p in enumerate(problems) if p is not None), None)
+        if first_bad is not None:
+            n_bad += 1
+            with pytest.raises(BnpviError) as info:
+                read_ldac(src)
+            assert str(info.value) == f"{src}, line {first_bad + 1}: {problems[first_bad]}", (lines, first_bad)
+            continue
+        ids, counts, dr, _ = read_ldac(src)
+        for d, line in enumerate(lines):
+            want = {}
+            for tok in line.split()[1:]:
+                word, count = tok.split(":")
+                want[int(word)] = want.get(int(word), 0) + int(count)
+            got = dict(zip(ids[dr[d]:dr[d + 1]].tolist(), counts[dr[d]:dr[d + 1]].tolist()))
+            assert got == want, (line, got)
+    assert 50 < n_bad < 250  # both branches exercised
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n"])
+def test_ldac_empty_file(tmp_path, text):
+    src = tmp_path / "empty.ldac"
+    src.write_text(text)
+    with pytest.raises(BnpviError, match=r"empty\.ldac is empty"):
+        read_documents(src)
+
+
+# ------------------------------------------------------------ sparse NPZ
+def test_npz_triplet_round_trip_with_labels(tmp_path):
+    ids, counts, dr = make_corpus(7)
+    y = np.arange(57) % 3
+    np.savez(tmp_path / "t.npz", word_id=ids, word_count=counts, doc_range=dr.astype(np.int32),
+             vocab_size=np.int64(50), truth=y)
+    dst = convert(tmp_path / "t.npz", tmp_path / "t.h5", n_batches=3, labels="truth")
+    with BatchStore.open(dst) as store:
+        assert (store.kind, store.n_atoms, store.D) == ("bow", 57, 50)  # vocab_size, not max id + 1
+        assert_same_corpus(read_all_docs(store), (ids, counts, dr))
+        np.testing.assert_array_equal(store.labels(), y)
+    np.savez(tmp_path / "u.npz", word_id=ids, word_count=counts.astype(np.int64), doc_range=dr)
+    assert read_documents(tmp_path / "u.npz").vocab_size == ids.max() + 1
+    with pytest.raises(BnpviError, match="conflicting vocabulary sizes"):
+        read_documents(tmp_path / "t.npz", vocab_size=60)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_npz_scipy_round_trip(tmp_path, fmt):
+    ids, counts, dr = make_corpus(8)
+    X = sp.csr_matrix((counts, ids, dr), shape=(57, 45))
+    X.sort_indices()
+    stored = X.asformat(fmt).copy()
+    if fmt == "coo":  # an explicit zero is an absent word
+        stored = sp.coo_matrix((np.r_[stored.data, 0.0], (np.r_[stored.row, 3], np.r_[stored.col, 44])),
+                               shape=X.shape)
+    sp.save_npz(tmp_path / "m.npz", stored, compressed=False)
+    dst = convert(tmp_path / "m.npz", tmp_path / "m.h5", n_batches=4)
+    with BatchStore.open(dst) as store:
+        assert (store.kind, store.n_atoms, store.D) == ("bow", 57, 45)
+        got_ids, got_counts, got_dr = read_all_docs(store)
+        got = sp.csr_matrix((got_counts, got_ids, got_dr), shape=(57, 45))
+        assert (got != X).nnz == 0 and got.nnz == X.nnz
+
+
+BAD_NPZ = [
+    ("neg.npz", dict(word_count=[1.0, -2.0, 1.0]), "document 1 has a count of -2"),
+    ("frac.npz", dict(word_count=[1.0, 1.0, 0.5]), "document 2 has a non-integer count 0.5"),
+    ("big_id.npz", dict(word_id=[0, 7, 1], vocab_size=5), "document 1 has word id 7 outside"),
+    ("empty_doc.npz", dict(doc_range=[0, 1, 1, 3]), "document 1 has no words"),
+    ("bad_range.npz", dict(doc_range=[0, 1, 2, 4]), "ends at 4"),
+    ("labels.npz", dict(truth=[0, 1]), "labels have 2 entries but there are 3 documents"),
+]
+
+
+@pytest.mark.parametrize("name, change, fragment", BAD_NPZ)
+def test_npz_bow_bad_input_names_file(tmp_path, name, change, fragment):
+    arrays = dict(word_id=[0, 1, 2], word_count=[1.0, 2.0, 3.0], doc_range=[0, 1, 2, 3], truth=[0, 1, 1])
+    arrays.update(change)
+    np.savez(tmp_path / name, **{k: np.asarray(v) for k, v in arrays.items()})
+    with pytest.raises(BnpviError, match=fragment) as info:
+        convert(tmp_path / name, tmp_path / "out.h5", labels="truth")
+    assert name in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "out.h5").exists()
+
+
+def test_npz_scipy_negative_count(tmp_path):
+    sp.save_npz(tmp_path / "neg.npz", sp.csr_matrix(np.array([[1.0, 0.0], [0.0, -3.0]])))
+    with pytest.raises(BnpviError, match=r"neg\.npz: document 1 has a count of -3"):
+        read_documents(tmp_path / "neg.npz")
+
+
+def test_shuffle_keeps_documents_and_labels_paired(tmp_path):
+    N = 40
+    rng = np.random.default_rng(9)
+    docs = [np.r_[d, rng.choice(np.arange(N, N + 20), size=rng.integers(0, 5), replace=False)] for d in range(N)]
+    ids = np.concatenate(docs)  # word d marks document d
+    counts = rng.integers(1, 9, size=ids.size).astype(float)
+    dr = np.r_[0, np.cumsum([len(d) for d in docs])]
+    y = rng.integers(0, 4, size=N)
+    np.savez(tmp_path / "s.npz", word_id=ids, word_count=counts, doc_range=dr, y=y)
+    dst = convert(tmp_path / "s.npz", tmp_path / "s.h5", n_batches=3, labels="y", shuffle_seed=2)
+    with BatchStore.open(dst) as store:
+        got_ids, got_counts, got_dr = read_all_docs(store)
+        labels = store.labels()
+        assert "documents shuffled, seed 2" in store.attrs["source"]
+    order = [int(got_ids[got_dr[i]]) for i in range(N)]
+    assert sorted(order) == list(range(N)) and order != list(range(N))
+    np.testing.assert_array_equal(labels, y[order])
+    for i, d in enumerate(order):
+        np.testing.assert_array_equal(got_ids[got_dr[i]:got_dr[i + 1]], ids[dr[d]:dr[d + 1]])
+        np.testing.assert_array_equal(got_counts[got_dr[i]:got_dr[i + 1]], counts[dr[d]:dr[d + 1]])
+
+
+# -------------------------------------------------------------- bow CLI
+def test_cli_convert_and_info_ldac(tmp_path, capsys):
+    ids, counts, dr = make_corpus(10)
+    (tmp_path / "c.ldac").write_text(ldac_text(ids, counts, dr))
+    (tmp_path / "v.txt").write_text("\n".join(f"w{i}" for i in range(40)) + "\n")
+    assert main(["convert", str(tmp_path / "c.ldac"), str(tmp_path / "c.h5"), "--batches", "5",
+                 "--vocab", str(tmp_path / "v.txt"), "--shuffle", "0"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "kind=bow N=57 documents V=40" in out[0] and "batches=5" in out[0], out
+    assert main(["info", str(tmp_path / "c.h5"), "--check"]) == 0
+    out = capsys.readouterr().out
+    for fragment in ("kind:    bow", "N:       57 documents", "V:       40", f"nnz:     {ids.size}",
+                     f"tokens:  {int(counts.sum())}", "vocab:   yes", "batches: 5 (fixed), documents per batch"):
+        assert fragment in out, out
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["convert", "{tmp}/bad.ldac", "{tmp}/out.h5"], "bad.ldac, line 2: negative count"),
+    (["convert", "{tmp}/good.ldac", "{tmp}/out.h5", "--batches", "3"], "has N=2 documents"),
+    (["convert", "{tmp}/good.ldac", "{tmp}/out.h5", "--labels", "y"], "holds no labels"),
+    (["convert", "{tmp}/good.ldac", "{tmp}/out.h5", "--vocab-size", "3"], "word id 3 outside"),
+    (["convert", "{tmp}/good.ldac", "{tmp}/out.h5", "--vocab", "{tmp}/nope.txt"], "vocabulary file not found"),
+    (["convert", "{tmp}/good.csv", "{tmp}/out.h5", "--vocab-size", "3"], "--vocab-size applies only"),
+])
+def test_cli_bow_errors_are_one_line(tmp_path, capsys, args, fragment):
+    (tmp_path / "bad.ldac").write_text("1 0:1\n1 2:-1\n")
+    (tmp_path / "good.ldac").write_text("1 0:1\n2 3:2 1:1\n")
+    (tmp_path / "good.csv").write_text("1,2\n3,4\n")
+    assert main([a.format(tmp=tmp_path) for a in args]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bnpvi-data: error: ") and fragment in lines[0], lines
+    assert captured.out == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.ldac", "good.csv", "good.ldac"]
+
+
+# ------------------------------------------------------ reference corpora
+@pytest.mark.shared_data
+def test_shared_bag_of_words_corpora(shared_data, tmp_path):
+    bars = shared_data / "bars_one_per_doc" / "dataset.npz"
+    with np.load(bars) as npz:
+        want = (npz["word_id"], npz["word_count"], npz["doc_range"])
+    dst = convert(bars, tmp_path / "bars.h5", n_batches=4)
+    with BatchStore.open(dst) as store:
+        assert (store.kind, store.n_atoms, store.D, store.nnz) == ("bow", 2000, 144, want[0].size)
+        assert_same_corpus(read_all_docs(store), want)
+        store.validate()
+
+    wiki = shared_data / "wiki"
+    dst = convert(wiki / "train.ldac", tmp_path / "wiki.h5", n_batches=5, vocab=wiki / "vocab.txt")
+    with BatchStore.open(dst) as store:
+        assert (store.n_atoms, store.D, store.n_tokens()) == (7961, 6130, 2_844_630)
+        assert store.vocab()[:3] == ["align", "math", "language"] and len(store.vocab()) == 6130
+        ids, counts, dr = read_all_docs(store)
+        assert counts.sum() == 2_844_630 and dr[-1] == store.nnz == ids.size
+        assert dr.size == 7962 and np.diff(dr).min() >= 1
+        store.validate()

@@ -1,6 +1,7 @@
 """``bnpvi-data``: convert user data to a batch file, and describe batch files.
 
     bnpvi-data convert points.csv points.h5 --batches 10 --labels class --shuffle 0
+    bnpvi-data convert corpus.ldac corpus.h5 --batches 5 --vocab vocab.txt --shuffle 0
     bnpvi-data info points.h5
 
 Bad input is reported on one line (``bnpvi-data: error: ...``) with exit status
@@ -24,27 +25,36 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     conv = sub.add_parser(
-        "convert", help="convert a .csv, .npz or .npy file to a batch file",
-        description="Read SRC, check it (numeric, finite, 2-D), and write the HDF5 batch file DST atomically. "
-                    "CSV: a first row with no numeric cell is a header. NPZ: the data is the array X. "
-                    "NPY: the single array is the data.")
-    conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz or .npy)")
+        "convert", help="convert a .csv, .npz, .npy or .ldac file to a batch file",
+        description="Read SRC, check it, and write the HDF5 batch file DST atomically. "
+                    "Points: CSV (a first row with no numeric cell is a header), NPY (the single array is the "
+                    "data), NPZ with an array X. Bag of words: LDA-C text (.ldac, one document per line: "
+                    "'n id:count id:count ...', ids from 0), or NPZ holding the CSR arrays word_id, word_count, "
+                    "doc_range (optional vocab_size) or a scipy.sparse.save_npz matrix (documents x words). "
+                    "A word id repeated within a document is summed; empty documents are an error.")
+    conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz, .npy or .ldac)")
     conv.add_argument("dst", metavar="DST", help="output batch file (.h5)")
     conv.add_argument("--batches", "-b", type=int, default=None, metavar="B",
-                      help="split the rows into B contiguous, equal-size batches and fix that split "
+                      help="split the rows (documents) into B contiguous, equal-size batches and fix that split "
                            "(default: one batch that bnpvi-train may re-split with alg.n_batches)")
     conv.add_argument("--labels", "-l", default=None, metavar="NAME",
                       help="true labels, kept for evaluation only: a CSV column (header name, or index "
-                           "without a header), removed from the data; or an NPZ array name")
+                           "without a header), removed from the data; or an NPZ array name (one per row or document)")
     conv.add_argument("--shuffle", type=int, default=None, metavar="SEED",
-                      help="shuffle the rows (labels follow) with this seed before batching")
+                      help="shuffle the rows or documents (labels follow) with this seed before batching")
+    conv.add_argument("--vocab", default=None, metavar="FILE",
+                      help="bag of words: vocabulary file, one word per line (word id i is line i+1); "
+                           "V is its length; stored in DST")
+    conv.add_argument("--vocab-size", type=int, default=None, metavar="V",
+                      help="bag of words: vocabulary size V (default: from --vocab or the file, else largest id + 1)")
     conv.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
 
     info = sub.add_parser("info", help="describe a batch file",
-                          description="Print the format version, kind, N, D, batches and labels of a batch file.")
+                          description="Print the format version, kind, N, D (or V, nnz and tokens for bag of "
+                                      "words), batches and labels of a batch file.")
     info.add_argument("file", metavar="FILE", help="batch file written by `bnpvi-data convert`")
     info.add_argument("--check", action="store_true",
-                      help="also read every row and fail on NaN or inf values")
+                      help="also read every value and fail on NaN or inf (bag of words: on bad ids or counts)")
     return parser
 
 
@@ -53,10 +63,14 @@ def _convert(args) -> None:
     from bnpvi.data.store import BatchStore
 
     path = convert(args.src, args.dst, n_batches=args.batches, labels=args.labels, shuffle_seed=args.shuffle,
-                   overwrite=args.overwrite)
+                   overwrite=args.overwrite, vocab=args.vocab, vocab_size=args.vocab_size)
     with BatchStore.open(path) as store:
         fixed = "fixed" if store.batches_fixed else "re-splittable"
-        print(f"wrote {path}: N={store.n_atoms} D={store.D} batches={store.n_batches} ({fixed}) "
+        if store.kind == "bow":
+            size = f"kind=bow N={store.n_atoms} documents V={store.D} nnz={store.nnz} tokens={store.n_tokens()}"
+        else:
+            size = f"N={store.n_atoms} D={store.D}"
+        print(f"wrote {path}: {size} batches={store.n_batches} ({fixed}) "
               f"labels={'yes' if store.has_labels else 'no'}")
 
 
@@ -69,20 +83,26 @@ def _info(args) -> None:
         info = store.info()
     lo, hi = info["batch_size_min"], info["batch_size_max"]
     sizes = f"{lo}" if lo == hi else f"{lo}..{hi}"
+    bow = info["kind"] == "bow"
     rows = [
         ("file", info["path"]),
         ("format", f"{info['format']} version {info['format_version']}"),
-        ("kind", info["kind"]),
-        ("N", info["N"]),
-        ("D", info["D"]),
+        ("kind", "bow (bag of words)" if bow else info["kind"]),
+    ]
+    if bow:
+        rows += [("N", f"{info['N']} documents"), ("V", info["V"]), ("nnz", info["nnz"]), ("tokens", info["tokens"]),
+                 ("vocab", "yes" if info["vocab"] else "no")]
+    else:
+        rows += [("N", info["N"]), ("D", info["D"])]
+    rows += [
         ("batches", f"{info['n_batches']} ({'fixed' if info['batches_fixed'] else 're-splittable'}), "
-                    f"rows per batch {sizes}"),
+                    f"{'documents' if bow else 'rows'} per batch {sizes}"),
         ("labels", "yes" if info["labels"] else "no"),
         ("source", info["source"] or "-"),
         ("created", info["created"] or "-"),
     ]
     if args.check:
-        rows.append(("check", "all values finite"))
+        rows.append(("check", "all ids and counts valid" if bow else "all values finite"))
     for key, value in rows:
         print(f"{key + ':':9s}{value}")
 

@@ -1,22 +1,39 @@
-"""Read user data (CSV, NPZ, NPY), check it, and write a batch file.
+"""Read user data, check it, and write a batch file.
+
+Points (kind ``"points"``): CSV, NPY, and NPZ with an array ``X``
+(:func:`read_table`). Bag of words (kind ``"bow"``): LDA-C text (``.ldac``) and
+sparse NPZ - the CSR triplet ``word_id``/``word_count``/``doc_range`` or a
+``scipy.sparse.save_npz`` matrix (:func:`read_documents`). :func:`convert`
+picks the reader from the extension (and, for ``.npz``, the arrays inside).
 
 Every problem with the input is a one-line :class:`~bnpvi.errors.BnpviError`
 that names the file: missing file, unknown extension, empty file, non-numeric
 values, NaN or inf (with the first bad row, counted from 0), a wrongly shaped
-array, a missing or wrongly sized label array.
+array, a missing or wrongly sized label array; for ``.ldac`` the line (counted
+from 1) and what is wrong with it; for sparse NPZ the document (counted from 0).
+
+Bag-of-words decisions: a word id repeated within one document is summed into
+its first occurrence (in every input format); empty documents are rejected
+(they carry no information); zero counts are rejected in ``.ldac`` and in the
+CSR triplet, but stored zeros of a scipy matrix are simply dropped.
 """
 from __future__ import annotations
 
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
-from bnpvi.data.store import check_labels, check_points, write_points
+from bnpvi.data.store import (as_index_array, check_documents, check_labels, check_points, check_vocab,
+                              write_documents, write_points)
 from bnpvi.errors import BnpviError
 
-SUFFIXES = (".csv", ".npz", ".npy")
+POINT_SUFFIXES = (".csv", ".npz", ".npy")
+BOW_SUFFIXES = (".ldac", ".npz")
+SUFFIXES = (".csv", ".npz", ".npy", ".ldac")
 
 
 def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -56,6 +73,9 @@ def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray 
     if suffix not in SUFFIXES:
         shown = repr(path.suffix) if path.suffix else "no extension"
         raise BnpviError(f"{path}: unknown file type ({shown}); expected one of {', '.join(SUFFIXES)}")
+    if suffix not in POINT_SUFFIXES:
+        raise BnpviError(f"{path}: a {suffix} file holds bag-of-words documents, not a data matrix; "
+                         "read it with read_documents")
     if path.stat().st_size == 0:
         raise BnpviError(f"{path} is empty")
     if suffix == ".csv":
@@ -158,7 +178,11 @@ def _read_npz(path: Path, labels: str | None) -> tuple[np.ndarray, np.ndarray | 
     try:
         names = list(npz.files)
         if "X" not in names:
-            raise BnpviError(f"{path}: no array 'X' (arrays: {', '.join(names) or 'none'})")
+            if set(TRIPLET) <= set(names) or set(SCIPY_KEYS) <= set(names):
+                raise BnpviError(f"{path}: no array 'X'; it holds bag-of-words documents - read it with "
+                                 "read_documents")
+            raise BnpviError(f"{path}: no array 'X' (arrays: {', '.join(names) or 'none'}); expected X (points), "
+                             f"{'/'.join(TRIPLET)} (bag of words) or a scipy.sparse.save_npz matrix")
         X = npz["X"]
         y = None
         if labels is not None:
@@ -208,28 +232,48 @@ def _first_line(err: BaseException) -> str:
 
 
 # -------------------------------------------------------------- convert
+def input_kind(path) -> str:
+    """``"bow"`` for ``.ldac`` and sparse ``.npz`` files, else ``"points"`` (unreadable files: by extension)."""
+    path = Path(path).expanduser()
+    suffix = path.suffix.lower()
+    if suffix == ".ldac":
+        return "bow"
+    if suffix == ".npz" and path.is_file() and npz_layout(path) in ("triplet", "scipy"):
+        return "bow"
+    return "points"
+
+
 def convert(src, dst, n_batches: int | None = None, labels: str | None = None, shuffle_seed: int | None = None,
-            overwrite: bool = False, batches_fixed: bool | None = None) -> Path:
-    """Read ``src`` (CSV / NPZ / NPY), check it, and write the batch file ``dst``.
+            overwrite: bool = False, batches_fixed: bool | None = None, vocab=None,
+            vocab_size: int | None = None) -> Path:
+    """Read ``src``, check it, and write the batch file ``dst``.
+
+    Points (CSV / NPY / NPZ with X, see :func:`read_table`) become a ``"points"``
+    file; bag-of-words corpora (LDA-C ``.ldac``, sparse NPZ, see
+    :func:`read_documents`) a ``"bow"`` file.
 
     Parameters
     ----------
     src : str or Path
-        Input file, see :func:`read_table`.
+        Input file.
     dst : str or Path
         Output batch file; written atomically, so a failure leaves nothing behind.
     n_batches : int, optional
-        Number of contiguous, as-equal-as-possible batches. None means one batch
-        that training may re-split (``alg.n_batches``).
+        Number of contiguous batches, as equal in rows (documents) as possible.
+        None means one batch that training may re-split (``alg.n_batches``).
     labels : str, optional
-        Labels column / array name, see :func:`read_table`.
+        Labels column / array name, see :func:`read_table` and :func:`read_documents`.
     shuffle_seed : int, optional
-        Permute the rows (labels follow their rows) with this seed before batching.
+        Permute the rows or documents (labels follow) with this seed before batching.
     overwrite : bool, default False
         Replace an existing ``dst``; otherwise an existing ``dst`` is an error.
     batches_fixed : bool, optional
         Store the split as fixed (training may not re-split it). Default: fixed
         exactly when ``n_batches`` was given.
+    vocab : str, Path or sequence of str, optional
+        Bag of words only: vocabulary file (one word per line) or the words; stored in ``dst``.
+    vocab_size : int, optional
+        Bag of words only: V, see :func:`read_documents`.
 
     Returns
     -------
@@ -239,7 +283,8 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
     Raises
     ------
     BnpviError
-        Bad input, ``dst`` exists (without ``overwrite``), or ``n_batches`` out of 1..N.
+        Bad input, ``dst`` exists (without ``overwrite``), ``n_batches`` out of 1..N,
+        or a vocabulary given for point data.
     """
     src, dst = Path(src).expanduser(), Path(dst).expanduser()
     if dst.exists() and not overwrite:
@@ -257,11 +302,29 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
         raise BnpviError(f"the number of batches must be an integer, got {n_batches!r}") from None
     if count < 1:
         raise BnpviError(f"the number of batches must be at least 1, got {count}")
+    kind = input_kind(src)
+    if kind == "points" and (vocab is not None or vocab_size is not None):
+        option = "--vocab" if vocab is not None else "--vocab-size"
+        if src.exists() and src.suffix.lower() in POINT_SUFFIXES:
+            raise BnpviError(f"{src} holds points, not bag-of-words documents; {option} applies only to "
+                             f".ldac and sparse .npz files")
+    source = str(src)
+    if kind == "bow":
+        docs = read_documents(src, labels=labels, vocab=vocab, vocab_size=vocab_size)
+        N = docs.n_docs
+        if count > N:
+            raise BnpviError(f"{src} has N={N} documents; the number of batches must be between 1 and {N}, "
+                             f"got {count}")
+        if shuffle_seed is not None:
+            docs = docs.permuted(np.random.default_rng(int(shuffle_seed)).permutation(N))
+            source += f" (documents shuffled, seed {int(shuffle_seed)})"
+        return write_documents(dst, docs.word_ids, docs.word_counts, docs.doc_range, docs.vocab_size,
+                               n_batches=count, labels=docs.labels, vocab=docs.vocab, batches_fixed=batches_fixed,
+                               source=source)
     X, y = read_table(src, labels=labels)
     N = X.shape[0]
     if count > N:
         raise BnpviError(f"{src} has N={N} rows; the number of batches must be between 1 and {N}, got {count}")
-    source = str(src)
     if shuffle_seed is not None:
         perm = np.random.default_rng(int(shuffle_seed)).permutation(N)
         X = X[perm]
@@ -269,3 +332,499 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
             y = y[perm]
         source += f" (rows shuffled, seed {int(shuffle_seed)})"
     return write_points(dst, X, n_batches=count, labels=y, batches_fixed=batches_fixed, source=source)
+
+
+# ======================================================= bag of words
+@dataclass(frozen=True)
+class Documents:
+    """A bag-of-words corpus in CSR form, as read by :func:`read_documents`.
+
+    Attributes
+    ----------
+    word_ids : (nnz,) int32
+    word_counts : (nnz,) float64, positive whole numbers
+    doc_range : (N+1,) int64, from 0 to nnz, strictly increasing (no empty documents)
+    vocab_size : int
+        V.
+    labels : (N,) int64 or None
+    vocab : list of V str, or None
+    """
+
+    word_ids: np.ndarray
+    word_counts: np.ndarray
+    doc_range: np.ndarray
+    vocab_size: int
+    labels: np.ndarray | None = None
+    vocab: list[str] | None = None
+
+    @property
+    def n_docs(self) -> int:
+        return self.doc_range.shape[0] - 1
+
+    def permuted(self, perm: np.ndarray) -> "Documents":
+        """The documents in the order ``perm`` (labels follow their documents)."""
+        perm = np.asarray(perm, dtype=np.int64)
+        lengths = np.diff(self.doc_range)[perm]
+        new_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        entries = np.repeat(self.doc_range[perm] - new_range[:-1], lengths) + np.arange(new_range[-1])
+        labels = None if self.labels is None else self.labels[perm]
+        return Documents(self.word_ids[entries], self.word_counts[entries], new_range, self.vocab_size,
+                         labels, self.vocab)
+
+
+def read_vocab(path) -> list[str]:
+    """Read a vocabulary file: one word per line (UTF-8); word id i is line i+1.
+
+    Surrounding whitespace of each word is removed. Blank lines at the end are
+    ignored; a blank line before the last word is an error (it would shift every
+    later id).
+
+    Raises
+    ------
+    BnpviError
+        Missing or empty file, invalid UTF-8, or a blank line (naming file and line).
+    """
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise BnpviError(f"vocabulary file not found: {path}")
+    if path.is_dir():
+        raise BnpviError(f"{path} is a directory, not a vocabulary file")
+    raw = path.read_bytes()
+    lines = raw.split(b"\n")
+    words = []
+    for i, line in enumerate(lines):
+        try:
+            words.append(line.decode("utf-8").strip())
+        except UnicodeDecodeError:
+            raise BnpviError(f"{path}, line {i + 1}: not valid UTF-8") from None
+    while words and not words[-1]:
+        words.pop()
+    if not words:
+        raise BnpviError(f"{path} is empty (no words)")
+    blank = [i for i, w in enumerate(words) if not w]
+    if blank:
+        raise BnpviError(f"{path}, line {blank[0] + 1}: blank line (one word per line; word id i is line i+1)")
+    return words
+
+
+# ---------------------------------------------------------------- LDA-C
+# Bytes per block of an .ldac file parsed at once (a block always ends at a line end).
+_LDAC_BLOCK = 2**22
+_MAX_DIGITS = 18  # numbers of up to 18 digits fit int64
+_SPACE = b" \t\r\x0b\x0c"
+_INT32_MAX = int(np.iinfo(np.int32).max)
+_DIGIT, _COLON, _SPACE_CLASS, _NEWLINE, _OTHER = range(5)
+_BYTE_CLASS = np.full(256, _OTHER, dtype=np.uint8)
+_BYTE_CLASS[ord("0"):ord("9") + 1] = _DIGIT
+_BYTE_CLASS[ord(":")] = _COLON
+_BYTE_CLASS[list(_SPACE)] = _SPACE_CLASS
+_BYTE_CLASS[ord("\n")] = _NEWLINE
+
+
+def _ldac_line_problem(line: bytes, V: int | None) -> str | None:
+    """What is wrong with one LDA-C line (``n id:count id:count ...``), or None.
+
+    This is the reference grammar: the vectorized parser only flags candidate
+    lines, and this function says what is wrong with the first one.
+    """
+    toks = line.translate(None, b"\n").replace(b"\t", b" ").replace(b"\r", b" ").replace(b"\x0b", b" ") \
+        .replace(b"\x0c", b" ").split(b" ")
+    toks = [t for t in toks if t]
+    if not toks:
+        return "empty line (expected 'n id:count id:count ...'; blank lines are allowed only at the end)"
+
+    def show(tok: bytes) -> str:
+        return repr(tok.decode("utf-8", "replace"))
+
+    first = toks[0]
+    if b":" in first:
+        return f"starts with {show(first)}; expected the number of distinct words n first"
+    if not first.isdigit():
+        return f"n must be a non-negative integer, got {show(first)}"
+    if len(first) > _MAX_DIGITS:
+        return f"n {show(first)} is too large"
+    n = int(first)
+    ids = []
+    for tok in toks[1:]:
+        id_s, sep, count_s = tok.partition(b":")
+        if not sep or not id_s or not count_s or b":" in count_s:
+            return f"malformed token {show(tok)} (expected id:count)"
+        if not id_s.isdigit():
+            if id_s[:1] == b"-" and id_s[1:].isdigit():
+                return f"negative word id in {show(tok)}"
+            return f"malformed word id in {show(tok)} (expected a non-negative integer)"
+        if not count_s.isdigit():
+            if count_s[:1] == b"-" and count_s[1:].replace(b".", b"", 1).isdigit():
+                return f"negative count in {show(tok)}"
+            try:
+                value = float(count_s)
+            except ValueError:
+                return f"malformed count in {show(tok)} (expected a positive integer)"
+            return f"non-integer count in {show(tok)} (counts must be positive integers written as digits)" \
+                if value == value else f"malformed count in {show(tok)}"
+        if len(id_s) > _MAX_DIGITS or len(count_s) > _MAX_DIGITS:
+            return f"number too large in {show(tok)}"
+        word, count = int(id_s), int(count_s)
+        if count == 0:
+            return f"zero count in {show(tok)} (counts must be positive; leave the word out instead)"
+        if V is not None and word >= V:
+            return f"word id {word} outside the vocabulary (V={V}; ids run from 0 to {V - 1})"
+        if word > _INT32_MAX - 1:
+            return f"word id {word} is too large (at most {_INT32_MAX - 1})"
+        ids.append(word)
+    if not ids:
+        return f"document has no words (n={n}); empty documents are not allowed - drop the line"
+    if n != len(ids) and n != len(set(ids)):
+        return f"n={n} but the line has {len(ids)} id:count pairs"
+    return None
+
+
+class _LdacBlock:
+    """Vectorized parse of a block of whole LDA-C lines (no per-token Python objects).
+
+    Attributes after construction: ``ids``, ``counts`` (int64 per pair), ``lengths``
+    (pairs per line that has tokens), ``token_lines`` (block line of each such
+    line), ``n_lines`` (lines in the block), ``bad_line`` (first line of the block
+    that breaks the grammar or a limit, or None).
+    """
+
+    def __init__(self, data: bytes, V: int | None):
+        buf = np.frombuffer(data, dtype=np.uint8)
+        size = buf.shape[0]
+        cls = _BYTE_CLASS[buf]
+        nl_pos = np.flatnonzero(cls == _NEWLINE)
+        self.n_lines = nl_pos.shape[0] + (1 if size and buf[-1] != 10 else 0)
+        candidates = []
+
+        def line_of(pos):
+            return np.searchsorted(nl_pos, pos)
+
+        other = cls == _OTHER
+        if other.any():
+            candidates.append(int(line_of(int(np.argmax(other)))))
+        is_digit = cls == _DIGIT
+        colons = np.flatnonzero(cls == _COLON)
+        if colons.size:
+            left_ok = (colons > 0) & is_digit[np.maximum(colons - 1, 0)]
+            right_ok = (colons < size - 1) & is_digit[np.minimum(colons + 1, size - 1)]
+            bad = ~(left_ok & right_ok)
+            if bad.any():
+                candidates.append(int(line_of(colons[np.argmax(bad)])))
+
+        edges = np.diff(is_digit.view(np.int8), prepend=np.int8(0), append=np.int8(0))
+        starts = np.flatnonzero(edges == 1)
+        ends = np.flatnonzero(edges == -1)
+        del edges, is_digit, cls
+        if starts.size == 0:
+            self.ids = self.counts = self.lengths = self.token_lines = np.zeros(0, dtype=np.int64)
+            self.bad_line = min(candidates) if candidates else None
+            return
+        widths = ends - starts
+        long_runs = widths > _MAX_DIGITS
+        if long_runs.any():
+            candidates.append(int(line_of(starts[np.argmax(long_runs)])))
+        # value of each digit run, one digit position at a time (numbers are short)
+        values = (buf[starts] - np.uint8(48)).astype(np.int64)
+        for j in range(1, min(int(widths.max()), _MAX_DIGITS)):
+            more = np.flatnonzero(widths > j)
+            values[more] = values[more] * 10 + (buf[starts[more] + j] - np.uint8(48))
+
+        tok_line = line_of(starts)
+        n_tok = starts.shape[0]
+        prev = np.where(starts > 0, buf[np.maximum(starts - 1, 0)], 10)
+        nxt = np.where(ends < size, buf[np.minimum(ends, size - 1)], 10)
+        before_colon, after_colon = nxt == 58, prev == 58
+        line_start = np.empty(n_tok, dtype=bool)
+        line_start[0] = True
+        np.not_equal(tok_line[1:], tok_line[:-1], out=line_start[1:])
+        index = np.arange(n_tok)
+        k = index - np.maximum.accumulate(np.where(line_start, index, 0))
+        is_id = (k % 2) == 1
+        is_count = (k > 0) & ~is_id
+        ok = np.where(k == 0, ~before_colon & ~after_colon,
+                      np.where(is_id, before_colon & ~after_colon, after_colon & ~before_colon))
+        if not ok.all():
+            candidates.append(int(tok_line[np.argmax(~ok)]))
+        line_first = np.flatnonzero(line_start)
+        line_tokens = np.diff(np.r_[line_first, n_tok])
+        lines = tok_line[line_first]
+        bad = (line_tokens % 2) == 0  # implied by ok + the colon rule; a cheap guard
+        if bad.any():
+            candidates.append(int(lines[np.argmax(bad)]))
+        # blank lines before the last line with words
+        blank_before = np.setdiff1d(np.arange(int(lines[-1])), lines, assume_unique=True)
+        if blank_before.size:
+            candidates.append(int(blank_before[0]))
+
+        ids, counts = values[is_id], values[is_count]
+        n_pairs = (line_tokens - 1) // 2
+        if len(ids) == len(counts):
+            bad = (counts <= 0) | (ids >= (_INT32_MAX if V is None else V))
+            if bad.any():
+                candidates.append(int(np.repeat(lines, n_pairs)[np.argmax(bad)]))
+            n_stated = values[line_start]
+            mismatch = np.flatnonzero((n_stated != n_pairs) | (n_pairs == 0))
+            if mismatch.size:
+                pair_start = np.r_[0, np.cumsum(n_pairs)]
+                for i in mismatch:  # rare: a repeated id (n may count distinct ids) or an error
+                    if n_pairs[i] == 0 or n_stated[i] != np.unique(ids[pair_start[i]:pair_start[i + 1]]).size:
+                        candidates.append(int(lines[i]))
+                        break
+        self.ids, self.counts, self.lengths, self.token_lines = ids, counts, n_pairs, lines
+        self.bad_line = min(candidates) if candidates else None
+
+
+def _ldac_blocks(fh, block_bytes: int):
+    """Yield blocks of whole lines (each ends with a newline, except possibly the last)."""
+    rest = b""
+    while True:
+        chunk = fh.read(block_bytes)
+        if not chunk:
+            if rest:
+                yield rest
+            return
+        data = rest + chunk if rest else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = data
+            continue
+        yield data[:cut + 1]
+        rest = data[cut + 1:]
+
+
+def read_ldac(path, vocab_size: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Read an LDA-C corpus: one document per line, ``n id:count id:count ...``.
+
+    ``n`` is the number of id:count pairs that follow; ids count from 0, counts
+    are positive integers. A word id repeated within a line is allowed (its
+    counts are added up; n may then count either the pairs or the distinct ids).
+    Tabs, ``\\r\\n`` line ends, repeated spaces and blank lines at the end of the
+    file are accepted. The file is parsed in blocks with NumPy, so memory is a
+    small multiple of the block size plus the output arrays.
+
+    Parameters
+    ----------
+    path : str or Path
+    vocab_size : int, optional
+        V. Every id must be below it. Default: the largest id + 1.
+
+    Returns
+    -------
+    word_ids : (nnz,) int32
+    word_counts : (nnz,) float64
+    doc_range : (N+1,) int64
+    vocab_size : int
+
+    Raises
+    ------
+    BnpviError
+        ``"FILE, line L: problem"`` (lines counted from 1) for the first bad line:
+        malformed tokens, negative, zero or non-integer counts, an id outside the
+        vocabulary, n that does not match the pairs, a document without words, a
+        blank line before the end; or an empty file.
+    """
+    path = Path(path).expanduser()
+    V = None if vocab_size is None else int(vocab_size)
+    id_parts, count_parts, length_parts = [], [], []
+    line0 = 0  # lines before the current block
+    pending_blank = None  # first blank line after the last line with words so far (0-based, whole file)
+    try:
+        fh = open(path, "rb")
+    except OSError as err:
+        raise BnpviError(f"{path}: cannot read: {err.strerror or err}") from None
+    with fh:
+        for data in _ldac_blocks(fh, _LDAC_BLOCK):
+            block = _LdacBlock(data, V)
+            if block.token_lines.size and pending_blank is not None:
+                _raise_ldac_line(path, pending_blank, None, V, blank=True)
+            if block.bad_line is not None:
+                _raise_ldac_line(path, line0 + block.bad_line, data, V, first_line=line0)
+            if block.token_lines.size:
+                last = int(block.token_lines[-1])
+                pending_blank = line0 + last + 1 if last + 1 < block.n_lines else None
+            elif pending_blank is None and block.n_lines:
+                pending_blank = line0
+            id_parts.append(block.ids)
+            count_parts.append(block.counts)
+            length_parts.append(block.lengths)
+            line0 += data.count(b"\n")
+    lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, dtype=np.int64)
+    if lengths.size == 0:
+        raise BnpviError(f"{path} is empty (no documents)")
+    ids = np.concatenate(id_parts)
+    counts = np.concatenate(count_parts).astype(np.float64)
+    doc_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    if V is None:
+        V = int(ids.max()) + 1
+    ids, counts, doc_range, V = check_documents(ids, counts, doc_range, V, str(path), duplicates="sum")
+    return ids, counts, doc_range, V
+
+
+def _raise_ldac_line(path: Path, line: int, data: bytes | None, V, first_line: int = 0, blank: bool = False):
+    """Raise the BnpviError for 0-based file line ``line``.
+
+    Its text is taken from ``data``, a block of whole lines starting at file line ``first_line``.
+    """
+    if blank:
+        problem = "empty line (expected 'n id:count id:count ...'; blank lines are allowed only at the end)"
+    else:
+        lines = data.split(b"\n")
+        problem = _ldac_line_problem(lines[line - first_line], V) or "malformed line"
+    raise BnpviError(f"{path}, line {line + 1}: {problem}")
+
+
+# ------------------------------------------------------- sparse NPZ
+TRIPLET = ("word_id", "word_count", "doc_range")
+SCIPY_KEYS = ("data", "shape", "format")
+
+
+def npz_layout(path) -> str | None:
+    """Which layout an .npz file holds: ``"points"`` (array X), ``"triplet"``
+    (word_id / word_count / doc_range), ``"scipy"`` (``scipy.sparse.save_npz``),
+    or None when it is none of these or cannot be read.
+
+    X wins when a file holds several layouts (so existing point files keep their meaning).
+    """
+    try:
+        with np.load(Path(path).expanduser(), allow_pickle=False) as npz:
+            names = set(npz.files)
+    except Exception:  # unreadable: the reader reports the problem
+        return None
+    if "X" in names:
+        return "points"
+    if set(TRIPLET) <= names:
+        return "triplet"
+    if set(SCIPY_KEYS) <= names and ("indices" in names or {"row", "col"} <= names or "offsets" in names):
+        return "scipy"
+    return None
+
+
+def _read_npz_documents(path: Path, labels: str | None):
+    """(word_ids, word_counts, doc_range, (V, origin) or None, labels array or None) from a sparse .npz."""
+    layout = npz_layout(path)
+    if layout not in ("triplet", "scipy"):
+        raise BnpviError(f"{path}: not a bag-of-words .npz (expected arrays {', '.join(TRIPLET)} "
+                         "or a scipy.sparse.save_npz matrix)")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            names = list(npz.files)
+            y = None
+            if labels is not None:
+                if labels not in names:
+                    raise BnpviError(f"{path}: no label array {labels!r} (arrays: {', '.join(names)})")
+                y = npz[labels]
+            if layout == "triplet":
+                ids, counts, dr = (npz[name] for name in TRIPLET)
+                V = None
+                if "vocab_size" in names:
+                    stored = np.asarray(npz["vocab_size"])
+                    if stored.size != 1 or stored.dtype.kind not in "iuf" or stored.reshape(-1)[0] != \
+                            np.round(stored.reshape(-1)[0]) or stored.reshape(-1)[0] < 1:
+                        raise BnpviError(f"{path}: vocab_size must be a positive integer, got {stored.tolist()!r}")
+                    V = (int(stored.reshape(-1)[0]), f"the file's vocab_size is {int(stored.reshape(-1)[0])}")
+                return ids, counts, dr, V, y
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise BnpviError(f"{path}: cannot read as .npz: {_first_line(err)}") from None
+    try:
+        X = sp.load_npz(path)
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
+        raise BnpviError(f"{path}: cannot read as a scipy.sparse .npz: {_first_line(err)}") from None
+    if X.ndim != 2:
+        raise BnpviError(f"{path}: the sparse matrix must be 2-D (documents x vocabulary), got shape {X.shape}")
+    if X.dtype.kind not in "biuf":
+        raise BnpviError(f"{path}: the sparse matrix must hold counts, got dtype {X.dtype}")
+    X = sp.csr_matrix(X)
+    if X.shape[0] < 1:
+        raise BnpviError(f"{path}: the sparse matrix has no rows (documents)")
+    if X.shape[1] < 1:
+        raise BnpviError(f"{path}: the sparse matrix has no columns (vocabulary size 0)")
+    X.eliminate_zeros()  # stored zeros are absent words
+    return X.indices, X.data, X.indptr, (int(X.shape[1]), f"the matrix has {X.shape[1]} columns"), y
+
+
+def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int | None = None) -> Documents:
+    """Read a bag-of-words corpus from an ``.ldac`` file or a sparse ``.npz`` file.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.ldac``: LDA-C text, see :func:`read_ldac`.
+        ``.npz``: either the CSR triplet ``word_id`` (int), ``word_count``,
+        ``doc_range`` (N+1, from 0) with an optional scalar ``vocab_size``, or a
+        matrix saved by ``scipy.sparse.save_npz`` (documents x vocabulary; its
+        column count is V; stored zeros are dropped).
+    labels : str, optional
+        NPZ only: the name of an array of N document labels.
+    vocab : str, Path or sequence of str, optional
+        A vocabulary file (one word per line) or the words themselves; V is its length.
+    vocab_size : int, optional
+        V. Default: from ``vocab``, the file (npz ``vocab_size`` / matrix shape), else
+        the largest id + 1. All the sizes given must agree.
+
+    Returns
+    -------
+    Documents
+        Repeated ids within a document summed into their first occurrence;
+        entry order otherwise as in the file.
+
+    Raises
+    ------
+    BnpviError
+        One line naming the file (and the line for ``.ldac``, the document for ``.npz``).
+    """
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise BnpviError(f"file not found: {path}")
+    if path.is_dir():
+        raise BnpviError(f"{path} is a directory, not a data file")
+    suffix = path.suffix.lower()
+    if suffix not in BOW_SUFFIXES:
+        raise BnpviError(f"{path}: not a bag-of-words file (expected one of {', '.join(BOW_SUFFIXES)})")
+    if path.stat().st_size == 0:
+        raise BnpviError(f"{path} is empty")
+    words = None
+    sizes = []  # (V, where it comes from)
+    if vocab is not None:
+        if isinstance(vocab, (str, Path)):
+            words = read_vocab(vocab)
+            sizes.append((len(words), f"vocabulary file {Path(vocab).expanduser()} has {len(words)} words"))
+        else:
+            words = list(vocab)
+            sizes.append((len(words), f"the vocabulary has {len(words)} words"))
+    if vocab_size is not None:
+        try:
+            given = int(vocab_size)
+        except (TypeError, ValueError):
+            raise BnpviError(f"the vocabulary size must be an integer, got {vocab_size!r}") from None
+        if given < 1:
+            raise BnpviError(f"the vocabulary size must be at least 1, got {given}")
+        sizes.append((given, f"the given vocabulary size is {given}"))
+    _agree(sizes, path)
+    V = sizes[0][0] if sizes else None
+    y = None
+    if suffix == ".ldac":
+        if labels is not None:
+            raise BnpviError(f"{path}: an .ldac file holds no labels, so labels={labels!r} cannot be read from it; "
+                             "use a .npz file with word_id, word_count, doc_range and a label array")
+        ids, counts, dr, V = read_ldac(path, vocab_size=V)
+    else:
+        ids, counts, dr, stored, y = _read_npz_documents(path, labels)
+        if stored is not None:
+            sizes.append(stored)
+            _agree(sizes, path)
+            V = stored[0]
+        ids = as_index_array(ids, "word_id", str(path))
+        if V is None:
+            V = max(1, int(ids.max()) + 1) if ids.size else 1
+        ids, counts, dr, V = check_documents(ids, counts, dr, V, str(path), duplicates="sum")
+    if words is not None:
+        words = check_vocab(words, V, str(path))
+    if y is not None:
+        y = check_labels(_as_int_labels(y, path), dr.shape[0] - 1, str(path),
+                         atoms=f"there are {dr.shape[0] - 1} documents")
+    return Documents(ids, counts, dr, V, y, words)
+
+
+def _agree(sizes: list[tuple[int, str]], path: Path) -> None:
+    if len({v for v, _ in sizes}) > 1:
+        raise BnpviError(f"{path}: conflicting vocabulary sizes: {'; '.join(text for _, text in sizes)}")

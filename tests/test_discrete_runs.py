@@ -1,0 +1,75 @@
+"""Whole runs of the discrete families: bag-of-words (mult) and binary vectors (bern), with moves."""
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_module
+
+from bnpvi.config import register_configs
+from bnpvi.data.convert import convert
+from bnpvi.data.store import write_documents, write_points
+from bnpvi.learn import runner
+
+
+def corpus(n_docs=600, V=60, n_topics=4, seed=0):
+    """Documents of 30-80 words, each from one of ``n_topics`` topics on disjoint word blocks."""
+    rng = np.random.default_rng(seed)
+    block = V // n_topics
+    labels = rng.integers(0, n_topics, n_docs)
+    ids, counts, doc_range = [], [], [0]
+    for z in labels:
+        p = np.full(V, 0.02 / V)
+        p[z * block:(z + 1) * block] += 0.98 / block
+        x = rng.multinomial(rng.integers(30, 80), p / p.sum())
+        nz = np.flatnonzero(x)
+        ids.append(nz)
+        counts.append(x[nz])
+        doc_range.append(doc_range[-1] + nz.size)
+    return (np.concatenate(ids).astype(np.int32), np.concatenate(counts).astype(np.float64),
+            np.array(doc_range, dtype=np.int64), V, labels)
+
+
+@pytest.fixture
+def train(tmp_path, monkeypatch):
+    monkeypatch.setenv("BNPVI_CACHE", str(tmp_path / "cache"))
+    register_configs()
+
+    def run(*overrides):
+        with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
+            cfg = compose(config_name="train", overrides=list(overrides))
+        out = tmp_path / f"run{len(list(tmp_path.glob('run*')))}"
+        return runner.train(cfg, out), out
+    return run
+
+
+def test_mult_from_one_cluster_finds_the_topics(tmp_path, train):
+    ids, counts, doc_range, V, labels = corpus()
+    write_documents(tmp_path / "docs.h5", ids, counts, doc_range, V, n_batches=3, labels=labels)
+    summary, out = train("obs=mult", "data=hdf5", f"data.path={tmp_path / 'docs.h5'}", "init.K=1",
+                         "moves=[birth,merge,delete]")
+    assert summary["K"] == 4
+    assert summary["ari"] > 0.95
+    trace = pd.read_csv(out / "trace.csv")
+    assert np.all(np.diff(trace["elbo"]) >= -1e-9 * np.abs(trace["elbo"][1:]))
+
+
+def test_bern_from_one_cluster_finds_the_clusters(tmp_path, train):
+    rng = np.random.default_rng(1)
+    protos = rng.random((3, 25)) < 0.5
+    labels = rng.integers(0, 3, 900)
+    flips = rng.random((900, 25)) < 0.05
+    X = (protos[labels] ^ flips).astype(np.float64)
+    write_points(tmp_path / "bits.h5", X, n_batches=3, labels=labels)
+    summary, _ = train("obs=bern", "data=hdf5", f"data.path={tmp_path / 'bits.h5'}", "init.K=1",
+                       "moves=[birth,merge,delete]")
+    assert summary["K"] == 3
+    assert summary["ari"] > 0.95
+
+
+@pytest.mark.shared_data
+def test_bars_corpus_topics(tmp_path, train, shared_data):
+    src = shared_data / "bars_one_per_doc" / "dataset.npz"
+    convert(src, tmp_path / "bars.h5", n_batches=4, shuffle_seed=0)
+    summary, _ = train("obs=mult", "data=hdf5", f"data.path={tmp_path / 'bars.h5'}", "init.K=1",
+                       "moves=[birth,merge,delete]")
+    counts = np.asarray(summary["counts"])
+    assert int(np.sum(counts > 0.01 * counts.sum())) == 6
