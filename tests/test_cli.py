@@ -179,6 +179,12 @@ def test_unknown_option_in_group(tmp_path, env):
     assert_one_line_error(proc, "alg/vbb", "memo")
 
 
+def test_moves_need_memoized_vi(tmp_path, env):
+    proc = train(["alg=vb", "moves=[merge]", "data.n_atoms=300"], tmp_path, env, check=False)
+    assert_one_line_error(proc, "alg=memo")
+    assert not list(tmp_path.glob("outputs/*/*/trace.csv"))
+
+
 def test_missing_data_file(tmp_path, env):
     proc = train(["data=hdf5", "data.path=nope.h5"], tmp_path, env, check=False)
     assert_one_line_error(proc, "nope.h5")

@@ -79,16 +79,20 @@ def _validate_overrides(args: list[str]) -> None:
         _fail(_one_line(err))
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
-def _hydra_main(cfg: DictConfig) -> None:
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+def _report(job, *args) -> None:
+    """Run ``job``: bad input -> one-line error, exit 2; Ctrl-C -> where to resume, exit 130."""
     try:
-        runner.train(cfg, run_dir)
+        job(*args)
     except BnpviError as err:
         _fail(str(err))
     except runner.Interrupted as err:
         print(f"{PROG}: {err}", file=sys.stderr)
         raise SystemExit(130)
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def _hydra_main(cfg: DictConfig) -> None:
+    _report(runner.train, cfg, Path(HydraConfig.get().runtime.output_dir))
 
 
 def _resume(run_dir: str, args: list[str]) -> None:
@@ -111,13 +115,7 @@ def _resume(run_dir: str, args: list[str]) -> None:
         h.setFormatter(logging.Formatter("%(message)s"))
         logging.getLogger().addHandler(h)
     logging.getLogger().setLevel(logging.INFO)
-    try:
-        runner.resume(path, cfg)
-    except BnpviError as err:
-        _fail(str(err))
-    except runner.Interrupted as err:
-        print(f"{PROG}: {err}", file=sys.stderr)
-        raise SystemExit(130)
+    _report(runner.resume, path, cfg)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -48,15 +48,13 @@ def open_store(cfg: DictConfig) -> BatchStore:
     data = cfg.data
     if data.name == "toy":
         path = ensure_toy(n_atoms=int(data.n_atoms), seed=int(data.seed), n_batches=int(data.n_batches))
-        n_batches = None
     elif data.name == "hdf5":
         if data.get("path") in (None, "", "???"):
             raise BnpviError("data=hdf5 needs data.path=FILE (a file written by `bnpvi-data convert`)")
         path = Path(str(data.path)).expanduser()
-        n_batches = cfg.alg.get("n_batches")
     else:
         raise BnpviError(f"unknown data {data.name!r}; choose toy or hdf5")
-    store = BatchStore.open(path, n_batches=n_batches)
+    store = BatchStore.open(path, n_batches=cfg.alg.get("n_batches"))
     if store.n_atoms < 2:
         raise BnpviError(f"data file {store.path} has {store.n_atoms} atom(s); need at least 2")
     return store
