@@ -36,6 +36,16 @@ BOW_SUFFIXES = (".ldac", ".npz")
 SUFFIXES = (".csv", ".npz", ".npy", ".ldac")
 
 
+def _existing_file(path) -> tuple[Path, str]:
+    """The path (user-expanded) and its lower-case suffix; BnpviError if it is missing or a folder."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise BnpviError(f"file not found: {path}")
+    if path.is_dir():
+        raise BnpviError(f"{path} is a directory, not a data file")
+    return path, path.suffix.lower()
+
+
 def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Read a data matrix (and optionally true labels) from a CSV, NPZ or NPY file.
 
@@ -64,12 +74,7 @@ def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray 
     BnpviError
         One line naming the file and the problem.
     """
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise BnpviError(f"file not found: {path}")
-    if path.is_dir():
-        raise BnpviError(f"{path} is a directory, not a data file")
-    suffix = path.suffix.lower()
+    path, suffix = _existing_file(path)
     if suffix not in SUFFIXES:
         shown = repr(path.suffix) if path.suffix else "no extension"
         raise BnpviError(f"{path}: unknown file type ({shown}); expected one of {', '.join(SUFFIXES)}")
@@ -772,12 +777,7 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
     BnpviError
         One line naming the file (and the line for ``.ldac``, the document for ``.npz``).
     """
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise BnpviError(f"file not found: {path}")
-    if path.is_dir():
-        raise BnpviError(f"{path} is a directory, not a data file")
-    suffix = path.suffix.lower()
+    path, suffix = _existing_file(path)
     if suffix not in BOW_SUFFIXES:
         raise BnpviError(f"{path}: not a bag-of-words file (expected one of {', '.join(BOW_SUFFIXES)})")
     if path.stat().st_size == 0:
