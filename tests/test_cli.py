@@ -107,7 +107,7 @@ def assert_same_run(a, b):
         np.testing.assert_array_equal(params_a[key], params_b[key], err_msg=key)
 
 
-MOVES_ARGS = ["data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=10", "alg.converge_thr=-1",
+MOVES_ARGS = ["data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=16", "alg.converge_thr=-1",
               "checkpoint_every=1", "seed=5", "init.K=1", "moves=[birth,merge,delete]"]
 
 
