@@ -2,9 +2,7 @@
 import numpy as np
 import pandas as pd
 import pytest
-from hydra import compose, initialize_config_module
 
-from bnpvi.config import register_configs
 from bnpvi.data.convert import convert
 from bnpvi.data.store import write_documents, write_points
 from bnpvi.learn import runner
@@ -29,15 +27,10 @@ def corpus(n_docs=600, V=60, n_topics=4, seed=0):
 
 
 @pytest.fixture
-def train(tmp_path, monkeypatch):
-    monkeypatch.setenv("BNPVI_CACHE", str(tmp_path / "cache"))
-    register_configs()
-
+def train(tmp_path, compose_cfg):
     def run(*overrides):
-        with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
-            cfg = compose(config_name="train", overrides=list(overrides))
         out = tmp_path / f"run{len(list(tmp_path.glob('run*')))}"
-        return runner.train(cfg, out), out
+        return runner.train(compose_cfg(*overrides), out), out
     return run
 
 

@@ -3,12 +3,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
-from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
 from scipy.special import softmax
 
 from bnpvi.alloc import DPMixAlloc
-from bnpvi.config import BirthConfig, register_configs
+from bnpvi.config import BirthConfig
 from bnpvi.data.batch import PointBatch, WordCountBatch
 from bnpvi.data.store import BatchStore, write_points
 from bnpvi.learn import runner
@@ -144,19 +143,6 @@ def test_birth_gain_equals_brute_force(family):
 
 
 # ------------------------------------------------------------ whole runs
-@pytest.fixture
-def compose_cfg(tmp_path, monkeypatch):
-    monkeypatch.setenv("BNPVI_CACHE", str(tmp_path / "cache"))
-    register_configs()
-
-    def make(*overrides):
-        with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
-            return compose(config_name="train", overrides=list(overrides))
-    return make
-
-
-def run(cfg, path):
-    return runner.train(cfg, path)
 
 
 def big_clusters(summary, frac=0.01):
@@ -167,7 +153,7 @@ def big_clusters(summary, frac=0.01):
 @pytest.mark.parametrize("seed", range(10))
 def test_from_one_cluster_births_find_the_eight_toy_clusters(compose_cfg, tmp_path, seed):
     cfg = compose_cfg("init.K=1", "moves=[birth,merge,delete]", f"seed={seed}")
-    summary = run(cfg, tmp_path / "run")
+    summary = runner.train(cfg, tmp_path / "run")
     assert big_clusters(summary) == 8
     assert summary["ari"] > 0.95
     trace = pd.read_csv(tmp_path / "run" / "trace.csv")
@@ -180,7 +166,7 @@ def test_from_one_cluster_births_find_the_eight_toy_clusters(compose_cfg, tmp_pa
 
 def test_from_fifty_clusters_merges_and_deletes_reach_eight(compose_cfg, tmp_path):
     cfg = compose_cfg("init.K=50", "moves=[merge,delete]")
-    summary = run(cfg, tmp_path / "run")
+    summary = runner.train(cfg, tmp_path / "run")
     assert summary["K"] == 8
     assert summary["ari"] > 0.95
 
