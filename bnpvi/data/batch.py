@@ -1,6 +1,6 @@
 """Batches: the unit of data every local step works on.
 
-A batch always holds whole atoms (points or documents). Both kinds support
+A batch always holds whole atoms (points, documents or sequences). Every kind supports
 ``take(rows)`` (a sub-batch, e.g. a sample for initialisation or a birth's
 targeted subset) and ``concat(batches)``.
 """
@@ -91,3 +91,64 @@ class WordCountBatch:
         X = sp.vstack([b.csr() for b in batches], format="csr")
         return WordCountBatch(X.indices.astype(np.int32), X.data.astype(np.float64),
                               X.indptr.astype(np.int64), batches[0].vocab_size)
+
+
+@dataclass(frozen=True)
+class SeqBatch:
+    """Whole sequences of observations; one atom = one time step.
+
+    Sequence s of the batch is steps ``seq_range[s]:seq_range[s+1]`` of X. A batch
+    always holds whole sequences (the HMM's local step runs forward-backward over
+    each one); ``take`` and ``concat`` are for atom-level work (initialisation,
+    births) and return steps as sequences of length 1, keeping ``Xprev``.
+
+    Attributes
+    ----------
+    X : (T, D) ndarray of float64, C-contiguous
+        The observation x_t of every time step, sequences one after another.
+    seq_range : (n_seqs + 1,) ndarray of int64
+        Starts of the sequences in X; ``seq_range[0] == 0``, ``seq_range[-1] == T``,
+        strictly increasing (no empty sequence).
+    Xprev : (T, D) ndarray of float64, optional
+        The observation before each step (x_{t-1}; for auto-regressive models), or None.
+    start : int
+        Index of the batch's first time step in the whole data set.
+    first_seq : int
+        Index of the batch's first sequence in the whole data set.
+    """
+
+    X: np.ndarray
+    seq_range: np.ndarray
+    Xprev: np.ndarray | None = None
+    start: int = 0
+    first_seq: int = 0
+
+    @property
+    def n_atoms(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def D(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def n_seqs(self) -> int:
+        return self.seq_range.shape[0] - 1
+
+    def take(self, rows) -> "SeqBatch":
+        """The time steps ``rows`` (in that order), each as a sequence of length 1."""
+        rows = np.asarray(rows, dtype=np.intp)
+        Xprev = None if self.Xprev is None else np.ascontiguousarray(self.Xprev[rows])
+        return SeqBatch(np.ascontiguousarray(self.X[rows]), np.arange(rows.shape[0] + 1, dtype=np.int64), Xprev)
+
+    @staticmethod
+    def concat(batches: list["SeqBatch"]) -> "SeqBatch":
+        """The sequences of ``batches`` one after another."""
+        X = np.ascontiguousarray(np.concatenate([b.X for b in batches]))
+        ends = np.cumsum([b.n_atoms for b in batches])[:-1]
+        seq_range = np.concatenate([batches[0].seq_range] + [b.seq_range[1:] + e for b, e in zip(batches[1:], ends)])
+        has_prev = [b.Xprev is not None for b in batches]
+        if any(has_prev) and not all(has_prev):
+            raise ValueError("cannot concatenate sequence batches with and without Xprev")
+        Xprev = np.ascontiguousarray(np.concatenate([b.Xprev for b in batches])) if all(has_prev) else None
+        return SeqBatch(X, seq_range.astype(np.int64), Xprev)

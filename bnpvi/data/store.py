@@ -50,7 +50,7 @@ import numpy as np
 
 from bnpvi.data.batch import PointBatch, WordCountBatch
 from bnpvi.errors import BnpviError
-from bnpvi.obs.base import DataMoments
+from bnpvi.data.moments import DataMoments
 
 FORMAT = "bnpvi-batches"
 FORMAT_VERSION = 1

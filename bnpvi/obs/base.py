@@ -19,30 +19,12 @@ so every family implements ``log_marginal`` (L_data,k*) and ``kl``, nothing else
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
 
 from bnpvi.data.batch import PointBatch
-
-
-@dataclass(frozen=True)
-class DataMoments:
-    """Whole-data moments used for data-driven prior defaults (one pass over batches).
-
-    Attributes
-    ----------
-    n_atoms : int
-    mean : (D,) ndarray
-        Σ_n x_n / N.
-    cov : (D, D) ndarray
-        Σ_n (x_n − mean)(x_n − mean)ᵀ / N.
-    """
-
-    n_atoms: int
-    mean: np.ndarray
-    cov: np.ndarray
+from bnpvi.data.moments import DataMoments
 
 
 Posterior = Mapping[str, np.ndarray]
