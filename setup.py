@@ -1,8 +1,9 @@
 """Build the Cython kernels in csrc/ (metadata lives in pyproject.toml).
 
-OpenMP is used for the row loops of ``bnpvi.kernels._local_step`` (results do not
-depend on the thread count). Set ``BNPVI_NO_OPENMP=1`` to build without it (e.g.
-Apple clang); the kernels then run serially and give the same numbers.
+OpenMP is used for the row loops of ``bnpvi.kernels._local_step`` and the sequence
+loops of ``bnpvi.kernels._hmm`` (results do not depend on the thread count). Set
+``BNPVI_NO_OPENMP=1`` to build without it (e.g. Apple clang); the kernels then run
+serially and give the same numbers.
 """
 import os
 import sys
@@ -18,6 +19,14 @@ extensions = [
     Extension(
         "bnpvi.kernels._local_step",
         ["csrc/local_step.pyx"],
+        include_dirs=[np.get_include()],
+        extra_compile_args=["-O3", *omp_flags],
+        extra_link_args=omp_flags,
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
+    Extension(
+        "bnpvi.kernels._hmm",
+        ["csrc/hmm.pyx"],
         include_dirs=[np.get_include()],
         extra_compile_args=["-O3", *omp_flags],
         extra_link_args=omp_flags,

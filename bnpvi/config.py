@@ -1,113 +1,193 @@
-"""Structured-config schemas (dataclasses) for every Hydra group in ``bnpvi/conf``.
+"""Structured-config schemas: one per option of every Hydra group of ``bnpvi-train``.
 
-They make a mistyped or unknown key fail at start-up with a message naming it, and
-document every option with its default. The YAML files in ``bnpvi/conf/<group>/``
-pick values; these classes say which keys exist and what type they have.
+Each option's YAML file (``conf/<group>/<option>.yaml``) extends its schema
+(``defaults: [<option>_schema]``) and writes the option's default values; the
+schema says which keys exist and what type they have, so a mistyped or unknown
+key fails at start-up with a message naming it, and ``--help`` shows only the
+keys of the chosen options. Defaults live in the YAML files alone.
+
+Options that build an object name it with ``_target_`` (Hydra ``instantiate``):
+the allocation model (``model``) and the observation family (``obs``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from pathlib import Path
+from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
 
 
+# ---------------------------------------------------------------- model
 @dataclass
-class ModelConfig:
-    """Allocation model: ``dp_mix`` (stick-breaking DP) or ``finite_mix`` (symmetric Dirichlet)."""
+class DPMixConfig:
+    """DP mixture (stick-breaking prior; Hughes 2016 thesis §3.2)."""
 
-    name: str = MISSING
-    gamma: float = 10.0  # DP concentration γ (finite_mix: Dirichlet(γ/K, ..., γ/K))
+    _target_: str = "bnpvi.alloc.DPMixAlloc"
+    gamma: float = MISSING  # DP concentration γ: larger values favour more clusters
 
 
 @dataclass
-class ObsConfig:
-    """Observation family and its prior (spec 01 §1.5; unset values are data-driven)."""
+class FiniteMixConfig:
+    """Finite mixture with a symmetric Dirichlet(γ/K) prior on the weights (K fixed)."""
 
-    name: str = MISSING  # gauss | diag_gauss | zm_gauss | mult | bern
-    sF: float = 1.0  # prior expected covariance = sF x data covariance scale
-    prior_cov: str = "diag"  # eye | diag | cov: which data covariance scale
-    nu: Optional[float] = None  # Wishart/Gamma degrees of freedom ν̄ (default D + 2)
-    kappa: float = 1e-4  # prior pseudo-count κ̄ of the mean
-    mean: Optional[List[float]] = None  # prior mean m̄ (default: the data mean)
-    lam: float = 0.1  # mult: symmetric Dirichlet λ̄ on each topic's word frequencies
-    lam1: float = 0.1  # bern: Beta(λ̄₁, λ̄₀) prior on each dimension's frequency of a 1
-    lam0: float = 0.3
+    _target_: str = "bnpvi.alloc.FiniteMixAlloc"
+    gamma: float = MISSING  # total prior concentration γ (each weight gets γ/K)
 
 
+@dataclass
+class FiniteHMMConfig:
+    """Finite sticky HMM: symmetric Dirichlet rows plus a sticky self-transition bias (K fixed)."""
+
+    _target_: str = "bnpvi.alloc.FiniteHMMAlloc"
+    alpha: float = MISSING  # total concentration α of each transition row (each entry α/K)
+    start_alpha: float = MISSING  # total concentration α_0 of the start distribution
+    sticky_kappa: float = MISSING  # κ ≥ 0 added to each row's self-transition (not obs.kappa)
+
+
+# ---------------------------------------------------------------- obs
+@dataclass
+class GaussConfig:
+    """Full-covariance Gaussian, Normal-Wishart prior; unset values are data-driven."""
+
+    _target_: str = "bnpvi.obs.Gauss.from_config"
+    sF: float = MISSING  # prior expected covariance = sF x the data covariance scale
+    prior_cov: str = MISSING  # eye | diag | cov: which data covariance scale
+    nu: Optional[float] = MISSING  # Wishart degrees of freedom ν̄ (null: D + 2)
+    kappa: float = MISSING  # prior pseudo-count κ̄ of the mean
+    mean: Optional[List[float]] = MISSING  # prior mean m̄ (null: the data mean)
+
+
+@dataclass
+class DiagGaussConfig(GaussConfig):
+    """Diagonal-covariance Gaussian, Normal-Gamma prior per dimension."""
+
+    _target_: str = "bnpvi.obs.DiagGauss.from_config"
+
+
+@dataclass
+class ZeroMeanGaussConfig:
+    """Zero-mean full-covariance Gaussian, Wishart prior."""
+
+    _target_: str = "bnpvi.obs.ZeroMeanGauss.from_config"
+    sF: float = MISSING
+    prior_cov: str = MISSING
+    nu: Optional[float] = MISSING
+
+
+@dataclass
+class MultConfig:
+    """Multinomial over a vocabulary (bag of words), symmetric Dirichlet prior."""
+
+    _target_: str = "bnpvi.obs.Mult.from_config"
+    lam: float = MISSING  # Dirichlet pseudo-count λ̄ of every word in every cluster
+
+
+@dataclass
+class BernConfig:
+    """Independent Bernoulli per dimension (binary vectors), Beta prior."""
+
+    _target_: str = "bnpvi.obs.Bern.from_config"
+    lam1: float = MISSING  # Beta(λ̄₁, λ̄₀): pseudo-count of a 1
+    lam0: float = MISSING  # ... and of a 0
+
+
+# ---------------------------------------------------------------- alg
 @dataclass
 class AlgConfig:
-    """Learning algorithm: ``vb`` (full data), ``memo`` (memoized), ``sovb`` (stochastic)."""
+    """Keys every algorithm has."""
 
     name: str = MISSING
-    n_laps: int = 100  # maximum number of passes through the data
-    converge_thr: float = 1e-6  # stop when |ΔELBO| / N over a lap is below this ...
-    count_thr: float = 0.01  # ... and no cluster's count N_k changed by more than this
-    n_batches: Optional[int] = None  # split a file converted without fixed batches into this many
-    rate_delay: float = 1.0  # sovb: δ in ξ_t = (δ + t)^(-κ)
-    rate_exponent: float = 0.6  # sovb: κ in (0.5, 1]
+    n_laps: int = MISSING  # maximum number of passes through the data
+    converge_thr: float = MISSING  # stop when |ΔELBO| / N over a lap is below this ...
+    count_thr: float = MISSING  # ... and no cluster's count N_k changed by more than this
+    n_batches: Optional[int] = MISSING  # split a file converted without fixed batches into this many
 
 
+@dataclass
+class SOVBConfig(AlgConfig):
+    """Stochastic VB: step t has rate (rate_delay + t)^(-rate_exponent)."""
+
+    rate_delay: float = MISSING
+    rate_exponent: float = MISSING  # in (0.5, 1]
+
+
+# ---------------------------------------------------------------- init
 @dataclass
 class InitConfig:
-    """Initialisation (spec 01 §4.4)."""
-
-    name: str = MISSING  # kmeanspp (Bregman k-means++) | random (K random atoms)
-    K: int = 8  # initial number of clusters
-    n_samples: int = 20000  # atoms sampled for seeding
-    n_trials: Optional[int] = None  # k-means++ candidates per seed (default 2 + ln K)
-    kmeans_iters: int = 0  # Bregman k-means iterations after seeding
-
-
-@dataclass
-class DataConfig:
-    """Data: ``toy`` (built-in 8-Gaussian set, generated once and cached) or ``hdf5`` (a converted file)."""
+    """Initialisation from K atoms chosen by Bregman k-means++ (kmeanspp) or at random (random)."""
 
     name: str = MISSING
-    path: Optional[str] = None  # hdf5: the file written by `bnpvi-data convert`
-    n_atoms: int = 5000  # toy: number of points
-    seed: int = 0  # toy: generator seed
-    n_batches: int = 5  # toy: fixed batches in the generated file
+    K: Optional[int] = MISSING  # initial number of clusters (null: 1 when births are on, else 8)
+    n_samples: int = MISSING  # atoms sampled for seeding
+    kmeans_iters: int = MISSING  # Bregman k-means iterations after seeding
 
 
 @dataclass
-class BirthConfig:
-    """Birth proposals (spec 01 §6): split a poorly fit cluster, seeded by k-means on its data
-    in the lap's first batch and judged after the lap has refreshed every batch."""
+class KmeansppConfig(InitConfig):
+    n_trials: Optional[int] = MISSING  # candidates per seed (null: 2 + ln K)
 
-    start_lap: int = 2  # first lap with births
-    stop_lap: Optional[int] = None  # last lap with births (None: no limit)
-    max_per_lap: int = 3  # births proposed per lap (distinct targets)
-    n_new: int = 8  # J': fresh clusters per birth (fewer if the target has little data)
-    min_batch_mass: float = 10.0  # skip targets with less mass N_bk in the batch
-    eps: float = 0.1  # atoms with r_nk > eps form the k-means subset
-    max_atoms: int = 5000  # cap on that subset
-    kmeans_iters: int = 10  # Bregman k-means iterations on the subset
-    refine_iters: int = 3  # restricted local step / global step rounds of the proposal
-    Kmax: int = 200  # no births beyond this many clusters
-    retry_change: float = 0.1  # retry a failed target once its size changed by this fraction
+
+# ---------------------------------------------------------------- data
+@dataclass
+class ToyConfig:
+    """The built-in toy set that fits the model (points for mixtures, sequences for HMMs)."""
+
+    name: str = MISSING
+    seed: int = MISSING
+    n_batches: Optional[int] = MISSING  # batches of the generated file (null: 5 for points, 8 for sequences)
+    n_atoms: int = MISSING  # points: how many
+    n_seqs: int = MISSING  # sequences: how many ...
+    seq_length: int = MISSING  # ... and how long
+
+
+@dataclass
+class HDF5Config:
+    """A file written by ``bnpvi-data convert``."""
+
+    name: str = MISSING
+    path: str = MISSING
+
+
+# ---------------------------------------------------------------- moves
+@dataclass
+class BirthConfig:
+    """Birth proposals (Hughes 2016 thesis §4.2): split a poorly fit cluster, seeded by k-means on
+    its data in the lap's first batch and judged after the lap has refreshed every batch."""
+
+    start_lap: int = MISSING  # first lap with births
+    stop_lap: Optional[int] = None  # last lap with births (null: no limit)
+    max_per_lap: int = MISSING  # births proposed per lap (distinct targets)
+    n_new: int = MISSING  # J': fresh clusters per birth (fewer if the target has little data)
+    min_batch_mass: float = MISSING  # skip targets with less mass N_bk in the batch
+    eps: float = MISSING  # atoms with r_nk > eps form the k-means subset
+    max_atoms: int = MISSING  # cap on that subset
+    kmeans_iters: int = MISSING  # Bregman k-means iterations on the subset
+    refine_iters: int = MISSING  # restricted local step / global step rounds of the proposal
+    Kmax: int = MISSING  # no births beyond this many clusters
+    retry_change: float = MISSING  # retry a failed target once its size changed by this fraction
 
 
 @dataclass
 class MergeConfig:
-    """Merge proposals (spec 01 §5): pairs chosen by m-score at lap start, exact test at lap end."""
+    """Merge proposals (thesis §4.1): pairs chosen by m-score at lap start, exact test at lap end."""
 
-    start_lap: int = 2
-    max_pairs: int = 100  # M: candidate pairs tracked per lap
-    max_per_cluster: int = 5  # candidate partners per cluster
-    retry_change: float = 0.1  # retry a rejected pair once a member's size changed by this fraction
+    start_lap: int = MISSING
+    max_pairs: int = MISSING  # candidate pairs tracked per lap
+    max_per_cluster: int = MISSING  # candidate partners per cluster
+    retry_change: float = MISSING  # retry a rejected pair once a member's size changed by this fraction
 
 
 @dataclass
 class DeleteConfig:
-    """Delete proposals (spec 01 §7): move a small cluster's mass to the others, exact test at lap end."""
+    """Delete proposals (thesis §4.3): move a small cluster's mass to the others, exact test at lap end."""
 
-    start_lap: int = 2
-    max_fails: int = 2  # stop targeting a cluster after this many rejections (until it changes)
-    max_size_frac: float = 0.05  # only clusters holding at most this fraction of the data
-    absorb: int = 5  # size of the absorbing set A: the clusters most alike to the target
-    retry_change: float = 0.1
+    start_lap: int = MISSING
+    max_fails: int = MISSING  # stop targeting a cluster after this many rejections (until it changes)
+    max_size_frac: float = MISSING  # only clusters holding at most this fraction of the data
+    absorb: int = MISSING  # size of the absorbing set A: the clusters most alike to the target
+    retry_change: float = MISSING
 
 
 @dataclass
@@ -119,33 +199,84 @@ class MovesConfig:
     delete: Optional[DeleteConfig] = None
 
 
+# ---------------------------------------------------------------- top level
 @dataclass
 class TrainConfig:
-    """Top level of ``bnpvi-train``."""
+    """Top level of ``bnpvi-train``; each group node is typed by its option's schema."""
 
-    model: ModelConfig = MISSING
-    obs: ObsConfig = MISSING
-    alg: AlgConfig = MISSING
-    init: InitConfig = MISSING
-    data: DataConfig = MISSING
+    model: Any = MISSING
+    obs: Any = MISSING
+    alg: Any = MISSING
+    init: Any = MISSING
+    data: Any = MISSING
     moves: MovesConfig = field(default_factory=MovesConfig)  # proposal moves (memo only)
-    seed: int = 0  # seeds every random choice of the run
-    checkpoint_every: int = 10  # laps between checkpoints (one is always written at the end)
+    seed: int = MISSING  # seeds every random choice of the run
+    checkpoint_every: int = MISSING  # laps between checkpoints (one is always written at the end)
+    eval_every: int = MISSING  # laps between evaluations against true labels (sequences: Hamming)
     resume: Optional[str] = None  # RUN_DIR of a run to continue from its latest checkpoint
 
 
-def register_configs() -> None:
-    """Put the schema in Hydra's ConfigStore (called before composing).
+SCHEMAS = {
+    "model": {"dp_mix": DPMixConfig, "finite_mix": FiniteMixConfig, "finite_hmm": FiniteHMMConfig},
+    "obs": {"gauss": GaussConfig, "diag_gauss": DiagGaussConfig, "zm_gauss": ZeroMeanGaussConfig,
+            "mult": MultConfig, "bern": BernConfig},
+    "alg": {"vb": AlgConfig, "memo": AlgConfig, "sovb": SOVBConfig},
+    "init": {"kmeanspp": KmeansppConfig, "random": InitConfig},
+    "data": {"toy": ToyConfig, "hdf5": HDF5Config},
+    "moves": {"birth": BirthConfig, "merge": MergeConfig, "delete": DeleteConfig},
+}
+"""Group -> option -> schema; each is stored as ``<group>/<option>_schema``."""
 
-    ``train.yaml`` lists ``train_schema`` first in its defaults, so every group
-    option is merged into a typed node (``AlgConfig`` ...) and an unknown key in a
-    YAML file or on the command line fails with the key's name.
-    """
-    ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+
+def run_dir(resume, default):
+    """Hydra's output directory: ``default`` for a fresh run, the absolute RUN_DIR of ``resume=RUN_DIR``."""
+    return default if resume is None else str(Path(str(resume)).expanduser().resolve())
+
+
+def hydra_subdir(resume, stamp) -> str:
+    """Where Hydra saves the job's config: ``.hydra``, or ``.hydra/resumed-<stamp>`` when resuming (so the
+    config a run was started with is never overwritten)."""
+    return ".hydra" if resume is None else f".hydra/resumed-{stamp}"
+
+
+def register_configs() -> None:
+    """Put the schemas in Hydra's ConfigStore and the resolvers of conf/train.yaml in OmegaConf
+    (called before composing)."""
+    OmegaConf.register_new_resolver("bnpvi_run_dir", run_dir, replace=True)
+    OmegaConf.register_new_resolver("bnpvi_hydra_subdir", hydra_subdir, replace=True)
+    store = ConfigStore.instance()
+    store.store(name="train_schema", node=TrainConfig)
+    for group, options in SCHEMAS.items():
+        for option, schema in options.items():
+            if group == "moves":  # each move lives at moves.<name>
+                store.store(group=group, name=f"{option}_schema", node=schema, package=f"moves.{option}")
+            else:
+                store.store(group=group, name=f"{option}_schema", node=schema)
+
+
+def schema_of(group: str, node) -> tuple[str | None, type | None]:
+    """The schema of a composed group node: found by its ``_target_`` (model, obs) or ``name``."""
+    for option, schema in SCHEMAS[group].items():
+        target = getattr(schema, "_target_", None)
+        if (target is not None and node.get("_target_") == target) or node.get("name") == option:
+            return option, schema
+    return None, None
 
 
 def check_config(cfg) -> None:
-    """Raise if ``cfg`` has a key the schema does not know (e.g. one appended with ``+key=``)."""
+    """Raise if ``cfg`` has a key its schemas do not know (e.g. one appended with ``+key=``)."""
     plain = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     plain.pop("hydra", None)
     OmegaConf.merge(OmegaConf.structured(TrainConfig), plain)
+    for group in ("model", "obs", "alg", "init", "data"):
+        node = plain.get(group)
+        option, schema = schema_of(group, node) if node is not None else (None, None)
+        if schema is None:
+            raise ValueError(f"{group}: not one of the options {sorted(SCHEMAS[group])}")
+        try:
+            OmegaConf.merge(OmegaConf.structured(schema), node)
+        except Exception as err:
+            key = getattr(err, "key", None)
+            if key is None:
+                raise ValueError(f"{group}: {str(err).splitlines()[0]}") from None
+            raise ValueError(f"unknown key {group}.{key} for {group}={option}") from None

@@ -1,125 +1,125 @@
-"""MixtureModel: an allocation model and an observation family joined by their summaries.
+"""Model = allocation model x observation family, joined by their summaries (docs/architecture.md).
 
-The global parameters are never stored as such: q(π) and q(φ) are the conjugate
-posteriors of the *effective* summaries ``eff`` (whole-data summaries for full and
-memoized VB, a running average for stochastic VB; spec 01 §1.5, §4). Setting the
-globals from summaries is the global step; everything else is derived.
+The model itself holds no state: the global parameters are one :class:`Globals`
+object, made by :meth:`Model.global_step` from effective summaries (whole-data
+summaries for full and memoized VB, a running average for stochastic VB; Hughes
+2016 thesis §3.5) and, for allocation models whose global step is an
+optimisation, warm-started from the previous parameters. A checkpoint saves a
+Globals whole (its summaries and the allocation parameters), so a resume is exact
+even when the global step is not a pure function of the summaries.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from bnpvi.stats import SuffStats
-from bnpvi.stats.resp import Responsibilities
+from bnpvi.alloc.base import AllocModel, Local, Params
+from bnpvi.obs.base import ObsFamily
+from bnpvi.stats import PER_CLUSTER, TOTAL, Responsibilities, SuffStats
 
 
-class MixtureModel:
-    """Mixture of an allocation model (``bnpvi.alloc``) and an observation family (``bnpvi.obs``).
+@dataclass(frozen=True, eq=False)
+class Globals:
+    """The global variational parameters q(π) q(φ) of a model.
 
-    Parameters
+    Attributes
     ----------
-    alloc : DPMixAlloc or FiniteMixAlloc
-    obs : ObsFamily
     stats : SuffStats
-        Effective summaries that define the initial global parameters.
-    uids : array of int, optional
-        Stable cluster identities (default 0..K-1); they follow every reordering.
+        The effective summaries they were made from.
+    alloc : dict of str to ndarray
+        The allocation model's variational parameters.
+    obs : dict of str to ndarray
+        The observation posterior q(φ_k) (a function of ``stats``).
     """
 
-    def __init__(self, alloc, obs, stats: SuffStats, uids=None):
-        self.alloc = alloc
-        self.obs = obs
-        self.uids = np.arange(stats.K, dtype=np.int64) if uids is None else np.asarray(uids, dtype=np.int64)
-        self.next_uid = int(self.uids.max()) + 1 if self.uids.size else 0
-        self.set_globals(stats)
-
-    # ------------------------------------------------------------ global step
-    def set_globals(self, stats: SuffStats) -> None:
-        """Global step: q(π), q(φ) ← conjugate posteriors of ``stats`` (Eq. 3.41, 3.43)."""
-        if stats.K != self.uids.shape[0]:
-            raise ValueError(f"stats have K={stats.K} but the model has {self.uids.shape[0]} clusters")
-        self.eff = stats
-        N = np.maximum(stats.N, 0.0)
-        self.obs_post = self.obs.posterior(N, stats.obs_fields())
-        self.alloc_post = self.alloc.posterior(N)
-        self.log_pi = self.alloc.expected_log_pi(self.alloc_post)
+    stats: SuffStats
+    alloc: dict
+    obs: dict
 
     @property
     def K(self) -> int:
-        return self.eff.K
+        return self.stats.K
 
-    def stat_shapes(self) -> dict[str, tuple]:
-        return self.obs.stat_shapes()
 
-    def empty_stats(self, K: int | None = None) -> SuffStats:
-        return SuffStats.zeros(self.K if K is None else K, self.stat_shapes())
+class Model:
+    """An allocation model and an observation family; stateless.
 
-    def replace(self, stats: SuffStats, uids) -> None:
-        """New clusters after a move: ids ``uids`` and globals from ``stats`` (one row per id)."""
-        self.uids = np.asarray(uids, dtype=np.int64)
-        self.set_globals(stats)
+    Parameters
+    ----------
+    alloc : AllocModel
+    obs : ObsFamily
+    """
 
-    def new_uids(self, count: int) -> np.ndarray:
-        """``count`` fresh cluster ids (never reused within a run)."""
-        ids = np.arange(self.next_uid, self.next_uid + count, dtype=np.int64)
-        self.next_uid += count
-        return ids
+    def __init__(self, alloc: AllocModel, obs: ObsFamily):
+        self.alloc = alloc
+        self.obs = obs
+        layout = dict(alloc.layout())
+        clash = set(layout) & set(obs.stat_shapes())
+        if clash:
+            raise ValueError(f"allocation and observation summaries share the names {sorted(clash)}")
+        layout.update({name: (shape, PER_CLUSTER) for name, shape in obs.stat_shapes().items()})
+        layout["n_atoms"] = ((), TOTAL)
+        self.layout = layout
+        self.obs_fields = tuple(obs.stat_shapes())
 
-    def positions(self, uids) -> np.ndarray:
-        """Current positions of the clusters with ids ``uids``."""
-        where = {int(u): k for k, u in enumerate(self.uids)}
-        return np.array([where[int(u)] for u in np.atleast_1d(uids)], dtype=np.intp)
+    def empty_stats(self, K: int) -> SuffStats:
+        return SuffStats.zeros(K, self.layout)
+
+    # ------------------------------------------------------------ global step
+    def global_step(self, stats: SuffStats, warm: Params | None = None) -> Globals:
+        """q(π), q(φ) from summaries (Hughes 2016 thesis Eq. 3.41, 3.43; 6.38-6.47)."""
+        obs_post = self.obs.posterior(np.maximum(stats.N, 0.0), stats.select(self.obs_fields))
+        return Globals(stats, self.alloc.global_step(stats, warm), obs_post)
+
+    def restore(self, stats: SuffStats, alloc_params: Params) -> Globals:
+        """Globals from a checkpoint: the saved summaries and allocation parameters, taken as they are."""
+        obs_post = self.obs.posterior(np.maximum(stats.N, 0.0), stats.select(self.obs_fields))
+        return Globals(stats, {k: np.asarray(v) for k, v in alloc_params.items()}, obs_post)
 
     # ------------------------------------------------------------- local step
-    def expected_log_lik(self, batch) -> np.ndarray:
-        """(N, K) E_q log p(x_n | φ_k) under the current globals."""
-        return self.obs.expected_log_lik(self.obs_post, batch)
+    def local_step(self, batch, globals_: Globals) -> tuple[np.ndarray, Local]:
+        """E log p(x_n | φ_k) (N_atoms, K) and the allocation model's local step under ``globals_``."""
+        log_lik = self.obs.expected_log_lik(globals_.obs, batch)
+        return log_lik, self.alloc.local_step(batch, log_lik, globals_.alloc)
 
-    def local_step(self, batch) -> Responsibilities:
-        """r_nk ∝ exp(E log p(x_n|φ_k) + E ln π_k) (spec 01 Eq. 3.47-3.49)."""
-        return Responsibilities.from_weights(self.expected_log_lik(batch), self.log_pi)
+    def summarize(self, batch, local: Local) -> SuffStats:
+        """A batch's summaries: the allocation model's, the family's, and the number of atoms."""
+        fields = dict(self.alloc.summarize(local))
+        fields.update(self.obs.summarize(batch, local.resp))
+        fields["n_atoms"] = np.float64(batch.n_atoms)
+        return SuffStats(fields, {name: spec for name, (_, spec) in self.layout.items()})
 
-    def summarize(self, batch, resp: Responsibilities) -> SuffStats:
-        """SuffStats of a batch: N, H and the family's statistics."""
-        dense = resp.to_dense()
-        fields = {"N": resp.counts(), "H": resp.entropy}
-        fields.update(self.obs.summarize(batch, dense))
-        return SuffStats(fields, {"n_atoms": batch.n_atoms})
+    def hard_stats(self, batch, labels, K: int) -> SuffStats:
+        """Summaries of hard assignments of the batch's atoms (initialisation; no allocation tables)."""
+        resp = Responsibilities.one_hot(labels, K)
+        stats = self.empty_stats(K)
+        fields = dict(stats.fields)
+        fields["N"] = resp.counts()
+        fields.update(self.obs.summarize(batch, resp))
+        fields["n_atoms"] = np.float64(batch.n_atoms)
+        return SuffStats(fields, stats.specs)
+
+    def decode(self, batch, globals_: Globals) -> np.ndarray:
+        """The most likely cluster of every atom of ``batch``."""
+        return self.alloc.decode(batch, self.obs.expected_log_lik(globals_.obs, batch), globals_.alloc)
 
     # ------------------------------------------------------------------ ELBO
-    def elbo(self, stats: SuffStats) -> float:
-        """L*(N, S, H): the exact ELBO at the optimal globals for ``stats`` (spec 01 §3.3)."""
-        N = np.maximum(stats.N, 0.0)
-        return (
-            float(np.sum(self.obs.log_marginal(N, stats.obs_fields())))
-            + float(np.sum(stats.H))
-            + self.alloc.log_marginal(N)
-        )
+    def elbo(self, stats: SuffStats, globals_: Globals) -> float:
+        """The exact ELBO of responsibilities summarised by ``stats`` under the globals ``globals_``.
 
-    def elbo_general(self, stats: SuffStats) -> float:
-        """ELBO of the *current* globals with responsibilities summarised by ``stats``.
-
-        L = L*(stats) − KL(q_obs ‖ q*_obs(stats)) − KL(q_alloc ‖ q*_alloc(stats)); used by
-        stochastic VB, whose globals are not the optimum for any data summary.
+        L = Σ_k L_data,k*(N_k, S_k) − KL(q(φ) ‖ q*(φ | stats)) + allocation and entropy terms
+        (Hughes 2016 thesis Eq. 3.24, 3.42); the KL is 0, and skipped, when ``globals_``
+        were made from ``stats`` itself (full and memoized VB, every move's candidate).
         """
         N = np.maximum(stats.N, 0.0)
-        gap = float(np.sum(self.obs.kl(self.obs_post, self.obs.posterior(N, stats.obs_fields()))))
-        gap += self.alloc.kl(self.alloc_post, self.alloc.posterior(N))
-        return self.elbo(stats) - gap
+        fields = stats.select(self.obs_fields)
+        value = float(np.sum(self.obs.log_marginal(N, fields)))
+        if globals_.stats is not stats:
+            value -= float(np.sum(self.obs.kl(globals_.obs, self.obs.posterior(N, fields))))
+        return value + self.alloc.elbo(stats, globals_.alloc)
 
-    # ------------------------------------------------------------ reordering
-    def size_order(self) -> np.ndarray:
-        """Permutation sorting clusters by effective count, largest first (spec 01 §3.6).
-
-        Stable, so ties keep their current order and a sorted model maps to the identity.
-        """
-        return np.argsort(-self.eff.N, kind="stable")
-
-    def reorder(self, order) -> None:
-        """Permute clusters: new cluster j is old cluster ``order[j]``."""
-        order = np.asarray(order, dtype=np.intp)
-        self.uids = self.uids[order]
-        self.set_globals(self.eff.reorder(order))
-
-    def expected_pi(self) -> np.ndarray:
-        return self.alloc.expected_pi(self.alloc_post)
+    def evaluate(self, stats: SuffStats, warm: Params | None = None) -> tuple[float, Globals]:
+        """The global step for ``stats`` and the ELBO there: how every candidate is judged."""
+        candidate = self.global_step(stats, warm)
+        return self.elbo(stats, candidate), candidate

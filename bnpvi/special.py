@@ -1,4 +1,4 @@
-"""Log-normalisers and special functions shared by the families (spec 01 §0)."""
+"""Log-normalisers and special functions shared by the families."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,13 +16,13 @@ def multigammaln(a, D: int):
 
 
 def c_beta(a, b):
-    """c_B(a, b) = lnΓ(a+b) − lnΓ(a) − lnΓ(b), the log normaliser of Beta (Eq. 3.34)."""
+    """c_B(a, b) = lnΓ(a+b) − lnΓ(a) − lnΓ(b), the log normaliser of Beta (Hughes 2016 thesis Eq. 3.34)."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     return gammaln(a + b) - gammaln(a) - gammaln(b)
 
 
 def c_dir(alpha, axis: int = -1):
-    """c_Dir(α) = lnΓ(Σ α_m) − Σ lnΓ(α_m), the log normaliser of Dirichlet (Eq. 2.44)."""
+    """c_Dir(α) = lnΓ(Σ α_m) − Σ lnΓ(α_m), the log normaliser of Dirichlet (Hughes 2016 thesis Eq. 2.44)."""
     alpha = np.asarray(alpha, dtype=np.float64)
     return gammaln(alpha.sum(axis=axis)) - gammaln(alpha).sum(axis=axis)

@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
-"""Compiled dense local-step kernels (spec 01 §3.5, §10; spec 04 §1.4).
+"""Compiled dense local-step kernels (Hughes 2016 thesis §3.4.2, Eq. 3.47-3.51).
 
 Never call these directly: ``bnpvi.kernels`` validates dtypes, shapes,
 contiguity and aliasing, allocates the outputs and turns the returned status
@@ -86,8 +86,9 @@ cdef inline bint _softmax_row(const double* ll, const double* lp, double* w, dou
     w is a K-long scratch row (may not alias r); r may alias ll (in-place).
     With W_k = ll_k + lp_k, m = max_k W_k (first argmax j), t_k = W_k − m and
     s1 = Σ_{k≠j} exp(t_k):  log_norm = m + log1p(s1),  r_k = exp(t_k) · (1 + s1)⁻¹,
-    h_k += r_k (log1p(s1) − t_k)  (= −r_k ln r_k, spec 01 §3.5). exp is skipped where
-    it is exactly 0 anyway (t_k < EXP_ZERO), which also makes W_k = −inf add exactly 0.
+    h_k += r_k (log1p(s1) − t_k)  (= −r_k ln r_k, as ln r_k = t_k − log1p(s1)). exp is
+    skipped where it is exactly 0 anyway (t_k < EXP_ZERO), which also makes W_k = −inf add
+    exactly 0.
     """
     cdef Py_ssize_t k, j = 0
     cdef double m = -INFINITY, v, t, s1 = 0.0, ls, inv, rk
@@ -133,7 +134,7 @@ def dense_local_step(const double[:, ::1] log_lik, const double[::1] log_prior,
                      int n_threads):
     """Dense softmax responsibilities, log normalisers and entropy summaries.
 
-    Spec 01 Eq. 3.47-3.49 and §3.5. ``resp`` may be ``log_lik`` itself
+    Hughes 2016 thesis Eq. 3.47-3.49 and 3.51. ``resp`` may be ``log_lik`` itself
     (in place); no other aliasing is allowed. Returns the first invalid row or -1.
     """
     cdef Py_ssize_t N = log_lik.shape[0], K = log_lik.shape[1]
@@ -165,7 +166,7 @@ def dense_local_step(const double[:, ::1] log_lik, const double[::1] log_prior,
 
 
 def entropy_of(const double[:, ::1] resp, double[::1] entropy, int n_threads):
-    """H_k = −Σ_n r_nk ln r_nk with 0 ln 0 := 0 (spec 01 Eq. 3.51, §10.2).
+    """H_k = −Σ_n r_nk ln r_nk with 0 ln 0 := 0 (Hughes 2016 thesis Eq. 3.51).
 
     A row is invalid when it holds a negative, NaN or infinite entry.
     Returns the first invalid row or -1.
@@ -205,8 +206,8 @@ def pair_merge_entropy(const double[:, ::1] resp, const long long[:, ::1] pairs,
                        double[::1] entropy, int n_threads):
     """H_m = −Σ_n s_n ln s_n with s_n = r_na + r_nb for pairs[m] = (a, b).
 
-    The entropy summary of the merged column of a merge proposal (spec 01 §5.3,
-    §10.7). Column indices must already be validated. A row is invalid when it
+    The entropy summary of the merged column of a merge proposal (Hughes 2016 thesis
+    §4.1.3). Column indices must already be validated. A row is invalid when it
     holds a negative, NaN or infinite entry in a paired column.
     Returns the first invalid row or -1.
     """

@@ -41,21 +41,25 @@ def assert_one_line_error(proc, *fragments):
         assert fragment in lines[0], lines[0]
 
 
-def test_default_run_recovers_the_toy_clusters(tmp_path, env):
+def test_default_run_finds_the_toy_clusters_from_one(tmp_path, env):
+    """No arguments: memoized VI from K = 1 whose births, merges and deletes find the 8 toy clusters."""
     proc = train([], tmp_path, env)
     run_dirs = list((tmp_path / "outputs").glob("*/*"))
     assert len(run_dirs) == 1
     run = run_dirs[0]
     assert f"run directory: {run}" in proc.stdout
     assert "lap    1" in proc.stdout
-    for name in ("trace.csv", "model.h5", "summary.json", "elbo_K.png", "checkpoints/latest.h5", ".hydra/config.yaml"):
+    for name in ("trace.csv", "moves.csv", "model.h5", "summary.json", "elbo_K.png", "checkpoints/latest.h5",
+                 ".hydra/config.yaml"):
         assert (run / name).is_file(), name
+    clusters = pd.read_csv(run / "clusters.csv")
+    assert clusters.loc[clusters["lap"] == 1, "uid"].tolist() == [0]  # one cluster in the first lap
     summary = json.loads((run / "summary.json").read_text())
     assert summary["ari"] > 0.95
     assert summary["K"] == 8
     trace = pd.read_csv(run / "trace.csv")
     assert list(trace.columns[:5]) == ["lap", "batches_seen", "elapsed_s", "elbo", "K"]
-    assert np.all(np.diff(trace["elbo"]) >= -1e-9 * np.abs(trace["elbo"][1:]))
+    assert trace["birth_accepted"].sum() >= 1
     assert trace["elbo"].iloc[-1] == pytest.approx(summary["elbo"])
 
 
@@ -68,6 +72,7 @@ def test_other_algorithms_and_families_run(tmp_path, env, args):
     (run,) = list((tmp_path / "outputs").glob("*/*"))
     trace = pd.read_csv(run / "trace.csv")
     assert len(trace) >= 1 and np.all(np.isfinite(trace["elbo"]))
+    assert not (run / "moves.csv").exists()  # the default moves belong to alg=memo
 
 
 def test_finite_mix_on_a_converted_file_with_n_batches(tmp_path, env):
@@ -78,6 +83,17 @@ def test_finite_mix_on_a_converted_file_with_n_batches(tmp_path, env):
     (run,) = list((tmp_path / "outputs").glob("*/*"))
     trace = pd.read_csv(run / "trace.csv")
     assert trace["batches_seen"].iloc[0] == 4
+    assert not (run / "moves.csv").exists()  # a finite model's prior depends on K: no moves
+
+
+def test_finite_hmm_on_the_toy_sequences(tmp_path, env):
+    train(["model=finite_hmm", "init.K=8", "data.n_seqs=16", "data.seq_length=300", "alg.n_laps=10"], tmp_path, env)
+    (run,) = list((tmp_path / "outputs").glob("*/*"))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["K"] == 8 and summary["hamming"] < 0.05
+    trace = pd.read_csv(run / "trace.csv")
+    assert np.all(np.diff(trace["elbo"]) >= -1e-9 * np.abs(trace["elbo"][1:]))
+    assert trace["hamming"].iloc[-1] == pytest.approx(summary["hamming"])
 
 
 def test_multirun_sweep_makes_one_run_per_combination(tmp_path, env):
@@ -86,7 +102,7 @@ def test_multirun_sweep_makes_one_run_per_combination(tmp_path, env):
     assert len(runs) == 4
 
 
-RESUME_ARGS = ["data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=30", "alg.converge_thr=-1",
+RESUME_ARGS = ["moves=[]", "data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=30", "alg.converge_thr=-1",
                "checkpoint_every=5", "seed=4"]
 
 
@@ -166,6 +182,20 @@ def test_resume_can_extend_the_lap_limit(tmp_path, env):
     assert trace["lap"].tolist() == [1, 2, 3, 4, 5]
 
 
+def test_multirun_resumes_each_run_in_its_own_directory(tmp_path, env):
+    for name in ("a", "b"):
+        train(["data.n_atoms=1000", "alg.n_laps=2", "alg.converge_thr=-1", f"hydra.run.dir={name}"], tmp_path, env)
+    saved = {name: (tmp_path / name / ".hydra" / "config.yaml").read_text() for name in ("a", "b")}
+    train(["-m", "resume=a,b", "alg.n_laps=4"], tmp_path, env)
+    for name in ("a", "b"):
+        run = tmp_path / name
+        assert pd.read_csv(run / "trace.csv")["lap"].tolist() == [1, 2, 3, 4]
+        assert (run / ".hydra" / "config.yaml").read_text() == saved[name]  # the run's config is kept
+        (resumed,) = (run / ".hydra").glob("resumed-*/overrides.yaml")
+        assert "alg.n_laps=4" in resumed.read_text()
+    assert not [p for p in tmp_path.glob("outputs/**/trace.csv")]  # no new run directory
+
+
 # ------------------------------------------------------------------ bad input
 @pytest.mark.parametrize("arg, name", [("alg.n_lap=5", "alg.n_lap"), ("+obs.nuu=3", "nuu"), ("init.K=abc", "init.K")])
 def test_unknown_config_key_or_bad_value(tmp_path, env, arg, name):
@@ -179,16 +209,31 @@ def test_unknown_option_in_group(tmp_path, env):
     assert_one_line_error(proc, "alg/vbb", "memo")
 
 
-def test_moves_need_memoized_vi(tmp_path, env):
-    proc = train(["alg=vb", "moves=[merge]", "data.n_atoms=300"], tmp_path, env, check=False)
-    assert_one_line_error(proc, "alg=memo")
-    assert not list(tmp_path.glob("outputs/*/*/trace.csv"))
+@pytest.mark.parametrize("args, fragments", [
+    (["alg=vb", "moves=[merge]"], ["alg=memo"]),
+    (["model=finite_mix", "moves=[merge]"], ["finite"]),
+])
+def test_moves_need_memoized_vi_of_a_nonparametric_model(tmp_path, env, args, fragments):
+    proc = train([*args, "data.n_atoms=300"], tmp_path, env, check=False)
+    assert_one_line_error(proc, *fragments)
+    assert not list(tmp_path.glob("outputs/*/*"))  # a start-up error leaves no run directory
 
 
 def test_missing_data_file(tmp_path, env):
     proc = train(["data=hdf5", "data.path=nope.h5"], tmp_path, env, check=False)
     assert_one_line_error(proc, "nope.h5")
-    assert not list(tmp_path.glob("outputs/*/*/trace.csv"))
+    assert not list(tmp_path.glob("outputs/*/*"))
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["obs=mult"], ["obs=mult", "bag-of-words", "points"]),
+    (["model=finite_hmm"], ["model=finite_hmm", "sequences", "points"]),
+])
+def test_data_of_the_wrong_kind(tmp_path, env, args, fragments):
+    write_points(tmp_path / "points.h5", np.random.default_rng(0).normal(size=(100, 2)), n_batches=2)
+    proc = train([*args, "data=hdf5", "data.path=points.h5"], tmp_path, env, check=False)
+    assert_one_line_error(proc, *fragments)
+    assert not list(tmp_path.glob("outputs/*/*"))
 
 
 def test_nan_in_data(tmp_path, env):
@@ -198,7 +243,7 @@ def test_nan_in_data(tmp_path, env):
         f["X"][30, 1] = np.nan
     proc = train(["data=hdf5", "data.path=bad.h5", "init.K=2"], tmp_path, env, check=False)
     assert_one_line_error(proc, "bad.h5")
-    assert not list(tmp_path.glob("outputs/*/*/trace.csv"))
+    assert not list(tmp_path.glob("outputs/*/*"))
 
 
 def test_dimension_mismatch_with_checkpoint(tmp_path, env):
@@ -220,3 +265,5 @@ def test_corrupt_or_missing_checkpoint(tmp_path, env):
     assert_one_line_error(train(["resume=r"], tmp_path, env, check=False), "latest.h5")
     assert_one_line_error(train(["resume=nowhere"], tmp_path, env, check=False), "nowhere")
     assert_one_line_error(train(["resume=r", "model.gamma=3"], tmp_path, env, check=False), "model.gamma")
+    assert_one_line_error(train(["-m", "resume=r,nowhere"], tmp_path, env, check=False), "nowhere")
+    assert not (tmp_path / "nowhere").exists()

@@ -13,10 +13,12 @@ import pytest
 import scipy.sparse as sp
 
 from bnpvi.cli.data import main
-from bnpvi.data.batch import PointBatch, WordCountBatch
-from bnpvi.data.convert import convert, read_documents, read_ldac, read_table, read_vocab
-from bnpvi.data.store import BatchStore, split_offsets, write_documents, write_points
-from bnpvi.data.toy import ensure_toy, make_toy, toy_path
+from bnpvi.data.batch import PointBatch, SeqBatch, WordCountBatch
+from bnpvi.data.convert import convert, read_documents, read_ldac, read_sequences, read_table, read_vocab
+from bnpvi.data.store import (BatchStore, BowStore, PointStore, SeqStore, split_offsets, write_documents,
+                              write_points, write_sequences)
+from bnpvi.data.toy import (ensure_toy, ensure_toy_sequences, make_toy, make_toy_sequences, toy_path,
+                            toy_sequences_path)
 from bnpvi.errors import BnpviError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,7 +77,7 @@ def test_moments_match_numpy(tmp_path, data, monkeypatch):
     X = X + 1e6  # far from the origin: a naive sum of squares would lose the variance
     path = write_points(tmp_path / "d.h5", X, n_batches=5)
     for scan_values in (2**22, 7):  # one block, then 52 blocks of 2 rows combined pairwise
-        monkeypatch.setattr("bnpvi.data.store._SCAN_VALUES", scan_values)
+        monkeypatch.setattr("bnpvi.data.base._SCAN_VALUES", scan_values)
         with BatchStore.open(path) as store:
             m = store.moments()
         assert m.n_atoms == 103
@@ -444,7 +446,7 @@ def test_failed_write_leaves_nothing(tmp_path, data, monkeypatch):
     def broken_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("bnpvi.data.store.os.replace", broken_replace)
+    monkeypatch.setattr("bnpvi.data.base.os.replace", broken_replace)
     with pytest.raises(BnpviError, match=r"cannot write .*new\.h5: No space left"):
         write_points(tmp_path / "new.h5", X)
     with pytest.raises(BnpviError):
@@ -939,3 +941,370 @@ def test_shared_bag_of_words_corpora(shared_data, tmp_path):
         assert counts.sum() == 2_844_630 and dr[-1] == store.nnz == ids.size
         assert dr.size == 7962 and np.diff(dr).min() >= 1
         store.validate()
+
+
+# ============================================================== sequences
+def make_sequences(seed=0, lengths=(5, 1, 12, 7, 3, 9, 4), D=2):
+    """Sequences whose first column is the global step index (so order can be checked) and Xprev = that - 0.5."""
+    rng = np.random.default_rng(seed)
+    T = sum(lengths)
+    X = np.column_stack([np.arange(T, dtype=float), rng.normal(size=(T, D - 1)) + 3.0])
+    seq_range = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    labels = rng.integers(0, 3, size=T)
+    return X, seq_range, X - 0.5, labels
+
+
+def read_all_seqs(store):
+    """Concatenate every batch of a seq store, checking each batch against the store's split."""
+    X, Xprev, lengths = [], [], []
+    for b in range(store.n_batches):
+        batch = store.read_batch(b)
+        assert isinstance(batch, SeqBatch)
+        assert batch.X.dtype == np.float64 and batch.X.flags.c_contiguous
+        assert batch.seq_range.dtype == np.int64 and batch.seq_range[0] == 0 and batch.seq_range[-1] == batch.n_atoms
+        assert batch.first_seq == store.offsets[b] and batch.n_seqs == store.offsets[b + 1] - store.offsets[b]
+        assert batch.start == sum(len(x) for x in X) and batch.n_atoms == store.batch_sizes()[b]
+        X.append(batch.X)
+        lengths.append(np.diff(batch.seq_range))
+        if batch.Xprev is not None:
+            Xprev.append(batch.Xprev)
+    Xprev = np.concatenate(Xprev) if Xprev else None
+    return np.concatenate(X), np.r_[0, np.cumsum(np.concatenate(lengths))], Xprev
+
+
+def test_write_sequences_round_trip(tmp_path):
+    X, seq_range, Xprev, y = make_sequences()
+    path = write_sequences(tmp_path / "s.h5", X, seq_range, Xprev=Xprev, n_batches=3, labels=y, source="unit")
+    assert [p.name for p in tmp_path.iterdir()] == ["s.h5"]
+    with BatchStore.open(path) as store:
+        assert isinstance(store, SeqStore) and store.kind == "seq"
+        assert (store.n_atoms, store.D, store.n_seqs, store.n_batches) == (41, 2, 7, 3)
+        assert store.has_xprev and store.has_labels and store.batches_fixed
+        assert store.offsets.tolist() == [0, 3, 5, 7]  # whole sequences per batch
+        assert store.batch_sizes().tolist() == [18, 10, 13]  # time steps per batch
+        got_X, got_range, got_prev = read_all_seqs(store)
+        np.testing.assert_array_equal(got_X, X)
+        np.testing.assert_array_equal(got_range, seq_range)
+        np.testing.assert_array_equal(got_prev, Xprev)
+        np.testing.assert_array_equal(store.labels(), y)
+        batch = store.read_batch(1)
+        assert (batch.start, batch.first_seq, batch.seq_range.tolist()) == (18, 3, [0, 7, 10])
+        np.testing.assert_array_equal(batch.X, X[18:28])
+        info = store.info()
+        assert (info["kind"], info["N"], info["n_seqs"], info["seq_length_min"], info["seq_length_max"],
+                info["xprev"], info["batch_unit"], info["batch_size_max"]) == ("seq", 41, 7, 1, 12, True,
+                                                                               "sequences", 3)
+        assert repr(store).startswith("SeqStore(") and "n_seqs=7" in repr(store)
+        clone = pickle.loads(pickle.dumps(store))
+        np.testing.assert_array_equal(clone.read_batch(2).Xprev, Xprev[28:])
+        clone.close()
+    with h5py.File(path, "r") as f:
+        assert (f.attrs["kind"], f.attrs["N"], f.attrs["D"], f.attrs["n_seqs"]) == ("seq", 41, 2, 7)
+        assert f["batch_offsets"][()].tolist() == [0, 3, 5, 7] and f["seq_range"].dtype == np.int64
+    path = write_sequences(tmp_path / "plain.h5", X, seq_range)
+    with BatchStore.open(path) as store:
+        assert not store.has_xprev and store.labels() is None and store.read_batch(0).Xprev is None
+
+
+def test_open_returns_the_reader_of_the_kind(tmp_path):
+    X, seq_range, _, _ = make_sequences()
+    ids, counts, dr = make_corpus(0, N=5)
+    paths = {PointStore: write_points(tmp_path / "p.h5", X), BowStore: write_documents(tmp_path / "b.h5", ids, counts,
+                                                                                       dr, 40),
+             SeqStore: write_sequences(tmp_path / "s.h5", X, seq_range)}
+    for cls, path in paths.items():
+        with BatchStore.open(path) as store, cls.open(path) as same:
+            assert type(store) is cls and type(same) is cls
+    with pytest.raises(BnpviError, match=r"b\.h5 holds data of kind 'bow', which PointStore does not read"):
+        PointStore.open(paths[BowStore])
+
+
+def test_seq_resplit_keeps_sequences_whole(tmp_path):
+    X, seq_range, _, y = make_sequences(1)
+    fixed = write_sequences(tmp_path / "fixed.h5", X, seq_range, n_batches=2, labels=y)
+    free = write_sequences(tmp_path / "free.h5", X, seq_range, batches_fixed=False)
+    with pytest.raises(BnpviError, match=r"fixed\.h5 has 2 fixed batches; alg\.n_batches=3 conflicts"):
+        BatchStore.open(fixed, n_batches=3)
+    with pytest.raises(BnpviError, match=r"free\.h5 has only n_seqs=7 sequences; alg\.n_batches=8"):
+        BatchStore.open(free, n_batches=8)
+    with BatchStore.open(free, n_batches=4) as store:
+        assert store.offsets.tolist() == [0, 2, 4, 6, 7] and store.batch_sizes().tolist() == [6, 19, 12, 4]
+        got_X, got_range, _ = read_all_seqs(store)
+        np.testing.assert_array_equal(got_X, X)
+        np.testing.assert_array_equal(got_range, seq_range)
+    with h5py.File(free, "r") as f:  # the file itself is untouched
+        assert f["batch_offsets"][()].tolist() == [0, 7]
+
+
+BAD_SEQS = [
+    (dict(seq_range=[1, 5, 41]), "seq_range must start at 0"),
+    (dict(seq_range=[0, 5, 40]), "seq_range ends at 40 but X has T=41 rows"),
+    (dict(seq_range=[0, 5, 5, 41]), "sequence 1 is empty"),
+    (dict(seq_range=[0, 9, 5, 41]), "seq_range decreases at sequence 1"),
+    (dict(seq_range=[0.0, 2.5, 41.0]), "seq_range must hold integers"),
+    (dict(seq_range=[0]), "no sequences"),
+    (dict(X="nan"), "X has NaN in row 7, column 1"),
+    (dict(Xprev="inf"), "Xprev has inf in row 7, column 1"),
+    (dict(Xprev=np.zeros((41, 3))), r"Xprev has shape \(41, 3\) but X has shape \(41, 2\)"),
+    (dict(labels=np.zeros(40, dtype=int)), "labels have 40 entries but X has 41 rows"),
+    (dict(n_batches=8), "n_batches=8 must be between 1 and n_seqs=7"),
+    (dict(n_batches=0), "n_batches=0 must be between 1 and n_seqs=7"),
+]
+
+
+@pytest.mark.parametrize("change, fragment", BAD_SEQS)
+def test_write_sequences_rejects_bad_input(tmp_path, change, fragment):
+    X, seq_range, Xprev, y = make_sequences()
+    args = dict(X=X, seq_range=seq_range, Xprev=Xprev, labels=y)
+    for name in ("X", "Xprev"):
+        if isinstance(change.get(name), str):
+            bad = args[name].copy()
+            bad[7, 1] = np.nan if change[name] == "nan" else np.inf
+            change = {**change, name: bad}
+    args.update(change)
+    with pytest.raises(BnpviError, match=fragment) as info:
+        write_sequences(tmp_path / "bad.h5", **args)
+    assert "bad.h5" in str(info.value) and "\n" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("dataset, fragment", [
+    ("X", r"s\.h5 has NaN in X at time step 20 \(sequence 3, batch 1, column 1\)"),
+    ("Xprev", r"s\.h5 has NaN in Xprev at time step 20 \(sequence 3, batch 1, column 1\)"),
+    ("seq_range", r"s\.h5: sequence 4 is empty \(batch 1\)"),
+])
+@pytest.mark.parametrize("scan_values", [2**22, 5])
+def test_seq_scan_names_step_sequence_and_batch(tmp_path, monkeypatch, dataset, fragment, scan_values):
+    monkeypatch.setattr("bnpvi.data.base._SCAN_VALUES", scan_values)
+    X, seq_range, Xprev, _ = make_sequences()
+    path = write_sequences(tmp_path / "s.h5", X, seq_range, Xprev=Xprev, n_batches=3)
+    with h5py.File(path, "r+") as f:
+        if dataset == "seq_range":
+            f["seq_range"][5] = f["seq_range"][4]
+        else:
+            f[dataset][20, 1] = np.nan
+    with BatchStore.open(path) as store:
+        for check in (store.scan, store.validate):
+            with pytest.raises(BnpviError, match=fragment):
+                check()
+
+
+def _corrupt(kind, path):
+    with h5py.File(path, "r+") as f:
+        if kind == "bow":
+            f["word_counts"][3] = -1.0
+        else:
+            f["X"][4, 0] = np.inf
+
+
+@pytest.mark.parametrize("kind", ["points", "bow", "seq"])
+def test_scan_is_moments_plus_validate(tmp_path, monkeypatch, kind):
+    X, seq_range, Xprev, _ = make_sequences(2)
+    X = X + 1e6
+    ids, counts, dr = make_corpus(5)
+    path = {"points": lambda p: write_points(p, X, n_batches=3),
+            "bow": lambda p: write_documents(p, ids, counts, dr, 40, n_batches=3),
+            "seq": lambda p: write_sequences(p, X, seq_range, Xprev=Xprev, n_batches=3)}[kind](tmp_path / "d.h5")
+    for scan_values in (2**22, 7):  # one block, then many
+        monkeypatch.setattr("bnpvi.data.base._SCAN_VALUES", scan_values)
+        with BatchStore.open(path) as store:
+            scanned, moments = store.scan(), store.moments()
+        if kind == "bow":
+            assert scanned is None and moments is None
+            continue
+        assert scanned.n_atoms == moments.n_atoms == 41
+        np.testing.assert_array_equal(scanned.mean, moments.mean)
+        np.testing.assert_array_equal(scanned.cov, moments.cov)
+        np.testing.assert_allclose(scanned.mean, X.mean(axis=0), rtol=1e-14)
+        np.testing.assert_allclose(scanned.cov, np.cov(X.T, bias=True), rtol=1e-8, atol=1e-10)
+    _corrupt(kind, path)
+    with BatchStore.open(path) as store:
+        with pytest.raises(BnpviError, match="d.h5"):
+            store.scan()
+        with pytest.raises(BnpviError, match="d.h5"):
+            store.validate()
+
+
+@pytest.mark.parametrize("mutation, fragment", [
+    ("drop_range", "missing the dataset 'seq_range'"),
+    ("range_end", r"inconsistent seq_range \(need seq_range\[0\] = 0 and seq_range\[n_seqs\] = T=41"),
+    ("n_seqs", "attribute n_seqs=9 but seq_range describes 7 sequences"),
+    ("xprev", r"invalid Xprev dataset \(expected \(41, 2\)"),
+    ("offsets", r"inconsistent batch_offsets \(need 0 = o_0 < o_1 < \.\.\. < o_B = n_seqs=7"),
+    ("interior", r"inconsistent seq_range \(batch 0 would hold time steps 0\.\.0\)"),
+])
+def test_open_rejects_bad_seq_files(tmp_path, mutation, fragment):
+    X, seq_range, _, _ = make_sequences()
+    path = write_sequences(tmp_path / "weird.h5", X, seq_range, n_batches=2)
+    with h5py.File(path, "a") as f:
+        if mutation == "drop_range":
+            del f["seq_range"]
+        elif mutation == "range_end":
+            f["seq_range"][7] = 40
+        elif mutation == "n_seqs":
+            f.attrs["n_seqs"] = np.int64(9)
+        elif mutation == "xprev":
+            f.create_dataset("Xprev", data=np.zeros((41, 3)))
+        elif mutation == "offsets":
+            del f["batch_offsets"]
+            f.create_dataset("batch_offsets", data=np.array([0, 3, 41]))
+        else:
+            f["seq_range"][4] = 0
+    with pytest.raises(BnpviError, match=fragment) as info:
+        BatchStore.open(path)
+    assert "weird.h5" in str(info.value) and "\n" not in str(info.value)
+
+
+# ----------------------------------------------------- sequence converters
+def test_convert_npz_sequences_with_labels_and_xprev(tmp_path):
+    X, seq_range, Xprev, y = make_sequences(3)
+    np.savez(tmp_path / "s.npz", X=X, Xprev=Xprev, bounds=seq_range.astype(np.int32), state=y)
+    dst = convert(tmp_path / "s.npz", tmp_path / "s.h5", n_batches=2, labels="state", sequences="bounds")
+    with BatchStore.open(dst) as store:
+        assert (store.kind, store.n_seqs, store.n_batches, store.batches_fixed) == ("seq", 7, 2, True)
+        got_X, got_range, got_prev = read_all_seqs(store)
+        np.testing.assert_array_equal(got_X, X)
+        np.testing.assert_array_equal(got_range, seq_range)
+        np.testing.assert_array_equal(got_prev, Xprev)
+        np.testing.assert_array_equal(store.labels(), y)
+    np.savez(tmp_path / "plain.npz", X=X, bounds=seq_range)  # no Xprev: none is made up
+    with BatchStore.open(convert(tmp_path / "plain.npz", tmp_path / "plain.h5", sequences="bounds")) as store:
+        assert not store.has_xprev and not store.batches_fixed and store.n_batches == 1
+
+
+@pytest.mark.parametrize("arrays, options, fragment", [
+    (dict(bounds=[0, 5, 5, 41]), {}, r"s\.npz: sequence 1 is empty"),
+    (dict(bounds=[0, 5, 40]), {}, "bounds ends at 40 but X has T=41"),
+    (dict(), dict(sequences="nope"), "no sequence range array 'nope'"),
+    (dict(Xprev=np.zeros((41, 1))), {}, "Xprev has shape"),
+    (dict(state=np.zeros(7)), dict(labels="state"), "labels have 7 entries but X has 41 rows"),
+    (dict(), dict(sequence_column="bounds"), "use|name it with --sequences"),
+    (dict(), dict(n_batches=8), "has n_seqs=7 sequences; the number of batches must be between 1 and 7"),
+    (dict(), dict(vocab_size=3), "holds sequences, not bag-of-words documents"),
+])
+def test_convert_npz_sequences_bad_input(tmp_path, arrays, options, fragment):
+    X, seq_range, _, _ = make_sequences()
+    np.savez(tmp_path / "s.npz", **{"X": X, "bounds": seq_range, **arrays})
+    options = {"sequences": "bounds", **options} if "sequence_column" not in options else options
+    with pytest.raises(BnpviError, match=fragment) as info:
+        convert(tmp_path / "s.npz", tmp_path / "out.h5", **options)
+    assert "s.npz" in str(info.value) and "\n" not in str(info.value)
+    assert not (tmp_path / "out.h5").exists()
+
+
+def test_convert_csv_sequences(tmp_path):
+    X, seq_range, _, y = make_sequences(4)
+    ids = np.repeat([f"subject{s}" for s in (3, 1, 4, 0, 5, 9, 2)], np.diff(seq_range))
+    df = pd.DataFrame(X, columns=["a", "b"])
+    df.insert(1, "who", ids)
+    df["state"] = y
+    df.to_csv(tmp_path / "s.csv", index=False, float_format="%.17g")
+    dst = convert(tmp_path / "s.csv", tmp_path / "s.h5", n_batches=3, labels="state", sequence_column="who")
+    with BatchStore.open(dst) as store:
+        assert (store.kind, store.D, store.n_seqs) == ("seq", 2, 7)  # the id and label columns are not data
+        got_X, got_range, got_prev = read_all_seqs(store)
+        np.testing.assert_array_equal(got_X, X)
+        np.testing.assert_array_equal(got_range, seq_range)
+        assert got_prev is None
+        np.testing.assert_array_equal(store.labels(), y)
+    ids[30] = "subject1"  # sequence 1 comes back inside sequence 5
+    df["who"] = ids
+    df.to_csv(tmp_path / "s.csv", index=False)
+    with pytest.raises(BnpviError, match=r"s\.csv: sequence id 'subject1' in row 30 reappears after other "
+                                         r"sequences; the rows of one sequence must be contiguous") as info:
+        read_sequences(tmp_path / "s.csv", sequence_column="who")
+    assert "\n" not in str(info.value)
+    with pytest.raises(BnpviError, match="name it with --sequence-column"):
+        read_sequences(tmp_path / "s.csv", sequences="who")
+    with pytest.raises(BnpviError, match="no column 'whom' for sequence ids"):
+        read_sequences(tmp_path / "s.csv", sequence_column="whom")
+
+
+def test_shuffle_keeps_sequences_whole(tmp_path):
+    X, seq_range, Xprev, y = make_sequences(5)
+    np.savez(tmp_path / "s.npz", X=X, Xprev=Xprev, seq_range=seq_range, y=y)
+    dst = convert(tmp_path / "s.npz", tmp_path / "s.h5", n_batches=2, labels="y", sequences="seq_range",
+                  shuffle_seed=3)
+    with BatchStore.open(dst) as store:
+        got_X, got_range, got_prev = read_all_seqs(store)
+        labels = store.labels()
+        assert "sequences shuffled, seed 3" in store.attrs["source"]
+    order = []
+    for s in range(7):
+        steps = got_X[got_range[s]:got_range[s + 1], 0].astype(int)  # column 0 = original step index
+        original = int(np.searchsorted(seq_range, steps[0], side="right") - 1)
+        np.testing.assert_array_equal(steps, np.arange(seq_range[original], seq_range[original + 1]))
+        order.append(original)
+    assert sorted(order) == list(range(7)) and order != list(range(7))
+    steps = got_X[:, 0].astype(int)
+    np.testing.assert_array_equal(got_X, X[steps])
+    np.testing.assert_array_equal(got_prev, Xprev[steps])
+    np.testing.assert_array_equal(labels, y[steps])
+
+
+def test_cli_convert_and_info_sequences(tmp_path, capsys):
+    X, seq_range, Xprev, y = make_sequences(6)
+    np.savez(tmp_path / "s.npz", X=X, Xprev=Xprev, seq_range=seq_range, z=y)
+    assert main(["convert", str(tmp_path / "s.npz"), str(tmp_path / "s.h5"), "--sequences", "seq_range",
+                 "--labels", "z", "--batches", "3", "--shuffle", "1"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "kind=seq N=41 time steps D=2 sequences=7 batches=3 (fixed) labels=yes" in out[0], out
+    assert main(["info", str(tmp_path / "s.h5"), "--check"]) == 0
+    out = capsys.readouterr().out
+    for fragment in ("kind:      seq (sequences)", "N:         41 time steps", "D:         2",
+                     "sequences: 7, length 1..12", "Xprev:     yes", "batches:   3 (fixed), sequences per batch 2..3",
+                     "labels:    yes", "check:     all values finite"):
+        assert fragment in out, out
+    (tmp_path / "bad.csv").write_text("id,x\na,1\nb,2\na,3\n")
+    assert main(["convert", str(tmp_path / "bad.csv"), str(tmp_path / "bad.h5"), "--sequence-column", "id"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sequence id 'a' in row 2 reappears" in err[0], err
+    assert not (tmp_path / "bad.h5").exists()
+
+
+# ------------------------------------------------------------ toy sequences
+def test_toy_sequences_are_deterministic_sticky_and_start_in_turn():
+    X, seq_range, y = make_toy_sequences(n_seqs=20, length=500, seed=4)
+    X2, _, y2 = make_toy_sequences(n_seqs=20, length=500, seed=4)
+    X3, _, _ = make_toy_sequences(n_seqs=20, length=500, seed=5)
+    assert X.shape == (10000, 2) and X.dtype == np.float64 and y.dtype == np.int64
+    assert seq_range.tolist() == list(range(0, 10001, 500))
+    np.testing.assert_array_equal(X, X2)
+    np.testing.assert_array_equal(y, y2)
+    assert not np.array_equal(X, X3)
+    paths = y.reshape(20, 500)
+    assert paths[:, 0].tolist() == [s % 8 for s in range(20)]
+    assert set(np.unique(y)) == set(range(8))
+    changes = np.diff(paths, axis=1)
+    assert 0.0003 < np.mean(changes != 0) < 0.003  # a state persists with probability 0.999
+    assert np.all((changes[changes != 0] % 8) == 1)  # and then moves on to the next state
+    means = np.array([X[y == k].mean(axis=0) for k in range(8)])
+    np.testing.assert_allclose(means[:3], [[0, 20], [20, 0], [-30, -30]], atol=0.2)
+    np.testing.assert_allclose(np.cov(X[y == 0].T), np.eye(2), atol=0.15)
+
+
+def test_ensure_toy_sequences_writes_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("BNPVI_CACHE", str(tmp_path))
+    path = ensure_toy_sequences(n_seqs=10, length=50, seed=1, n_batches=4)
+    assert path == toy_sequences_path(10, 50, 1, 4) == tmp_path / "toyseq8_n10_t50_s1_b4.h5"
+    X, seq_range, y = make_toy_sequences(n_seqs=10, length=50, seed=1)
+    with BatchStore.open(path) as store:
+        assert (store.kind, store.n_seqs, store.n_batches, store.batches_fixed) == ("seq", 10, 4, False)
+        got_X, got_range, _ = read_all_seqs(store)
+        np.testing.assert_array_equal(got_X, X)
+        np.testing.assert_array_equal(got_range, seq_range)
+        np.testing.assert_array_equal(store.labels(), y)
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    assert ensure_toy_sequences(n_seqs=10, length=50, seed=1, n_batches=4) == path
+    assert path.stat().st_mtime_ns == 1_000_000_000  # reused, not rewritten
+    path.write_bytes(b"broken")  # a broken cache file is rebuilt
+    ensure_toy_sequences(n_seqs=10, length=50, seed=1, n_batches=4)
+    with BatchStore.open(path) as store:
+        assert store.n_atoms == 500
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toyseq8_n10_t50_s1_b4.h5"]
+    for kwargs, fragment in [(dict(n_batches=11), "n_batches=11 must be between 1 and n_seqs=10"),
+                             (dict(length=0), "length must be at least 1"),
+                             (dict(n_seqs=2.5), "n_seqs must be an integer")]:
+        with pytest.raises(BnpviError, match=fragment):
+            ensure_toy_sequences(**{"n_seqs": 10, "length": 50, **kwargs})
+

@@ -1,13 +1,14 @@
 """Compiled local-step kernels vs their NumPy references, validation, determinism.
 
-Spec 01 §3.5 / §10 (softmax, entropy from the log normaliser, 0 ln 0 = 0) and the
-container of spec 04 §1.5.
+The dense local step of Hughes 2016 thesis §3.4.2 (Eq. 3.47-3.51: softmax, entropy from the
+log normaliser, 0 ln 0 = 0) and the fixed-L container of L-sparse responsibilities (thesis §7.1.2).
 """
 from __future__ import annotations
 
 import dataclasses
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 from scipy.special import logsumexp, softmax
 
@@ -193,7 +194,7 @@ def test_pair_merge_entropy_matches_reference(N, K):
 
 
 def test_pair_merge_entropy_bounds():
-    # merged entropy ≤ H_a + H_b (spec 01 §10.7: it is an upper bound, not the value)
+    # merged entropy ≤ H_a + H_b (the sum is only an upper bound, never the value)
     log_lik, log_prior = make_weights(1000, 8, "unit")
     resp, _, entropy = kernels.dense_local_step(log_lik, log_prior)
     pairs = np.array([[0, 1], [2, 7], [3, 4]], dtype=np.int64)
@@ -361,9 +362,9 @@ def test_responsibilities_dense():
     log_lik, log_prior = make_weights(1000, 8, "neginf_prior")
     R = Responsibilities.from_weights(np.asfortranarray(log_lik), log_prior.tolist())
     resp, log_norm, entropy = kernels.dense_local_step(log_lik, log_prior)
-    assert _bits((R.values, R.log_norm, R.entropy)) == _bits((resp, log_norm, entropy))
+    assert _bits((R.values, R.log_norm, R.entropy())) == _bits((resp, log_norm, entropy))
     assert (R.n_atoms, R.K, R.is_sparse) == (1000, 8, False)
-    assert R.to_dense() is R.values
+    assert R.matrix() is R.values
     assert_close(R.counts(), resp.sum(axis=0))
     pairs = np.array([[0, 1], [2, 3]])
     assert np.array_equal(R.pair_entropy(pairs), kernels.pair_merge_entropy(resp, pairs.astype(np.int64)))
@@ -371,10 +372,9 @@ def test_responsibilities_dense():
         R.values = resp
 
 
-def test_responsibilities_sparse_layout():
-    # top-L rows in the fixed-L layout of spec 04 §1.5, with a padded row
-    rng = np.random.default_rng(5)
-    N, K, L = 50, 9, 3
+def sparse_example(seed=5, N=50, K=9, L=3):
+    """Top-L rows in the fixed-L layout (Hughes 2016 thesis §7.1.2), with a padded row; and the dense equivalent."""
+    rng = np.random.default_rng(seed)
     dense = np.zeros((N, K))
     idx = np.argsort(rng.random((N, K)), axis=1)[:, :L].astype(np.int32)
     vals = rng.dirichlet(np.ones(L), size=N)
@@ -383,17 +383,52 @@ def test_responsibilities_sparse_layout():
     dense[np.arange(N)[:, None], idx] = vals
     dense[0] = 0.0
     dense[0, 4] = 1.0
-    R = Responsibilities(vals, np.zeros(N), kernels.entropy_of(dense), indices=idx)
+    return Responsibilities(vals, K, indices=idx), dense
+
+
+def test_responsibilities_sparse_form_never_densifies_and_matches_dense():
+    R, dense = sparse_example()
+    N, K = dense.shape
     assert R.is_sparse and (R.n_atoms, R.K) == (N, K)
-    np.testing.assert_array_equal(R.to_dense(), dense)
+    matrix = R.matrix()
+    assert sp.issparse(matrix)
+    np.testing.assert_array_equal(matrix.toarray(), dense)
     assert_close(R.counts(), dense.sum(axis=0))
+    assert_close(R.entropy(), kernels.entropy_of(dense))
+    weights = np.random.default_rng(1).normal(size=(N, K))
+    assert_close(R.column_sums(weights), (dense * weights).sum(axis=0))
+    np.testing.assert_array_equal(R.column(4), dense[:, 4])
     assert_close(R.pair_entropy([[0, 4], [1, 8]]), kernels.pair_merge_entropy(dense, np.array([[0, 4], [1, 8]])))
+
+
+@pytest.mark.parametrize("family", ["gauss", "diag_gauss", "zm_gauss", "bern"])
+def test_observation_summaries_from_sparse_equal_dense(family):
+    from bnpvi.data.batch import PointBatch
+    from bnpvi.obs import make_obs
+    R, dense = sparse_example(N=60)
+    rng = np.random.default_rng(2)
+    X = (rng.random((60, 4)) < 0.4).astype(float) if family == "bern" else rng.normal(size=(60, 4))
+    obs = make_obs({"name": family}, 4, None)
+    got = obs.summarize(PointBatch(X), R)
+    want = obs.summarize(PointBatch(X), Responsibilities(dense, dense.shape[1]))
+    for name in want:
+        assert_close(got[name], want[name])
+
+
+def test_one_hot_responsibilities():
+    R = Responsibilities.one_hot([2, 0, 2, 1], 4)
+    np.testing.assert_array_equal(R.counts(), [1, 1, 2, 0])
+    np.testing.assert_array_equal(R.entropy(), np.zeros(4))
+    with pytest.raises(ValueError):
+        Responsibilities.one_hot([4], 4)
 
 
 def test_responsibilities_rejects_inconsistent_shapes():
     with pytest.raises(ValueError):
-        Responsibilities(np.zeros((4, 3)), np.zeros(5), np.zeros(3))
+        Responsibilities(np.zeros((4, 3)), 3, log_norm=np.zeros(5))
     with pytest.raises(ValueError):
-        Responsibilities(np.zeros((4, 3)), np.zeros(4), np.zeros(2))
+        Responsibilities(np.zeros((4, 3)), 3, entropy_sums=np.zeros(2))
     with pytest.raises(ValueError):
-        Responsibilities(np.zeros((4, 2)), np.zeros(4), np.zeros(6), indices=np.zeros((4, 2), dtype=np.int64))
+        Responsibilities(np.zeros((4, 3)), 4)
+    with pytest.raises(ValueError):
+        Responsibilities(np.zeros((4, 2)), 6, indices=np.zeros((4, 2), dtype=np.int64))

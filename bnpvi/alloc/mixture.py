@@ -1,61 +1,143 @@
-"""Allocation models of mixtures: the DP stick-breaking prior and the finite Dirichlet.
+"""Allocation models of mixtures: the DP stick-breaking prior and the finite symmetric Dirichlet.
 
-Both map effective counts N (K,) to q(π) and give the ELBO allocation term at the
-optimum, L_alloc*(N); the general term for another q is L_alloc*(N) − KL(q ‖ q*(N))
-(the same identity as the observation families, see ``bnpvi.obs.base``).
+A mixture assigns each atom independently: z_n ~ Cat(π). Its local step is one
+softmax per atom (Hughes 2016 thesis Eq. 3.47-3.49), its summaries are the counts
+N_k and entropies H_k = −Σ_n r_nk ln r_nk (Eq. 3.51), and its global step is the
+conjugate posterior of the counts. Both models give the ELBO allocation term at the
+optimum, L_alloc*(N), and the general term for another q as
+L_alloc*(N) − KL(q ‖ q*(N)) (the identity of conjugate exponential families).
 """
 from __future__ import annotations
 
 import numpy as np
 from scipy.special import digamma
 
+from bnpvi.alloc.base import AllocModel, Local, Params
 from bnpvi.errors import BnpviError
 from bnpvi.special import c_beta, c_dir
+from bnpvi.stats import ENTROPY, PER_CLUSTER, Responsibilities, SuffStats
 
 
 def _counts(N: np.ndarray) -> np.ndarray:
-    """Counts clipped at 0 (memoized aggregates can come out as −1e-13; spec 01 §10.3)."""
+    """Counts clipped at 0 (memoized aggregates can come out as −1e-13)."""
     return np.maximum(np.asarray(N, dtype=np.float64), 0.0)
 
 
 def counts_after(N: np.ndarray) -> np.ndarray:
-    """N^>_k = Σ_{ℓ>k} N_ℓ (spec 01 Eq. 3.36) along the last axis, by a reversed cumulative sum."""
+    """N^>_k = Σ_{ℓ>k} N_ℓ (Hughes 2016 thesis Eq. 3.36) along the last axis, by a reversed cumulative sum."""
     tail = np.cumsum(N[..., ::-1], axis=-1)[..., ::-1]
     return np.concatenate([tail[..., 1:], np.zeros(N.shape[:-1] + (1,))], axis=-1)
 
 
-class DPMixAlloc:
-    """DP mixture by stick-breaking with nested truncation (spec 01 §3).
+def _positive(value, name: str) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise BnpviError(f"model.{name} must be a positive number, got {value!r}") from None
+    if not np.isfinite(value) or value <= 0:
+        raise BnpviError(f"model.{name} must be a positive number, got {value}")
+    return value
 
-    q(u_k) = Beta(η̂_k1, η̂_k0) with η̂_k1 = 1 + N_k, η̂_k0 = γ + N^>_k (Eq. 3.43, fixed),
-    E ln π_k = E ln u_k + Σ_{ℓ<k} E ln(1 − u_ℓ) (Eq. 3.11, 3.32-3.33).
+
+class MixtureAlloc(AllocModel):
+    """What DP and finite mixtures share: the softmax local step, N and H, and the move helpers.
+
+    Subclasses give the prior: ``posterior(N)``, ``expected_log_pi``, ``expected_pi``,
+    ``log_marginal(N)`` and ``kl``.
+    """
+
+    def __init__(self, gamma: float):
+        self.gamma = _positive(gamma, "gamma")
+
+    def layout(self):
+        return {"N": ((), PER_CLUSTER), "H": ((), ENTROPY)}
+
+    # -------------------------------------------------------------- local step
+    def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
+        """r_nk ∝ exp(E log p(x_n|φ_k) + E ln π_k) (Hughes 2016 thesis Eq. 3.47-3.49), compiled."""
+        return Local(Responsibilities.from_weights(log_lik, self.expected_log_pi(params)))
+
+    def summarize(self, local: Local) -> dict[str, np.ndarray]:
+        return {"N": local.resp.counts(), "H": local.resp.entropy()}
+
+    def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
+        return np.argmax(log_lik + self.expected_log_pi(params), axis=1)
+
+    # ------------------------------------------------------------ global step
+    def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
+        return self.posterior(stats.N)
+
+    def elbo(self, stats: SuffStats, params: Params) -> float:
+        """L_alloc*(N) − KL(q ‖ q*(N)) + Σ_k H_k; the KL is exactly 0 when ``params`` = q*(N)."""
+        N = _counts(stats.N)
+        return self.log_marginal(N) - self.kl(params, self.posterior(N)) + float(np.sum(stats["H"]))
+
+    def export(self, params: Params) -> dict[str, np.ndarray]:
+        return {"weights": self.expected_pi(params)}
+
+    # ------------------------------------------------------------------ moves
+    def merge_terms(self, local: Local, pairs: np.ndarray) -> dict[str, np.ndarray]:
+        """Per pair (a, b): the merged cluster's entropy −Σ_n (r_na + r_nb) ln(r_na + r_nb) (thesis §4.1.2)."""
+        return {"H": local.resp.pair_entropy(pairs)}
+
+    def merge_score(self, stats: SuffStats, params: Params, pairs: np.ndarray) -> np.ndarray:
+        """ΔL_alloc of merging each pair (a < b) (Hughes 2016 thesis Eq. 4.8); the entropy term is excluded.
+
+        Since merging never raises the entropy term, adding this to the data term's
+        change gives the m-score, an upper bound on the exact gain (Eq. 4.10).
+        """
+        N = _counts(stats.N)
+        a, b = pairs[:, 0], pairs[:, 1]
+        K = N.shape[0]
+        cols = np.arange(K - 1)
+        keep = cols[None, :] + (cols[None, :] >= b[:, None])  # columns of each merged count vector
+        merged = N[keep]
+        merged[np.arange(pairs.shape[0]), a] += N[b]
+        return self.log_marginal(merged) - self.log_marginal(N)
+
+    def restricted_local_step(self, mass: np.ndarray, log_lik: np.ndarray, log_prior: np.ndarray) -> Local:
+        """Atom n's mass ``mass[n]`` shared among J clusters: r'_nj = mass_n softmax_j(log_lik_nj + log_prior_j).
+
+        The exact local-step optimum restricted to those clusters (Hughes 2016 thesis
+        Eq. 4.12-4.16 for births, 4.25-4.27 for deletes).
+        """
+        share = Responsibilities.from_weights(log_lik, log_prior).values
+        return Local(Responsibilities(np.ascontiguousarray(mass[:, None] * share), share.shape[1]))
+
+
+class DPMixAlloc(MixtureAlloc):
+    """DP mixture by stick-breaking with nested truncation (Hughes 2016 thesis §3.2-3.4).
+
+    q(u_k) = Beta(η̂_k1, η̂_k0) with η̂_k1 = 1 + N_k, η̂_k0 = γ + N^>_k (Eq. 3.43, with
+    N^>_k as Alg. 3.1 and Eq. 3.44 confirm), E ln π_k = E ln u_k + Σ_{ℓ<k} E ln(1 − u_ℓ)
+    (Eq. 3.11, 3.32-3.33).
+
+    Parameters
+    ----------
+    gamma : float
+        γ > 0, the DP concentration (config ``model.gamma``).
     """
 
     name = "dp_mix"
-
-    def __init__(self, gamma: float):
-        if not np.isfinite(gamma) or gamma <= 0:
-            raise BnpviError(f"model.gamma must be a positive number, got {gamma}")
-        self.gamma = float(gamma)
 
     def posterior(self, N: np.ndarray) -> dict[str, np.ndarray]:
         N = _counts(N)
         return {"eta1": 1.0 + N, "eta0": self.gamma + counts_after(N)}
 
-    def expected_log_pi(self, post) -> np.ndarray:
-        eta1, eta0 = post["eta1"], post["eta0"]
+    def expected_log_pi(self, params: Params) -> np.ndarray:
+        eta1, eta0 = params["eta1"], params["eta0"]
         total = digamma(eta1 + eta0)
         log_u = digamma(eta1) - total
         log_1mu = digamma(eta0) - total
         return log_u + np.concatenate([[0.0], np.cumsum(log_1mu)[:-1]])
 
-    def expected_pi(self, post) -> np.ndarray:
-        """E[π_k] = û_k Π_{ℓ<k}(1 − û_ℓ) (Eq. 3.18)."""
-        u = post["eta1"] / (post["eta1"] + post["eta0"])
+    def expected_pi(self, params: Params) -> np.ndarray:
+        """E[π_k] = û_k Π_{ℓ<k}(1 − û_ℓ) (Hughes 2016 thesis Eq. 3.18)."""
+        u = params["eta1"] / (params["eta1"] + params["eta0"])
         return u * np.concatenate([[1.0], np.cumprod(1.0 - u)[:-1]])
 
     def log_marginal(self, N: np.ndarray):
-        """L_DP-alloc* = Σ_k [ln γ − c_B(1 + N_k, γ + N^>_k)] (Eq. 3.44).
+        """L_DP-alloc* = Σ_k [ln γ − c_B(1 + N_k, γ + N^>_k)] (Hughes 2016 thesis Eq. 3.44).
 
         N may be (K,) (returns a float) or (P, K) (one count vector per row; returns (P,)).
         """
@@ -63,9 +145,9 @@ class DPMixAlloc:
         value = np.sum(np.log(self.gamma) - c_beta(1.0 + N, self.gamma + counts_after(N)), axis=-1)
         return float(value) if N.ndim == 1 else value
 
-    def kl(self, post_q, post_p) -> float:
+    def kl(self, q: Params, p: Params) -> float:
         """Σ_k KL(Beta(q) ‖ Beta(p))."""
-        a1, b1, a0, b0 = post_q["eta1"], post_q["eta0"], post_p["eta1"], post_p["eta0"]
+        a1, b1, a0, b0 = q["eta1"], q["eta0"], p["eta1"], p["eta0"]
         total = digamma(a1 + b1)
         return float(np.sum(
             c_beta(a1, b1) - c_beta(a0, b0)
@@ -73,19 +155,20 @@ class DPMixAlloc:
         ))
 
 
-class FiniteMixAlloc:
-    """Finite mixture with a symmetric Dirichlet prior π ~ Dir(γ/K, ..., γ/K) (spec 01 §2).
+class FiniteMixAlloc(MixtureAlloc):
+    """Finite mixture with a symmetric Dirichlet prior π ~ Dir(γ/K, ..., γ/K) (Hughes 2016 thesis §2.4).
 
     q(π) = Dir(θ̂), θ̂_k = N_k + γ/K (Eq. 2.115); at the optimum
-    L_Dir-alloc* = c_Dir(γ/K · 1) − c_Dir(N + γ/K) (Eq. 2.102, fixed).
+    L_Dir-alloc* = c_Dir(γ/K · 1) − c_Dir(N + γ/K) (Eq. 2.102).
+
+    Parameters
+    ----------
+    gamma : float
+        γ > 0, the total prior concentration (config ``model.gamma``).
     """
 
     name = "finite_mix"
-
-    def __init__(self, gamma: float):
-        if not np.isfinite(gamma) or gamma <= 0:
-            raise BnpviError(f"model.gamma must be a positive number, got {gamma}")
-        self.gamma = float(gamma)
+    finite = True
 
     def _alpha(self, K: int) -> np.ndarray:
         return np.full(K, self.gamma / K)
@@ -94,12 +177,12 @@ class FiniteMixAlloc:
         N = _counts(N)
         return {"theta": N + self._alpha(N.shape[0])}
 
-    def expected_log_pi(self, post) -> np.ndarray:
-        theta = post["theta"]
+    def expected_log_pi(self, params: Params) -> np.ndarray:
+        theta = params["theta"]
         return digamma(theta) - digamma(theta.sum())
 
-    def expected_pi(self, post) -> np.ndarray:
-        return post["theta"] / post["theta"].sum()
+    def expected_pi(self, params: Params) -> np.ndarray:
+        return params["theta"] / params["theta"].sum()
 
     def log_marginal(self, N: np.ndarray):
         """c_Dir(γ/K · 1) − c_Dir(N + γ/K); N (K,) gives a float, (P, K) gives (P,)."""
@@ -108,17 +191,6 @@ class FiniteMixAlloc:
         value = c_dir(alpha) - c_dir(N + alpha, axis=-1)
         return float(value) if N.ndim == 1 else value
 
-    def kl(self, post_q, post_p) -> float:
-        q, p = post_q["theta"], post_p["theta"]
-        return float(c_dir(q) - c_dir(p) + np.sum((q - p) * (digamma(q) - digamma(q.sum()))))
-
-
-ALLOC_MODELS = {cls.name: cls for cls in (DPMixAlloc, FiniteMixAlloc)}
-
-
-def make_alloc(cfg) -> DPMixAlloc | FiniteMixAlloc:
-    """The allocation model named by the ``model`` config node."""
-    name = cfg.get("name")
-    if name not in ALLOC_MODELS:
-        raise BnpviError(f"unknown model {name!r}; choose one of {sorted(ALLOC_MODELS)}")
-    return ALLOC_MODELS[name](gamma=cfg.get("gamma"))
+    def kl(self, q: Params, p: Params) -> float:
+        a, b = q["theta"], p["theta"]
+        return float(c_dir(a) - c_dir(b) + np.sum((a - b) * (digamma(a) - digamma(a.sum()))))

@@ -2,6 +2,8 @@
 
     bnpvi-data convert points.csv points.h5 --batches 10 --labels class --shuffle 0
     bnpvi-data convert corpus.ldac corpus.h5 --batches 5 --vocab vocab.txt --shuffle 0
+    bnpvi-data convert steps.npz steps.h5 --sequences seq_range --labels state --batches 4
+    bnpvi-data convert steps.csv steps.h5 --sequence-column subject --shuffle 0
     bnpvi-data info points.h5
 
 Bad input is reported on one line (``bnpvi-data: error: ...``) with exit status
@@ -31,17 +33,28 @@ def _parser() -> argparse.ArgumentParser:
                     "data), NPZ with an array X. Bag of words: LDA-C text (.ldac, one document per line: "
                     "'n id:count id:count ...', ids from 0), or NPZ holding the CSR arrays word_id, word_count, "
                     "doc_range (optional vocab_size) or a scipy.sparse.save_npz matrix (documents x words). "
-                    "A word id repeated within a document is summed; empty documents are an error.")
+                    "A word id repeated within a document is summed; empty documents are an error. "
+                    "Sequences (one row per time step): NPZ with X, optional Xprev (the previous observation of "
+                    "each step) and the boundaries named by --sequences, or CSV with a sequence id column named by "
+                    "--sequence-column.")
     conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz, .npy or .ldac)")
     conv.add_argument("dst", metavar="DST", help="output batch file (.h5)")
     conv.add_argument("--batches", "-b", type=int, default=None, metavar="B",
-                      help="split the rows (documents) into B contiguous, equal-size batches and fix that split "
-                           "(default: one batch that bnpvi-train may re-split with alg.n_batches)")
+                      help="split the rows (documents, whole sequences) into B contiguous, equal-size batches and "
+                           "fix that split (default: one batch that bnpvi-train may re-split with alg.n_batches)")
     conv.add_argument("--labels", "-l", default=None, metavar="NAME",
                       help="true labels, kept for evaluation only: a CSV column (header name, or index "
-                           "without a header), removed from the data; or an NPZ array name (one per row or document)")
+                           "without a header), removed from the data; or an NPZ array name (one per row, document "
+                           "or time step)")
     conv.add_argument("--shuffle", type=int, default=None, metavar="SEED",
-                      help="shuffle the rows or documents (labels follow) with this seed before batching")
+                      help="shuffle the rows, documents or whole sequences (labels follow; the steps of a sequence "
+                           "keep their order) with this seed before batching")
+    conv.add_argument("--sequences", default=None, metavar="NAME",
+                      help="sequences from an NPZ file: the array of sequence boundaries (n_seqs+1 increasing "
+                           "integers from 0 to T; sequence s is rows NAME[s]:NAME[s+1] of X)")
+    conv.add_argument("--sequence-column", default=None, metavar="NAME",
+                      help="sequences from a CSV file: the column holding each row's sequence id (header name, or "
+                           "index without a header), removed from the data; the rows of a sequence must be contiguous")
     conv.add_argument("--vocab", default=None, metavar="FILE",
                       help="bag of words: vocabulary file, one word per line (word id i is line i+1); "
                            "V is its length; stored in DST")
@@ -51,10 +64,12 @@ def _parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="describe a batch file",
                           description="Print the format version, kind, N, D (or V, nnz and tokens for bag of "
-                                      "words), batches and labels of a batch file.")
+                                      "words; sequences and their lengths for sequences), batches and labels of a "
+                                      "batch file.")
     info.add_argument("file", metavar="FILE", help="batch file written by `bnpvi-data convert`")
     info.add_argument("--check", action="store_true",
-                      help="also read every value and fail on NaN or inf (bag of words: on bad ids or counts)")
+                      help="also read every value and fail on NaN or inf (bag of words: on bad ids or counts; "
+                           "sequences: also on bad sequence boundaries)")
     return parser
 
 
@@ -63,15 +78,18 @@ def _convert(args) -> None:
     from bnpvi.data.store import BatchStore
 
     path = convert(args.src, args.dst, n_batches=args.batches, labels=args.labels, shuffle_seed=args.shuffle,
-                   overwrite=args.overwrite, vocab=args.vocab, vocab_size=args.vocab_size)
+                   overwrite=args.overwrite, vocab=args.vocab, vocab_size=args.vocab_size, sequences=args.sequences,
+                   sequence_column=args.sequence_column)
     with BatchStore.open(path) as store:
-        fixed = "fixed" if store.batches_fixed else "re-splittable"
-        if store.kind == "bow":
-            size = f"kind=bow N={store.n_atoms} documents V={store.D} nnz={store.nnz} tokens={store.n_tokens()}"
-        else:
-            size = f"N={store.n_atoms} D={store.D}"
-        print(f"wrote {path}: {size} batches={store.n_batches} ({fixed}) "
-              f"labels={'yes' if store.has_labels else 'no'}")
+        info = store.info()
+    if info["kind"] == "bow":
+        size = f"kind=bow N={info['N']} documents V={info['V']} nnz={info['nnz']} tokens={info['tokens']}"
+    elif info["kind"] == "seq":
+        size = f"kind=seq N={info['N']} time steps D={info['D']} sequences={info['n_seqs']}"
+    else:
+        size = f"N={info['N']} D={info['D']}"
+    print(f"wrote {path}: {size} batches={info['n_batches']} ({_split(info)}) "
+          f"labels={_yes(info['labels'])}")
 
 
 def _info(args) -> None:
@@ -81,30 +99,46 @@ def _info(args) -> None:
         if args.check:
             store.validate()
         info = store.info()
-    lo, hi = info["batch_size_min"], info["batch_size_max"]
-    sizes = f"{lo}" if lo == hi else f"{lo}..{hi}"
-    bow = info["kind"] == "bow"
+    kind = info["kind"]
     rows = [
         ("file", info["path"]),
         ("format", f"{info['format']} version {info['format_version']}"),
-        ("kind", "bow (bag of words)" if bow else info["kind"]),
+        ("kind", {"bow": "bow (bag of words)", "seq": "seq (sequences)"}.get(kind, kind)),
     ]
-    if bow:
+    if kind == "bow":
         rows += [("N", f"{info['N']} documents"), ("V", info["V"]), ("nnz", info["nnz"]), ("tokens", info["tokens"]),
-                 ("vocab", "yes" if info["vocab"] else "no")]
+                 ("vocab", _yes(info["vocab"]))]
+    elif kind == "seq":
+        rows += [("N", f"{info['N']} time steps"), ("D", info["D"]),
+                 ("sequences", f"{info['n_seqs']}, length {_span(info['seq_length_min'], info['seq_length_max'])}"),
+                 ("Xprev", _yes(info["xprev"]))]
     else:
         rows += [("N", info["N"]), ("D", info["D"])]
     rows += [
-        ("batches", f"{info['n_batches']} ({'fixed' if info['batches_fixed'] else 're-splittable'}), "
-                    f"{'documents' if bow else 'rows'} per batch {sizes}"),
-        ("labels", "yes" if info["labels"] else "no"),
+        ("batches", (f"{info['n_batches']} ({_split(info)}), {info['batch_unit']} per batch "
+                     f"{_span(info['batch_size_min'], info['batch_size_max'])}")),
+        ("labels", _yes(info["labels"])),
         ("source", info["source"] or "-"),
         ("created", info["created"] or "-"),
     ]
     if args.check:
-        rows.append(("check", "all ids and counts valid" if bow else "all values finite"))
+        rows.append(("check", {"bow": "all ids and counts valid",
+                               "seq": "all values finite, sequence boundaries valid"}.get(kind, "all values finite")))
+    width = max(len(key) for key, _ in rows) + 2
     for key, value in rows:
-        print(f"{key + ':':9s}{value}")
+        print(f"{key + ':':{width}s}{value}")
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _split(info: dict) -> str:
+    return "fixed" if info["batches_fixed"] else "re-splittable"
+
+
+def _span(lo: int, hi: int) -> str:
+    return f"{lo}" if lo == hi else f"{lo}..{hi}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,15 @@
 """``bnpvi-train``: the Hydra entry point.
 
-    bnpvi-train                                   # default experiment on the built-in toy set
+    bnpvi-train                                   # memoized VI from K = 1 on the built-in toy set
     bnpvi-train model=dp_mix obs=gauss alg=vb init.K=20 seed=3
     bnpvi-train -m model.gamma=0.5,1,5 seed=1,2,3 # Hydra multirun sweep
     bnpvi-train resume=outputs/2026-11-21/10-00-00 [alg.n_laps=200]
+    bnpvi-train -m resume=RUN_DIR1,RUN_DIR2 alg.n_laps=200
+
+``resume=RUN_DIR`` is an override like any other: the run continues in RUN_DIR
+(Hydra's output directory becomes RUN_DIR, conf/train.yaml) with the config saved
+there; only the keys in ``RESUMABLE_KEYS`` may change, since any other would make
+the resumed run differ from an uninterrupted one.
 
 Config errors (unknown key, bad value, unknown option) are reported on one line
 before anything is written; bad data gives one line too; exit status 2.
@@ -11,7 +17,6 @@ Ctrl-C writes a checkpoint and exits with status 130.
 """
 from __future__ import annotations
 
-import logging
 import re
 import sys
 from pathlib import Path
@@ -54,24 +59,44 @@ def _one_line(err: BaseException) -> str:
     return first
 
 
+def _check_resume(values: list[str], keys: list[str]) -> None:
+    """``resume=RUN_DIR[,RUN_DIR...]``: each a run directory; the other keys only ones that keep it exact."""
+    for value in values:
+        path = Path(value).expanduser()
+        if not path.is_dir():
+            _fail(f"cannot resume: run directory {path} does not exist")
+        if not (path / ".hydra" / "config.yaml").is_file():
+            _fail(f"cannot resume: {path / '.hydra' / 'config.yaml'} not found (is {path} a bnpvi run directory?)")
+    for key in keys:
+        if key not in RESUMABLE_KEYS:
+            _fail(f"cannot change {key!r} when resuming; only {', '.join(sorted(RESUMABLE_KEYS))} may be set")
+
+
 def _validate_overrides(args: list[str]) -> None:
-    """Compose the config once (first value of each sweep) so bad keys fail before any output."""
+    """Check the command line before anything is written: compose the config once (first value of
+    each sweep), and check every ``resume`` directory of a sweep."""
     try:
         parsed = OverridesParser.create().parse_overrides(args)
     except Exception as err:
         _fail(_one_line(err))
-    plain = []
+    plain, keys, resume = [], [], None
     for override in parsed:
         key = override.get_key_element()
         if key.lstrip("+~").startswith("hydra"):
             continue
+        values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.value()]
+        if key == "resume":
+            resume = [str(v) for v in values if v is not None]
+        else:
+            keys.append(key)
         if override.is_sweep_override():
-            values = list(override.sweep_string_iterator())
             if not values:
                 continue
             plain.append(f"{key}={values[0]}")
         else:
             plain.append(override.input_line)
+    if resume:
+        _check_resume(resume, keys)
     try:
         with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
             check_config(compose(config_name="train", overrides=plain))
@@ -90,43 +115,29 @@ def _report(job, *args) -> None:
         raise SystemExit(130)
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def resumed_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> DictConfig:
+    """The config saved in ``run_dir`` with the resumable keys this command line sets taken from ``cfg``."""
+    saved = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    for line in overrides:
+        key = line.split("=", 1)[0].lstrip("+~")
+        if key in RESUMABLE_KEYS:
+            OmegaConf.update(saved, key, OmegaConf.select(cfg, key))
+    return saved
+
+
+@hydra.main(version_base="1.3", config_path="pkg://bnpvi.conf", config_name="train")
 def _hydra_main(cfg: DictConfig) -> None:
-    _report(runner.train, cfg, Path(HydraConfig.get().runtime.output_dir))
-
-
-def _resume(run_dir: str, args: list[str]) -> None:
-    """``resume=RUN_DIR``: continue a run from its latest checkpoint, in the same directory."""
-    path = Path(run_dir).expanduser()
-    config_file = path / ".hydra" / "config.yaml"
-    if not path.is_dir():
-        _fail(f"cannot resume: run directory {path} does not exist")
-    if not config_file.is_file():
-        _fail(f"cannot resume: {config_file} not found (is {path} a bnpvi run directory?)")
-    cfg = OmegaConf.load(config_file)
-    for arg in args:
-        key, sep, value = arg.partition("=")
-        if not sep or key not in RESUMABLE_KEYS:
-            _fail(f"cannot change {key!r} when resuming; only {', '.join(sorted(RESUMABLE_KEYS))} may be set")
-        OmegaConf.update(cfg, key, OmegaConf.create({"v": value})["v"] if value else None)
-    handler = logging.StreamHandler(sys.stdout)
-    file_handler = logging.FileHandler(path / "train.log")
-    for h in (handler, file_handler):
-        h.setFormatter(logging.Formatter("%(message)s"))
-        logging.getLogger().addHandler(h)
-    logging.getLogger().setLevel(logging.INFO)
-    _report(runner.resume, path, cfg)
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    if cfg.resume is None:
+        _report(runner.train, cfg, run_dir)
+    else:  # Hydra's output directory is the run directory itself (conf/train.yaml)
+        _report(runner.resume, run_dir, resumed_config(run_dir, cfg, list(hydra_cfg.overrides.task)))
 
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     register_configs()
-    resume = [a for a in args if a.startswith("resume=")]
-    if resume:
-        others = [a for a in args if not a.startswith("resume=")]
-        if len(resume) > 1 or any(a.startswith("-") for a in others):
-            _fail("resume=RUN_DIR takes no flags and may be given once")
-        return _resume(resume[0].split("=", 1)[1], others)
     if not any(a.split("=")[0] in HYDRA_FLAGS for a in args):
         _validate_overrides([a for a in args if a not in ("-m", "--multirun")])
     sys.argv = [PROG] + args

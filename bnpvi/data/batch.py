@@ -49,7 +49,7 @@ class WordCountBatch:
     """Bag-of-words documents in CSR form (one atom = one document).
 
     Document d holds the word types ``word_ids[doc_range[d]:doc_range[d+1]]`` with
-    counts ``word_counts[...]`` (spec 01 F6: x_n ∈ Z≥0^V).
+    counts ``word_counts[...]`` (Hughes 2016 thesis Eq. 2.19: x_n ∈ Z≥0^V).
 
     Attributes
     ----------

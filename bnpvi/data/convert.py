@@ -3,14 +3,21 @@
 Points (kind ``"points"``): CSV, NPY, and NPZ with an array ``X``
 (:func:`read_table`). Bag of words (kind ``"bow"``): LDA-C text (``.ldac``) and
 sparse NPZ - the CSR triplet ``word_id``/``word_count``/``doc_range`` or a
-``scipy.sparse.save_npz`` matrix (:func:`read_documents`). :func:`convert`
-picks the reader from the extension (and, for ``.npz``, the arrays inside).
+``scipy.sparse.save_npz`` matrix (:func:`read_documents`). Sequences (kind
+``"seq"``, :func:`read_sequences`): NPZ with ``X``, optional ``Xprev`` and a
+named array of sequence boundaries, or CSV with a column of sequence ids.
+:func:`convert` picks the reader from the options (sequences), the extension
+and, for ``.npz``, the arrays inside; each reader's result (:class:`Points`,
+:class:`Documents`, :class:`Sequences`) knows its batch unit, how to reorder
+whole units and how to write itself.
 
 Every problem with the input is a one-line :class:`~bnpvi.errors.BnpviError`
 that names the file: missing file, unknown extension, empty file, non-numeric
 values, NaN or inf (with the first bad row, counted from 0), a wrongly shaped
 array, a missing or wrongly sized label array; for ``.ldac`` the line (counted
-from 1) and what is wrong with it; for sparse NPZ the document (counted from 0).
+from 1) and what is wrong with it; for sparse NPZ the document (counted from 0);
+for sequences the first bad sequence, or the CSV row whose sequence id
+reappears after another one.
 
 Bag-of-words decisions: a word id repeated within one document is summed into
 its first occurrence (in every input format); empty documents are rejected
@@ -22,17 +29,19 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from bnpvi.data.store import (as_index_array, check_documents, check_labels, check_points, check_vocab,
-                              write_documents, write_points)
+from bnpvi.data.store import (as_index_array, check_documents, check_labels, check_points, check_seq_range,
+                              check_vocab, write_documents, write_points, write_sequences)
 from bnpvi.errors import BnpviError
 
 POINT_SUFFIXES = (".csv", ".npz", ".npy")
 BOW_SUFFIXES = (".ldac", ".npz")
+SEQ_SUFFIXES = (".csv", ".npz")
 SUFFIXES = (".csv", ".npz", ".npy", ".ldac")
 
 
@@ -44,6 +53,11 @@ def _existing_file(path) -> tuple[Path, str]:
     if path.is_dir():
         raise BnpviError(f"{path} is a directory, not a data file")
     return path, path.suffix.lower()
+
+
+def _nonempty(path: Path) -> None:
+    if path.stat().st_size == 0:
+        raise BnpviError(f"{path} is empty")
 
 
 def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -81,21 +95,50 @@ def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray 
     if suffix not in POINT_SUFFIXES:
         raise BnpviError(f"{path}: a {suffix} file holds bag-of-words documents, not a data matrix; "
                          "read it with read_documents")
-    if path.stat().st_size == 0:
-        raise BnpviError(f"{path} is empty")
+    _nonempty(path)
     if suffix == ".csv":
-        X, y = _read_csv(path, labels)
+        X, y, _ = _read_csv(path, labels)
     elif suffix == ".npz":
-        X, y = _read_npz(path, labels)
+        arrays = _read_npz(path, labels)
+        X, y = arrays["X"], arrays.get("labels")
     else:
         if labels is not None:
             raise BnpviError(f"{path}: a .npy file holds one array, so labels={labels!r} cannot be read from it; "
                              "use a .npz file with arrays X and labels")
         X, y = _load_npy(path), None
+    return _checked_rows(X, y, path)
+
+
+def _checked_rows(X, y, path: Path) -> tuple[np.ndarray, np.ndarray | None]:
+    """X checked (finite, 2-D) and the labels as integers, one per row."""
     X = check_points(X, str(path))
     if y is not None:
         y = check_labels(_as_int_labels(y, path), X.shape[0], str(path))
     return X, y
+
+
+@dataclass(frozen=True)
+class Points:
+    """A data matrix and its labels, as read by :func:`read_table`."""
+
+    X: np.ndarray
+    labels: np.ndarray | None = None
+
+    unit: ClassVar[str] = "rows"
+    count_name: ClassVar[str] = "N"
+
+    @property
+    def n_units(self) -> int:
+        """Number of rows."""
+        return self.X.shape[0]
+
+    def permuted(self, perm: np.ndarray) -> "Points":
+        """The rows in the order ``perm`` (labels follow)."""
+        return Points(self.X[perm], None if self.labels is None else self.labels[perm])
+
+    def write(self, dst, **options) -> Path:
+        """Write a ``"points"`` batch file (``options``: those of ``write_points``)."""
+        return write_points(dst, self.X, labels=self.labels, **options)
 
 
 # ------------------------------------------------------------------ CSV
@@ -107,7 +150,9 @@ def _is_number(cell) -> bool:
     return True
 
 
-def _read_csv(path: Path, labels: str | None) -> tuple[np.ndarray, np.ndarray | None]:
+def _read_csv(path: Path, labels: str | None,
+              sequence_column: str | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(X, labels column or None, sequence id column or None); the named columns are removed from X."""
     try:
         first = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
     except pd.errors.EmptyDataError:
@@ -124,15 +169,17 @@ def _read_csv(path: Path, labels: str | None) -> tuple[np.ndarray, np.ndarray | 
     if len(df) == 0:
         raise BnpviError(f"{path} has no data rows" + (" (only a header)" if has_header else ""))
 
-    y = None
-    if labels is not None:
-        column = _find_column(df, labels, has_header, path)
-        y = df.pop(column).to_numpy()
-        if pd.isna(y).any():
-            row = int(np.flatnonzero(pd.isna(y))[0])
-            raise BnpviError(f"{path}: labels column {labels!r} has a missing value in row {row}")
+    taken = {role: name for role, name in (("labels", labels), ("sequence ids", sequence_column)) if name is not None}
+    columns = {}
+    for role, name in taken.items():
+        values = df.pop(_find_column(df, name, has_header, path, role)).to_numpy()
+        if pd.isna(values).any():
+            row = int(np.flatnonzero(pd.isna(values))[0])
+            raise BnpviError(f"{path}: {role} column {name!r} has a missing value in row {row}")
+        columns[role] = values
     if df.shape[1] == 0:
-        raise BnpviError(f"{path}: no data columns left after taking column {labels!r} as labels")
+        what = " and ".join(f"the {role} column {name!r}" for role, name in taken.items())
+        raise BnpviError(f"{path}: no data columns left after taking out {what}")
 
     for name in df.columns:
         col = df[name]
@@ -154,10 +201,11 @@ def _read_csv(path: Path, labels: str | None) -> tuple[np.ndarray, np.ndarray | 
         shown = f"{col!r}" if has_header else f"{col}"
         raise BnpviError(f"{path}: missing value or NaN in row {row}, column {shown} "
                          "(rows counted from 0, after any header)")
-    return X, y
+    return X, columns.get("labels"), columns.get("sequence ids")
 
 
-def _find_column(df: pd.DataFrame, name: str, has_header: bool, path: Path):
+def _find_column(df: pd.DataFrame, name: str, has_header: bool, path: Path, role: str):
+    """The column ``name`` (a header name, or an index) of ``df``; ``role`` says what it is for in messages."""
     if has_header and name in df.columns:
         return name
     try:
@@ -167,13 +215,16 @@ def _find_column(df: pd.DataFrame, name: str, has_header: bool, path: Path):
     if index is not None and -df.shape[1] <= index < df.shape[1]:
         return df.columns[index]
     if has_header:
-        raise BnpviError(f"{path}: no column {name!r} for labels (columns: {', '.join(map(str, df.columns))})")
-    raise BnpviError(f"{path}: no header row, so labels={name!r} must be a column index "
+        raise BnpviError(f"{path}: no column {name!r} for {role} (columns: {', '.join(map(str, df.columns))})")
+    raise BnpviError(f"{path}: no header row, so the {role} column {name!r} must be a column index "
                      f"(0..{df.shape[1] - 1}, or -1 for the last)")
 
 
 # ------------------------------------------------------------- NPZ / NPY
-def _read_npz(path: Path, labels: str | None) -> tuple[np.ndarray, np.ndarray | None]:
+def _read_npz(path: Path, labels: str | None, sequences: str | None = None) -> dict[str, np.ndarray]:
+    """The arrays of a points or sequences .npz: ``X``; ``labels`` and ``seq_range`` read from the arrays
+    named by ``labels`` and ``sequences`` when given; and ``Xprev`` when ``sequences`` is given and the
+    file holds it."""
     try:
         npz = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
@@ -188,17 +239,20 @@ def _read_npz(path: Path, labels: str | None) -> tuple[np.ndarray, np.ndarray | 
                                  "read_documents")
             raise BnpviError(f"{path}: no array 'X' (arrays: {', '.join(names) or 'none'}); expected X (points), "
                              f"{'/'.join(TRIPLET)} (bag of words) or a scipy.sparse.save_npz matrix")
-        X = npz["X"]
-        y = None
-        if labels is not None:
-            if labels not in names:
-                raise BnpviError(f"{path}: no label array {labels!r} (arrays: {', '.join(names)})")
-            y = npz[labels]
+        arrays = {"X": npz["X"]}
+        for key, what, name in (("labels", "label", labels), ("seq_range", "sequence range", sequences)):
+            if name is None:
+                continue
+            if name not in names:
+                raise BnpviError(f"{path}: no {what} array {name!r} (arrays: {', '.join(names)})")
+            arrays[key] = npz[name]
+        if sequences is not None and "Xprev" in names:
+            arrays["Xprev"] = npz["Xprev"]
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise BnpviError(f"{path}: cannot read as .npz: {_first_line(err)}") from None
     finally:
         npz.close()
-    return X, y
+    return arrays
 
 
 def _load_npy(path: Path) -> np.ndarray:
@@ -236,6 +290,131 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
+# ----------------------------------------------------------- sequences
+@dataclass(frozen=True)
+class Sequences:
+    """Sequences of observations, as read by :func:`read_sequences`.
+
+    Attributes
+    ----------
+    X : (T, D) float64, finite
+        Every time step, sequences one after another.
+    seq_range : (n_seqs + 1,) int64
+        Sequence s is rows ``seq_range[s]:seq_range[s+1]``; from 0 to T, strictly increasing.
+    Xprev : (T, D) float64 or None
+        The observation before each step.
+    labels : (T,) int64 or None
+        One label per time step.
+    """
+
+    X: np.ndarray
+    seq_range: np.ndarray
+    Xprev: np.ndarray | None = None
+    labels: np.ndarray | None = None
+
+    unit: ClassVar[str] = "sequences"
+    count_name: ClassVar[str] = "n_seqs"
+
+    @property
+    def n_units(self) -> int:
+        """Number of sequences."""
+        return self.seq_range.shape[0] - 1
+
+    def permuted(self, perm: np.ndarray) -> "Sequences":
+        """The sequences in the order ``perm``, each kept whole (Xprev and labels follow their steps)."""
+        seq_range, steps = _permuted_ranges(self.seq_range, perm)
+        Xprev = None if self.Xprev is None else self.Xprev[steps]
+        labels = None if self.labels is None else self.labels[steps]
+        return Sequences(self.X[steps], seq_range, Xprev, labels)
+
+    def write(self, dst, **options) -> Path:
+        """Write a ``"seq"`` batch file (``options``: those of ``write_sequences``)."""
+        return write_sequences(dst, self.X, self.seq_range, Xprev=self.Xprev, labels=self.labels, **options)
+
+
+def read_sequences(path, sequences: str | None = None, sequence_column: str | None = None,
+                   labels: str | None = None) -> Sequences:
+    """Read sequences from an NPZ or CSV file.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.npz``: the steps are the array ``X`` (T, D); the optional array
+        ``Xprev`` (T, D) is kept as the previous observation of each step (it is
+        never made up when absent).
+        ``.csv``: one row per time step, as for :func:`read_table`, with one
+        column of sequence ids.
+    sequences : str, optional
+        NPZ only (required there): the name of the array of sequence boundaries,
+        n_seqs + 1 strictly increasing integers from 0 to T.
+    sequence_column : str, optional
+        CSV only (required there): the column holding each row's sequence id
+        (header name, or index without a header); removed from the data. The rows
+        of one sequence must be contiguous.
+    labels : str, optional
+        Labels, one per time step: an NPZ array name or a CSV column, as for
+        :func:`read_table`.
+
+    Returns
+    -------
+    Sequences
+
+    Raises
+    ------
+    BnpviError
+        One line naming the file and the problem (the first bad sequence, or the
+        row whose sequence id reappears after another sequence).
+    """
+    path, suffix = _existing_file(path)
+    if suffix not in SEQ_SUFFIXES:
+        shown = repr(path.suffix) if path.suffix else "no extension"
+        raise BnpviError(f"{path}: sequences are read from .npz files (with --sequences NAME) or .csv files "
+                         f"(with --sequence-column NAME), not {shown} files")
+    if suffix == ".npz" and sequences is None:
+        raise BnpviError(f"{path}: an .npz file gives its sequence boundaries as an array: name it with "
+                         "--sequences NAME (not --sequence-column)")
+    if suffix == ".csv" and sequence_column is None:
+        raise BnpviError(f"{path}: a CSV file gives each row's sequence id in a column: name it with "
+                         "--sequence-column NAME (not --sequences)")
+    _nonempty(path)
+    if suffix == ".csv":
+        if labels is not None and str(labels) == str(sequence_column):
+            raise BnpviError(f"{path}: the labels and the sequence ids must be different columns (both {labels!r})")
+        X, y, ids = _read_csv(path, labels, sequence_column)
+        seq_range, Xprev = _ranges_from_ids(ids, path), None
+    else:
+        arrays = _read_npz(path, labels, sequences)
+        X, y, seq_range, Xprev = arrays["X"], arrays.get("labels"), arrays["seq_range"], arrays.get("Xprev")
+    X, y = _checked_rows(X, y, path)
+    seq_range = check_seq_range(seq_range, X.shape[0], str(path), name=sequences or "seq_range")
+    if Xprev is not None:
+        Xprev = check_points(Xprev, str(path), name="Xprev")
+        if Xprev.shape != X.shape:
+            raise BnpviError(f"{path}: Xprev has shape {Xprev.shape} but X has shape {X.shape}")
+    return Sequences(X, seq_range, Xprev, y)
+
+
+def _ranges_from_ids(ids: np.ndarray, path: Path) -> np.ndarray:
+    """seq_range of the runs of equal ids; BnpviError naming the row where an id comes back after another."""
+    codes = pd.factorize(ids)[0]  # ids numbered in order of first appearance
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    returns = codes[starts] != np.arange(starts.shape[0])  # a run whose id was seen before
+    if returns.any():
+        row = int(starts[np.argmax(returns)])
+        shown = ids[row].item() if isinstance(ids[row], np.generic) else ids[row]
+        raise BnpviError(f"{path}: sequence id {shown!r} in row {row} reappears after other sequences; the rows of "
+                         "one sequence must be contiguous (rows counted from 0, after any header)")
+    return np.r_[starts, codes.shape[0]].astype(np.int64)
+
+
+def _permuted_ranges(ranges: np.ndarray, perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Reorder whole ranges (documents, sequences): the new boundaries, and the old index of every new entry."""
+    perm = np.asarray(perm, dtype=np.int64)
+    lengths = np.diff(ranges)[perm]
+    new_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    return new_range, np.repeat(ranges[perm] - new_range[:-1], lengths) + np.arange(new_range[-1])
+
+
 # -------------------------------------------------------------- convert
 def input_kind(path) -> str:
     """``"bow"`` for ``.ldac`` and sparse ``.npz`` files, else ``"points"`` (unreadable files: by extension)."""
@@ -249,13 +428,14 @@ def input_kind(path) -> str:
 
 
 def convert(src, dst, n_batches: int | None = None, labels: str | None = None, shuffle_seed: int | None = None,
-            overwrite: bool = False, batches_fixed: bool | None = None, vocab=None,
-            vocab_size: int | None = None) -> Path:
+            overwrite: bool = False, batches_fixed: bool | None = None, vocab=None, vocab_size: int | None = None,
+            sequences: str | None = None, sequence_column: str | None = None) -> Path:
     """Read ``src``, check it, and write the batch file ``dst``.
 
     Points (CSV / NPY / NPZ with X, see :func:`read_table`) become a ``"points"``
     file; bag-of-words corpora (LDA-C ``.ldac``, sparse NPZ, see
-    :func:`read_documents`) a ``"bow"`` file.
+    :func:`read_documents`) a ``"bow"`` file; with ``sequences`` or
+    ``sequence_column``, sequences (see :func:`read_sequences`) a ``"seq"`` file.
 
     Parameters
     ----------
@@ -264,12 +444,15 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
     dst : str or Path
         Output batch file; written atomically, so a failure leaves nothing behind.
     n_batches : int, optional
-        Number of contiguous batches, as equal in rows (documents) as possible.
-        None means one batch that training may re-split (``alg.n_batches``).
+        Number of contiguous batches, as equal in rows (documents, sequences) as
+        possible; a batch always holds whole documents and sequences. None means
+        one batch that training may re-split (``alg.n_batches``).
     labels : str, optional
-        Labels column / array name, see :func:`read_table` and :func:`read_documents`.
+        Labels column / array name, see :func:`read_table`, :func:`read_documents`
+        and :func:`read_sequences`.
     shuffle_seed : int, optional
-        Permute the rows or documents (labels follow) with this seed before batching.
+        Permute the rows, documents or whole sequences (labels follow) with this
+        seed before batching; the steps within a sequence keep their order.
     overwrite : bool, default False
         Replace an existing ``dst``; otherwise an existing ``dst`` is an error.
     batches_fixed : bool, optional
@@ -279,6 +462,10 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
         Bag of words only: vocabulary file (one word per line) or the words; stored in ``dst``.
     vocab_size : int, optional
         Bag of words only: V, see :func:`read_documents`.
+    sequences : str, optional
+        Sequences from an NPZ file: the name of its array of sequence boundaries.
+    sequence_column : str, optional
+        Sequences from a CSV file: the column of sequence ids.
 
     Returns
     -------
@@ -288,8 +475,8 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
     Raises
     ------
     BnpviError
-        Bad input, ``dst`` exists (without ``overwrite``), ``n_batches`` out of 1..N,
-        or a vocabulary given for point data.
+        Bad input, ``dst`` exists (without ``overwrite``), ``n_batches`` out of
+        1..N (1..n_seqs for sequences), or a vocabulary given for points or sequences.
     """
     src, dst = Path(src).expanduser(), Path(dst).expanduser()
     if dst.exists() and not overwrite:
@@ -307,36 +494,28 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
         raise BnpviError(f"the number of batches must be an integer, got {n_batches!r}") from None
     if count < 1:
         raise BnpviError(f"the number of batches must be at least 1, got {count}")
-    kind = input_kind(src)
-    if kind == "points" and (vocab is not None or vocab_size is not None):
+    kind = "seq" if sequences is not None or sequence_column is not None else input_kind(src)
+    if kind != "bow" and (vocab is not None or vocab_size is not None):
         option = "--vocab" if vocab is not None else "--vocab-size"
         if src.exists() and src.suffix.lower() in POINT_SUFFIXES:
-            raise BnpviError(f"{src} holds points, not bag-of-words documents; {option} applies only to "
+            held = "sequences" if kind == "seq" else "points"
+            raise BnpviError(f"{src} holds {held}, not bag-of-words documents; {option} applies only to "
                              f".ldac and sparse .npz files")
+    if kind == "seq":
+        data = read_sequences(src, sequences=sequences, sequence_column=sequence_column, labels=labels)
+    elif kind == "bow":
+        data = read_documents(src, labels=labels, vocab=vocab, vocab_size=vocab_size)
+    else:
+        data = Points(*read_table(src, labels=labels))
+    n = data.n_units
+    if count > n:
+        raise BnpviError(f"{src} has {data.count_name}={n} {data.unit}; the number of batches must be between 1 "
+                         f"and {n}, got {count}")
     source = str(src)
-    if kind == "bow":
-        docs = read_documents(src, labels=labels, vocab=vocab, vocab_size=vocab_size)
-        N = docs.n_docs
-        if count > N:
-            raise BnpviError(f"{src} has N={N} documents; the number of batches must be between 1 and {N}, "
-                             f"got {count}")
-        if shuffle_seed is not None:
-            docs = docs.permuted(np.random.default_rng(int(shuffle_seed)).permutation(N))
-            source += f" (documents shuffled, seed {int(shuffle_seed)})"
-        return write_documents(dst, docs.word_ids, docs.word_counts, docs.doc_range, docs.vocab_size,
-                               n_batches=count, labels=docs.labels, vocab=docs.vocab, batches_fixed=batches_fixed,
-                               source=source)
-    X, y = read_table(src, labels=labels)
-    N = X.shape[0]
-    if count > N:
-        raise BnpviError(f"{src} has N={N} rows; the number of batches must be between 1 and {N}, got {count}")
     if shuffle_seed is not None:
-        perm = np.random.default_rng(int(shuffle_seed)).permutation(N)
-        X = X[perm]
-        if y is not None:
-            y = y[perm]
-        source += f" (rows shuffled, seed {int(shuffle_seed)})"
-    return write_points(dst, X, n_batches=count, labels=y, batches_fixed=batches_fixed, source=source)
+        data = data.permuted(np.random.default_rng(int(shuffle_seed)).permutation(n))
+        source += f" ({data.unit} shuffled, seed {int(shuffle_seed)})"
+    return data.write(dst, n_batches=count, batches_fixed=batches_fixed, source=source)
 
 
 # ======================================================= bag of words
@@ -362,19 +541,29 @@ class Documents:
     labels: np.ndarray | None = None
     vocab: list[str] | None = None
 
+    unit: ClassVar[str] = "documents"
+    count_name: ClassVar[str] = "N"
+
     @property
     def n_docs(self) -> int:
         return self.doc_range.shape[0] - 1
 
+    @property
+    def n_units(self) -> int:
+        """Number of documents (as n_docs)."""
+        return self.n_docs
+
     def permuted(self, perm: np.ndarray) -> "Documents":
         """The documents in the order ``perm`` (labels follow their documents)."""
-        perm = np.asarray(perm, dtype=np.int64)
-        lengths = np.diff(self.doc_range)[perm]
-        new_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        entries = np.repeat(self.doc_range[perm] - new_range[:-1], lengths) + np.arange(new_range[-1])
-        labels = None if self.labels is None else self.labels[perm]
-        return Documents(self.word_ids[entries], self.word_counts[entries], new_range, self.vocab_size,
+        doc_range, entries = _permuted_ranges(self.doc_range, perm)
+        labels = None if self.labels is None else self.labels[np.asarray(perm, dtype=np.int64)]
+        return Documents(self.word_ids[entries], self.word_counts[entries], doc_range, self.vocab_size,
                          labels, self.vocab)
+
+    def write(self, dst, **options) -> Path:
+        """Write a ``"bow"`` batch file (``options``: those of ``write_documents``)."""
+        return write_documents(dst, self.word_ids, self.word_counts, self.doc_range, self.vocab_size,
+                               labels=self.labels, vocab=self.vocab, **options)
 
 
 def read_vocab(path) -> list[str]:

@@ -1,12 +1,20 @@
-"""The built-in toy data set: 2-D points from 8 Gaussian clusters, cached as a batch file.
+"""The built-in toy data sets, generated once and cached as batch files.
 
-Seven clusters sit on a ring of radius 8 around an eighth near the origin.
-Every cluster has its own elongated, rotated covariance (standard deviations
-0.5-1.2 along its axes) and its own weight (0.20 down to 0.07). The clusters are
-well separated (a full-covariance Gaussian mixture with 8 components recovers the
-labels with ARI ~ 1), but a method must find 8 clusters of unequal size and
-shape, not 8 equal round blobs. The geometry is fixed; the seed only draws the
-points and their order.
+Points (:func:`make_toy`, :func:`ensure_toy`): 2-D points from 8 Gaussian
+clusters. Seven clusters sit on a ring of radius 8 around an eighth near the
+origin. Every cluster has its own elongated, rotated covariance (standard
+deviations 0.5-1.2 along its axes) and its own weight (0.20 down to 0.07). The
+clusters are well separated (a full-covariance Gaussian mixture with 8
+components recovers the labels with ARI ~ 1), but a method must find 8 clusters
+of unequal size and shape, not 8 equal round blobs. The geometry is fixed; the
+seed only draws the points and their order.
+
+Sequences (:func:`make_toy_sequences`, :func:`ensure_toy_sequences`): 2-D
+sequences from a sticky 8-state hidden Markov model. The states emit unit-
+covariance Gaussians with means far apart ((0, 20), (20, 0), (-30, -30), ...);
+a state persists with probability 0.999 per step and otherwise moves on to the
+next state (i + 1 mod 8). Sequence s starts in state s mod 8, so every state is
+visited from the first step on; the seed draws the state paths and the noise.
 """
 from __future__ import annotations
 
@@ -15,11 +23,18 @@ from pathlib import Path
 
 import numpy as np
 
-from bnpvi.data.store import BatchStore, write_points
+from bnpvi.data.store import BatchStore, write_points, write_sequences
 from bnpvi.errors import BnpviError
 
 TOY_NAME = "toy8"
 TOY_VERSION = 1  # bump when the generator changes, so cached files are rebuilt
+TOY_SEQ_NAME = "toyseq8"
+TOY_SEQ_VERSION = 1  # the same, for the sequences
+
+# state means of the toy sequences, and the probability that a state persists for one more step
+SEQ_MEANS = ((0.0, 20.0), (20.0, 0.0), (-30.0, -30.0), (30.0, -30.0), (-20.0, 0.0), (0.0, -20.0), (30.0, 30.0),
+             (-30.0, 30.0))
+SEQ_STAY = 0.999
 
 RING_RADIUS = 8.0
 # weight, center angle on the ring in degrees (None = near the origin), axis std devs, axis rotation (degrees)
@@ -88,11 +103,8 @@ def make_toy(n_atoms: int = 5000, seed: int = 0) -> tuple[np.ndarray, np.ndarray
     X : (n_atoms, 2) float64 ndarray
     labels : (n_atoms,) int64 ndarray with values in 0..7
     """
-    n_atoms = _as_int(n_atoms, "n_atoms")
-    if n_atoms < 1:
-        raise BnpviError(f"toy data: n_atoms must be at least 1, got {n_atoms}")
-    seed = _as_int(seed, "seed")
-    rng = np.random.default_rng([TOY_VERSION, seed])
+    n_atoms = _positive(n_atoms, "n_atoms")
+    rng = np.random.default_rng([TOY_VERSION, _as_int(seed, "seed")])
     weights, means, covs = toy_parameters()
     sizes = _cluster_sizes(n_atoms, weights)
     X = np.empty((n_atoms, 2))
@@ -107,6 +119,102 @@ def make_toy(n_atoms: int = 5000, seed: int = 0) -> tuple[np.ndarray, np.ndarray
     return np.ascontiguousarray(X[perm]), labels[perm]
 
 
+def toy_sequence_parameters() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The true HMM behind :func:`make_toy_sequences` (start states aside).
+
+    Returns
+    -------
+    trans : (8, 8) ndarray
+        ``trans[i, i] = 0.999``, ``trans[i, (i + 1) % 8] = 0.001``.
+    means : (8, 2) ndarray
+    covs : (8, 2, 2) ndarray, identity matrices
+    """
+    K = len(SEQ_MEANS)
+    trans = SEQ_STAY * np.eye(K) + (1.0 - SEQ_STAY) * np.roll(np.eye(K), 1, axis=1)
+    return trans, np.array(SEQ_MEANS), np.tile(np.eye(2), (K, 1, 1))
+
+
+def sample_hmm(n_seqs: int, length: int, start_prob, trans, means, covs,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draw ``n_seqs`` sequences of ``length`` steps from a Gaussian hidden Markov model.
+
+    The state paths are drawn one time step at a time for all sequences at once,
+    then every emission in one go.
+
+    Parameters
+    ----------
+    n_seqs, length : int
+        At least 1 each.
+    start_prob : array_like, shape (K,) or (n_seqs, K)
+        Distribution of the first state, shared or one row per sequence.
+    trans : array_like, shape (K, K)
+        ``trans[i, j]`` = P(next state j | state i); rows sum to 1.
+    means : array_like, shape (K, D)
+    covs : array_like, shape (K, D, D)
+        Symmetric positive definite emission covariances.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    X : (n_seqs * length, D) float64 ndarray
+        Sequence s is rows ``s * length:(s + 1) * length``.
+    seq_range : (n_seqs + 1,) int64 ndarray
+        ``0, length, 2 * length, ...``.
+    labels : (n_seqs * length,) int64 ndarray
+        The state of every step.
+    """
+    n_seqs, length = _positive(n_seqs, "n_seqs"), _positive(length, "length")
+    trans, means, covs = np.asarray(trans, float), np.asarray(means, float), np.asarray(covs, float)
+    K, D = means.shape
+    start = np.broadcast_to(np.asarray(start_prob, float), (n_seqs, K))
+    if trans.shape != (K, K) or covs.shape != (K, D, D):
+        raise BnpviError(f"toy data: inconsistent HMM parameters (trans {trans.shape}, means {means.shape}, "
+                         f"covs {covs.shape})")
+    start_cdf, trans_cdf = np.cumsum(start, axis=1), np.cumsum(trans, axis=1)
+    z = np.empty((n_seqs, length), dtype=np.int64)
+    z[:, 0] = _draw(start_cdf, rng)
+    for t in range(1, length):
+        z[:, t] = _draw(trans_cdf[z[:, t - 1]], rng)
+    labels = z.reshape(-1)
+    noise = rng.standard_normal((labels.shape[0], D))
+    X = np.empty_like(noise)
+    for k, chol in enumerate(np.linalg.cholesky(covs)):
+        rows = labels == k
+        X[rows] = means[k] + noise[rows] @ chol.T
+    return X, np.arange(0, n_seqs * length + 1, length, dtype=np.int64), labels
+
+
+def _draw(cdf: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One category per row of the cumulative probabilities ``cdf`` (n, K)."""
+    u = rng.random(cdf.shape[0])
+    return np.minimum((u[:, None] >= cdf).sum(axis=1), cdf.shape[1] - 1)
+
+
+def make_toy_sequences(n_seqs: int = 32, length: int = 1000,
+                       seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Draw the toy sequences (module docstring): sequence s starts in state s mod 8.
+
+    Parameters
+    ----------
+    n_seqs : int, default 32
+    length : int, default 1000
+        Time steps per sequence.
+    seed : int, default 0
+        The same seed gives the same data.
+
+    Returns
+    -------
+    X : (n_seqs * length, 2) float64 ndarray
+    seq_range : (n_seqs + 1,) int64 ndarray
+    labels : (n_seqs * length,) int64 ndarray with values in 0..7
+    """
+    n_seqs = _positive(n_seqs, "n_seqs")
+    rng = np.random.default_rng([TOY_SEQ_VERSION, _as_int(seed, "seed")])
+    trans, means, covs = toy_sequence_parameters()
+    start = np.eye(len(means))[np.arange(n_seqs) % len(means)]
+    return sample_hmm(n_seqs, length, start, trans, means, covs, rng)
+
+
 def default_cache_dir() -> Path:
     """``$BNPVI_CACHE`` if set, else ``$XDG_CACHE_HOME/bnpvi``, else ``~/.cache/bnpvi``."""
     if os.environ.get("BNPVI_CACHE"):
@@ -116,8 +224,12 @@ def default_cache_dir() -> Path:
     return Path.home() / ".cache" / "bnpvi"
 
 
+def _cache_base(cache_dir) -> Path:
+    return Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+
+
 def toy_path(n_atoms: int, seed: int, n_batches: int, cache_dir=None) -> Path:
-    """Where the toy set with these parameters is cached.
+    """Where the toy points with these parameters are cached.
 
     Parameters
     ----------
@@ -130,30 +242,25 @@ def toy_path(n_atoms: int, seed: int, n_batches: int, cache_dir=None) -> Path:
     Path
         ``CACHE/toy8_n{n_atoms}_s{seed}_b{n_batches}.h5``.
     """
-    base = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    n_atoms, seed, n_batches = (_as_int(v, name) for v, name in
-                                ((n_atoms, "n_atoms"), (seed, "seed"), (n_batches, "n_batches")))
-    return base / f"{TOY_NAME}_n{n_atoms}_s{seed}_b{n_batches}.h5"
+    n_atoms, seed, n_batches = _as_int(n_atoms, "n_atoms"), _as_int(seed, "seed"), _as_int(n_batches, "n_batches")
+    return _cache_base(cache_dir) / f"{TOY_NAME}_n{n_atoms}_s{seed}_b{n_batches}.h5"
 
 
-def _source(n_atoms: int, seed: int) -> str:
-    return f"{TOY_NAME} v{TOY_VERSION} n_atoms={n_atoms} seed={seed}"
+def toy_sequences_path(n_seqs: int, length: int, seed: int, n_batches: int, cache_dir=None) -> Path:
+    """Where the toy sequences with these parameters are cached.
 
-
-def _is_current(path: Path, n_atoms: int, seed: int, n_batches: int) -> bool:
-    """True when ``path`` is a readable toy file made by this generator with these parameters."""
-    if not path.is_file():
-        return False
-    try:
-        with BatchStore.open(path) as store:
-            return (store.n_atoms == n_atoms and store.D == 2 and store.n_batches == n_batches
-                    and store.has_labels and store.attrs.get("source") == _source(n_atoms, seed))
-    except (BnpviError, OSError):
-        return False
+    Returns
+    -------
+    Path
+        ``CACHE/toyseq8_n{n_seqs}_t{length}_s{seed}_b{n_batches}.h5``.
+    """
+    n_seqs, length = _as_int(n_seqs, "n_seqs"), _as_int(length, "length")
+    seed, n_batches = _as_int(seed, "seed"), _as_int(n_batches, "n_batches")
+    return _cache_base(cache_dir) / f"{TOY_SEQ_NAME}_n{n_seqs}_t{length}_s{seed}_b{n_batches}.h5"
 
 
 def ensure_toy(n_atoms: int = 5000, seed: int = 0, n_batches: int = 5, cache_dir=None) -> Path:
-    """Path of the cached toy batch file, writing it first if needed.
+    """Path of the cached toy points, writing them first if needed.
 
     An existing valid file is reused as it is; a missing, stale or broken one is
     (re)written atomically, so concurrent callers are safe (the last rename wins
@@ -172,22 +279,86 @@ def ensure_toy(n_atoms: int = 5000, seed: int = 0, n_batches: int = 5, cache_dir
     -------
     Path
     """
-    n_atoms, seed, n_batches = (_as_int(v, name) for v, name in
-                                ((n_atoms, "n_atoms"), (seed, "seed"), (n_batches, "n_batches")))
-    if n_atoms < 1:
-        raise BnpviError(f"toy data: n_atoms must be at least 1, got {n_atoms}")
-    if not 1 <= n_batches <= n_atoms:
-        raise BnpviError(f"toy data: n_batches={n_batches} must be between 1 and n_atoms={n_atoms}")
-    path = toy_path(n_atoms, seed, n_batches, cache_dir)
-    if _is_current(path, n_atoms, seed, n_batches):
+    n_atoms, seed = _positive(n_atoms, "n_atoms"), _as_int(seed, "seed")
+    n_batches = _batch_count(n_batches, n_atoms, "n_atoms")
+    source = f"{TOY_NAME} v{TOY_VERSION} n_atoms={n_atoms} seed={seed}"
+
+    def write(path: Path) -> None:
+        X, labels = make_toy(n_atoms, seed)
+        write_points(path, X, n_batches=n_batches, labels=labels, batches_fixed=False, source=source)
+
+    return _ensure_cached(toy_path(n_atoms, seed, n_batches, cache_dir), "points", source, n_atoms, n_batches, write)
+
+
+def ensure_toy_sequences(n_seqs: int = 32, length: int = 1000, seed: int = 0, n_batches: int = 8,
+                         cache_dir=None) -> Path:
+    """Path of the cached toy sequences (with their true states as labels), writing them first if needed.
+
+    Cached exactly like :func:`ensure_toy`.
+
+    Parameters
+    ----------
+    n_seqs : int, default 32
+    length : int, default 1000
+        Time steps per sequence.
+    seed : int, default 0
+    n_batches : int, default 8
+        Stored batch count (1..n_seqs, whole sequences per batch); the split is not fixed.
+    cache_dir : str or Path, optional
+        Defaults to :func:`default_cache_dir`.
+
+    Returns
+    -------
+    Path
+    """
+    n_seqs, length, seed = _positive(n_seqs, "n_seqs"), _positive(length, "length"), _as_int(seed, "seed")
+    n_batches = _batch_count(n_batches, n_seqs, "n_seqs")
+    source = f"{TOY_SEQ_NAME} v{TOY_SEQ_VERSION} n_seqs={n_seqs} length={length} seed={seed}"
+
+    def write(path: Path) -> None:
+        X, seq_range, labels = make_toy_sequences(n_seqs, length, seed)
+        write_sequences(path, X, seq_range, n_batches=n_batches, labels=labels, batches_fixed=False, source=source)
+
+    path = toy_sequences_path(n_seqs, length, seed, n_batches, cache_dir)
+    return _ensure_cached(path, "seq", source, n_seqs * length, n_batches, write)
+
+
+def _ensure_cached(path: Path, kind: str, source: str, n_atoms: int, n_batches: int, write) -> Path:
+    """``path`` if it holds the toy set made from ``source``, else ``write(path)`` first."""
+    if _is_current(path, kind, source, n_atoms, n_batches):
         return path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise BnpviError(f"cannot create the cache directory {path.parent}: {err.strerror or err}") from None
-    X, labels = make_toy(n_atoms, seed)
-    write_points(path, X, n_batches=n_batches, labels=labels, batches_fixed=False, source=_source(n_atoms, seed))
+    write(path)
     return path
+
+
+def _is_current(path: Path, kind: str, source: str, n_atoms: int, n_batches: int) -> bool:
+    """True when ``path`` is a readable toy file made by this generator with these parameters."""
+    if not path.is_file():
+        return False
+    try:
+        with BatchStore.open(path) as store:
+            return (store.kind == kind and store.n_atoms == n_atoms and store.D == 2 and store.n_batches == n_batches
+                    and store.has_labels and store.attrs.get("source") == source)
+    except (BnpviError, OSError):
+        return False
+
+
+def _batch_count(n_batches, n_units: int, name: str) -> int:
+    n_batches = _as_int(n_batches, "n_batches")
+    if not 1 <= n_batches <= n_units:
+        raise BnpviError(f"toy data: n_batches={n_batches} must be between 1 and {name}={n_units}")
+    return n_batches
+
+
+def _positive(value, name: str) -> int:
+    as_int = _as_int(value, name)
+    if as_int < 1:
+        raise BnpviError(f"toy data: {name} must be at least 1, got {as_int}")
+    return as_int
 
 
 def _as_int(value, name: str) -> int:

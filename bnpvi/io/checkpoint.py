@@ -1,9 +1,11 @@
 """Checkpoints: the whole state of a run in one HDF5 file, written atomically.
 
-Layout (format version 1): attrs ``format``, ``format_version``; groups ``model``
-(effective summaries and cluster ids), ``alg`` (the algorithm's own state: laps,
-batch position, caches ...), ``trace`` (the trace rows so far, one dataset per
-column) and datasets ``rng`` (the generator state as JSON), ``meta`` (D, N, ...).
+Layout (format version 2): attrs ``format``, ``format_version``; groups ``alg``
+(the algorithm's whole state: laps, batch position, the global parameters saved
+whole, cluster ids, memo caches, moves in flight ...), ``trace`` and ``clusters``
+(the table rows so far, one dataset per column), ``run`` (elapsed time,
+convergence) and datasets ``rng`` (the generator state as JSON), ``meta`` (D, N,
+...) and ``config``.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from bnpvi.errors import BnpviError
 from bnpvi.io.h5tree import read_tree, write_atomic
 
 FORMAT = "bnpvi-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 LATEST = "latest.h5"
 
 
@@ -47,7 +49,7 @@ def load_checkpoint(run_dir: Path) -> dict:
         raise
     except Exception as err:  # h5py raises OSError/KeyError/ValueError on damaged files
         raise BnpviError(f"checkpoint {path} is unreadable (corrupt?): {err}") from err
-    for key in ("model", "alg", "trace", "rng", "meta"):
+    for key in ("alg", "trace", "rng", "meta"):
         if key not in state:
             raise BnpviError(f"checkpoint {path} is incomplete: no '{key}'")
     return state

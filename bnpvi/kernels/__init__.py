@@ -7,7 +7,7 @@ silently. Outputs are freshly allocated unless ``out=`` arrays are given.
 
 The compiled kernels split the rows into chunks that depend only on N and add
 per-chunk partial sums in chunk order, so every result is bit-identical from call
-to call and for any ``n_threads`` (spec 01 §10; see the extension's docstring).
+to call and for any ``n_threads`` (see the extension's docstring).
 The extension is built by ``pip install .`` (or ``python setup.py build_ext
 --inplace`` in a checkout); without it this module does not import.
 """
@@ -107,12 +107,12 @@ def _check_resp(resp) -> np.ndarray:
 def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray, *, out=None, n_threads=None):
     """Dense local step of a mixture: responsibilities, log normalisers, entropies.
 
-    With W_nk = log_lik_nk + log_prior_k (spec 01 Eq. 3.47) and
+    With W_nk = log_lik_nk + log_prior_k (Hughes 2016 thesis Eq. 3.47) and
     m_n = max_k W_nk:
 
-    * log_norm_n = logsumexp_k W_nk = m_n + log1p(Σ_{k≠argmax} exp(W_nk − m_n)) (§10.1);
+    * log_norm_n = logsumexp_k W_nk = m_n + log1p(Σ_{k≠argmax} exp(W_nk − m_n));
     * resp_nk = exp(W_nk − log_norm_n), rows summing to 1 (Eq. 3.49);
-    * entropy_k = Σ_n resp_nk (log_norm_n − W_nk) = −Σ_n r_nk ln r_nk (§3.5, Eq. 3.51),
+    * entropy_k = Σ_n resp_nk (log_norm_n − W_nk) = −Σ_n r_nk ln r_nk (Eq. 3.51),
       exact and free of ln 0; a cell with resp 0 (e.g. log_prior_k = −inf) adds 0.
 
     Parameters
@@ -162,7 +162,7 @@ def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray, *, out=None, n_
 
 
 def entropy_of(resp: np.ndarray, *, out=None, n_threads=None) -> np.ndarray:
-    """Entropy summaries H_k = −Σ_n r_nk ln r_nk with 0 ln 0 := 0 (spec 01 Eq. 3.51, §10.2).
+    """Entropy summaries H_k = −Σ_n r_nk ln r_nk with 0 ln 0 := 0 (Hughes 2016 thesis Eq. 3.51).
 
     For responsibilities that did not come from :func:`dense_local_step`
     (constructed merge / birth / delete proposals).
@@ -196,7 +196,7 @@ def entropy_of(resp: np.ndarray, *, out=None, n_threads=None) -> np.ndarray:
 
 
 def pair_merge_entropy(resp: np.ndarray, pairs: np.ndarray, *, out=None, n_threads=None) -> np.ndarray:
-    """Entropy of merged column pairs: H_m = −Σ_n s ln s, s = r_na + r_nb (spec 01 §5.3, §10.7).
+    """Entropy of merged column pairs: H_m = −Σ_n s ln s, s = r_na + r_nb (Hughes 2016 thesis §4.1.3).
 
     Parameters
     ----------

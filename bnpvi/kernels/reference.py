@@ -1,29 +1,29 @@
-"""NumPy references of the compiled local-step kernels (DESIGN.md "Kernels").
+"""NumPy references of the compiled local-step kernels.
 
-Plain vectorised NumPy with the same formulas as ``csrc/local_step.pyx``; the
-tests compare the compiled kernels against these, and ``bnpvi.kernels`` falls
-back to them when the extension is not built. No input validation here (that is
-the job of ``bnpvi.kernels``); invalid rows come out with a non-finite
-``log_norm`` / entropy instead of raising.
+Plain vectorised NumPy with the same formulas as ``csrc/local_step.pyx`` and
+``csrc/hmm.pyx``; the tests compare the compiled kernels against these, and
+``bnpvi.kernels`` falls back to them when the extension is not built. No input
+validation here (that is the job of ``bnpvi.kernels``); invalid rows come out
+with a non-finite ``log_norm`` / entropy instead of raising.
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dense_local_step", "entropy_of", "pair_merge_entropy"]
+__all__ = ["dense_local_step", "entropy_of", "forward_backward", "pair_merge_entropy", "viterbi"]
 
 
 def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray):
     """Dense local step: softmax responsibilities, log normalisers, entropy summaries.
 
-    With the weights W_nk = log_lik_nk + log_prior_k (spec 01 Eq. 3.47):
+    With the weights W_nk = log_lik_nk + log_prior_k (Hughes 2016 thesis Eq. 3.47):
 
     * log_norm_n = logsumexp_k W_nk, computed as m_n + log1p(Σ_{k≠j_n} exp(W_nk − m_n))
-      with m_n = max_k W_nk attained first at j_n (spec 01 §10.1);
-    * resp_nk = exp(W_nk − m_n) · (1 + Σ_{k≠j_n} exp(W_nk − m_n))⁻¹ (spec 01 Eq. 3.49);
-    * entropy_k = Σ_n resp_nk (log_norm_n − W_nk) = −Σ_n r_nk ln r_nk (spec 01 §3.5,
-      Eq. 3.51), evaluated as r_nk (log1p(·) − (W_nk − m_n)) and skipped where r_nk = 0,
-      so W_nk = −inf contributes exactly 0.
+      with m_n = max_k W_nk attained first at j_n;
+    * resp_nk = exp(W_nk − m_n) · (1 + Σ_{k≠j_n} exp(W_nk − m_n))⁻¹ (Eq. 3.49);
+    * entropy_k = Σ_n resp_nk (log_norm_n − W_nk) = −Σ_n r_nk ln r_nk (Eq. 3.51, as
+      ln r_nk = W_nk − log_norm_n), evaluated as r_nk (log1p(·) − (W_nk − m_n)) and skipped
+      where r_nk = 0, so W_nk = −inf contributes exactly 0.
 
     Parameters
     ----------
@@ -60,7 +60,7 @@ def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray):
 
 
 def entropy_of(resp: np.ndarray) -> np.ndarray:
-    """H_k = −Σ_n r_nk ln r_nk with 0 ln 0 := 0 (spec 01 Eq. 3.51, §10.2).
+    """H_k = −Σ_n r_nk ln r_nk with 0 ln 0 := 0 (Hughes 2016 thesis Eq. 3.51).
 
     Parameters
     ----------
@@ -80,8 +80,8 @@ def entropy_of(resp: np.ndarray) -> np.ndarray:
 def pair_merge_entropy(resp: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """Entropy of merged columns: H_m = −Σ_n s_nm ln s_nm, s_nm = r_na + r_nb.
 
-    For pairs[m] = (a, b); the merged-cluster entropy of a merge proposal
-    (spec 01 §5.3, §10.7), with 0 ln 0 := 0.
+    For pairs[m] = (a, b); the merged-cluster entropy of a merge proposal (Hughes 2016
+    thesis §4.1.3; never H_a + H_b, which is only an upper bound), with 0 ln 0 := 0.
 
     Parameters
     ----------
@@ -95,3 +95,133 @@ def pair_merge_entropy(resp: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     pairs = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
     s = resp[:, pairs[:, 0]] + resp[:, pairs[:, 1]]
     return entropy_of(s)
+
+
+# ------------------------------------------------------------- hidden Markov models
+def forward_backward(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,
+                     log_trans: np.ndarray, block: int = 64):
+    """Scaled forward-backward over every sequence of a batch (HMM local step).
+
+    Hughes 2016 thesis §6.3.3, Eq. 6.24-6.25, 6.48; the scaling is that of Rabiner
+    1989 §V.A. Sequence d is rows ``seq_range[d]:seq_range[d+1]`` of C = log_lik;
+    a = log_start, W = log_trans (exp(W) is used as is, never renormalised). Per
+    sequence, with c_t = max_k C_tk, E_t = exp(C_t − c_t), Π̃ = exp(W) and
+    ã = exp(a − max a):
+
+    * forward: f̃_1 = ã ⊙ E_1, f̃_t = (Π̃ᵀ f_{t−1}) ⊙ E_t, n_t = Σ_k f̃_t(k), f_t = f̃_t / n_t;
+    * backward: g_T = 1, v_t = E_{t+1} ⊙ g_{t+1} / n_{t+1}, g_t = Π̃ v_t;
+    * r_t = f_t ⊙ g_t, s_t(j, k) = f_t(j) Π̃_jk v_t(k) (t < T_d),
+      log Z_d = max a + Σ_t (c_t + ln n_t);
+    * start_counts = Σ_d r_d1, trans_counts = Σ_{d, t<T_d} s_dt,
+      start_entropy = −Σ_d r_d1 ln r_d1 (terms with r ∉ (0, 1) skipped),
+      trans_entropy = −Σ_{d,t} s_dt(j,k) ln(s_dt(j,k) / r_dt(j)) with r_dt(j) the row
+      sum Σ_k s_dt(j, k) and 0 ln 0 = 0, literally (``csrc/hmm.pyx`` uses an equivalent
+      factorised form).
+
+    The pairwise terms are formed ``block`` time steps at a time, never as a
+    (T, K, K) array.
+
+    Parameters
+    ----------
+    log_lik : (T, K) ndarray of float64
+    seq_range : (S + 1,) ndarray of int64
+    log_start : (K,) ndarray of float64
+    log_trans : (K, K) ndarray of float64
+    block : int
+        Time steps per vectorised pairwise block.
+
+    Returns
+    -------
+    resp, start_counts, trans_counts, start_entropy, trans_entropy, log_norm
+        Shapes (T, K), (K,), (K, K), (K,), (K, K), (S,). A sequence with an invalid
+        row or probability 0 gets a non-finite log_norm (and NaN rows) instead of
+        an error.
+    """
+    T, K = log_lik.shape
+    S = seq_range.shape[0] - 1
+    resp = np.zeros((T, K))
+    M0 = np.zeros(K)
+    H0 = np.zeros(K)
+    M = np.zeros((K, K))
+    H = np.zeros((K, K))
+    log_norm = np.zeros(S)
+    with np.errstate(all="ignore"):
+        P = np.exp(log_trans)
+        amax = np.max(log_start) if K else -np.inf
+        ta = np.exp(log_start - amax) if amax > -np.inf else np.zeros(K)
+        shift = amax if amax > -np.inf else 0.0
+        for d in range(S):
+            t0, t1 = int(seq_range[d]), int(seq_range[d + 1])
+            L = t1 - t0
+            C = log_lik[t0:t1]
+            c = C.max(axis=1)
+            E = np.exp(C - c[:, None])
+            F = resp[t0:t1]
+            n = np.empty(L)
+            for t in range(L):
+                ft = ta * E[0] if t == 0 else (F[t - 1] @ P) * E[t]
+                n[t] = ft.sum()
+                F[t] = ft / n[t]
+            log_norm[d] = shift + np.sum(c + np.log(n))
+            V = np.empty((L - 1, K))
+            G = np.empty((L, K))
+            G[L - 1] = 1.0
+            for t in range(L - 2, -1, -1):
+                V[t] = E[t + 1] * G[t + 1] / n[t + 1]
+                G[t] = P @ V[t]
+            for b in range(0, L - 1, block):
+                e = min(b + block, L - 1)
+                s = F[b:e, :, None] * P[None] * V[b:e, None, :]
+                M += s.sum(axis=0)
+                r = s.sum(axis=2, keepdims=True)
+                slog = np.zeros_like(s)
+                np.multiply(s, np.log(s / r), out=slog, where=s > 0.0)
+                H -= slog.sum(axis=0)
+            F *= G
+            r1 = F[0]
+            M0 += r1
+            inside = (r1 > 0.0) & (r1 < 1.0)
+            H0[inside] -= r1[inside] * np.log(r1[inside])
+    return resp, M0, M, H0, H, log_norm
+
+
+def viterbi(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,
+            log_trans: np.ndarray) -> np.ndarray:
+    """Most likely state path of every sequence (Viterbi; Rabiner 1989 §III.B).
+
+    δ_1 = a + C_1, δ_t(k) = C_tk + max_j [δ_{t−1}(j) + W_jk], with back-pointers
+    (the lowest j wins ties) and δ_t shifted by its maximum after every step, as in
+    ``csrc/hmm.pyx``. The path ends at the lowest argmax of δ_T.
+
+    Parameters
+    ----------
+    log_lik : (T, K) ndarray of float64
+    seq_range : (S + 1,) ndarray of int64
+    log_start : (K,) ndarray of float64
+    log_trans : (K, K) ndarray of float64
+
+    Returns
+    -------
+    path : (T,) ndarray of int64
+    """
+    T, K = log_lik.shape
+    path = np.zeros(T, dtype=np.int64)
+    cols = np.arange(K)
+    with np.errstate(invalid="ignore"):
+        for d in range(seq_range.shape[0] - 1):
+            t0, t1 = int(seq_range[d]), int(seq_range[d + 1])
+            L = t1 - t0
+            C = log_lik[t0:t1]
+            bp = np.zeros((L, K), dtype=np.int64)
+            delta = log_start + C[0]
+            delta = delta - delta.max()
+            for t in range(1, L):
+                cand = delta[:, None] + log_trans
+                bp[t] = np.argmax(cand, axis=0)
+                dn = cand[bp[t], cols] + C[t]
+                delta = dn - dn.max()
+            z = path[t0:t1]
+            z[L - 1] = np.argmax(delta)
+            for t in range(L - 1, 0, -1):
+                z[t - 1] = bp[t, z[t]]
+    return path

@@ -3,7 +3,9 @@
 Every algorithm visits the batches of a lap in an order fixed at the lap's start,
 can stop after any batch and save its whole state (``state``/``load_state``) so
 that a resumed run continues bit for bit, and reports the whole-data ELBO at the
-end of each lap.
+end of each lap. It owns the global parameters (one ``Globals`` object), the
+cluster ids and, for memoized VI, the memo caches; every change of the cluster set
+(sorting, accepted moves) goes through :meth:`Algorithm.apply`.
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bnpvi.stats import SuffStats
+from bnpvi.moves import Edit
+from bnpvi.stats import ClusterIds, SuffStats
 
 
 @dataclass(frozen=True)
@@ -27,25 +30,32 @@ class LapResult:
 
 
 class Algorithm(ABC):
-    """Base class: the batch schedule, lap bookkeeping and saved state.
+    """Base class: the batch schedule, lap bookkeeping, cluster edits and saved state.
 
     Parameters
     ----------
-    model : MixtureModel
+    model : bnpvi.model.Model
     store : BatchStore
     cfg : the ``alg`` config node
     rng : numpy.random.Generator
         The run's generator; its state is checkpointed by the runner.
+    globals_ : Globals
+        The initial global parameters.
+    ids : ClusterIds
+        Ids of the initial clusters.
     """
 
     name = ""
     shuffles = True  # whether each lap visits the batches in a fresh random order
 
-    def __init__(self, model, store, cfg, rng: np.random.Generator):
+    def __init__(self, model, store, cfg, rng: np.random.Generator, globals_, ids: ClusterIds):
         self.model = model
         self.store = store
         self.cfg = cfg
         self.rng = rng
+        self.globals = globals_
+        self.ids = ids
+        self.caches: list[SuffStats | None] = []
         self.n_batches = store.n_batches
         self.lap = 0  # number of completed laps
         self.pos = 0  # batches of the current lap done
@@ -66,7 +76,7 @@ class Algorithm(ABC):
         self.pos = 0
         self.lap += 1
         elbo, counts = self.finish_lap()
-        return LapResult(self.lap, elbo, self.model.K, counts, self.lap_moves())
+        return LapResult(self.lap, elbo, self.globals.K, counts, self.lap_moves())
 
     def start_lap(self) -> None:
         """Hook run before the first batch of every lap."""
@@ -83,20 +93,45 @@ class Algorithm(ABC):
         """Counts of moves tried and accepted in the lap just finished."""
         return {}
 
-    def sort_clusters(self, extra: list[SuffStats | None]) -> list[SuffStats | None]:
-        """Sort the model by size (spec 01 §3.6) and permute ``extra`` stats the same way."""
-        order = self.model.size_order()
-        self.model.reorder(order)
-        return [None if s is None else s.reorder(order) for s in extra]
+    # ----------------------------------------------------------- the globals
+    def elbo(self) -> float:
+        """The ELBO of the current globals at the summaries they were made from."""
+        return self.model.elbo(self.globals.stats, self.globals)
+
+    def evaluate(self, stats: SuffStats, sources) -> tuple[float, object]:
+        """ELBO and globals of candidate summaries whose clusters come from ``sources`` (see ``SuffStats.remap``)."""
+        return self.model.evaluate(stats, self.model.alloc.warm_start(self.globals.alloc, sources))
+
+    def apply(self, edit: Edit) -> None:
+        """The one place where a change of the cluster set takes effect: caches, globals, ids."""
+        K = self.globals.K
+        self.caches = [None if c is None else edit.rewrite(b, c.pad_to(K)) for b, c in enumerate(self.caches)]
+        self.globals = edit.globals
+        self.ids.remap(edit.sources)
+
+    def sort_clusters(self) -> None:
+        """Sort clusters by size, largest first (Hughes 2016 thesis §3.4.3; stable, so ties keep their order)."""
+        order = np.argsort(-self.globals.stats.N, kind="stable")
+        if np.array_equal(order, np.arange(order.size)):
+            return
+        sources = [[int(k)] for k in order]
+        globals_ = self.model.global_step(self.globals.stats.reorder(order),
+                                          self.model.alloc.warm_start(self.globals.alloc, sources))
+        self.apply(Edit(sources, lambda b, cache: cache.reorder(order), globals_))
 
     # ------------------------------------------------------------- saved state
     def state(self) -> dict:
-        """Everything needed to continue exactly (the model is saved by the runner)."""
+        """Everything needed to continue exactly: schedule, globals (saved whole), ids."""
         return {"lap": self.lap, "pos": self.pos, "batches_seen": self.batches_seen,
-                "order": np.asarray(self.order, dtype=np.int64)}
+                "order": np.asarray(self.order, dtype=np.int64),
+                "globals": {"stats": self.globals.stats.to_tree(), "alloc": dict(self.globals.alloc)},
+                "ids": self.ids.state()}
 
     def load_state(self, state: dict) -> None:
         self.lap = int(state["lap"])
         self.pos = int(state["pos"])
         self.batches_seen = int(state["batches_seen"])
         self.order = np.asarray(state["order"], dtype=np.int64)
+        saved = state["globals"]
+        self.globals = self.model.restore(SuffStats.from_tree(saved["stats"]), saved["alloc"])
+        self.ids = ClusterIds.from_state(state["ids"])

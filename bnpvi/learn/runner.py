@@ -2,23 +2,24 @@
 
 It owns everything around the algorithm: the run directory's trace, checkpoints
 (every ``checkpoint_every`` laps, on Ctrl-C/SIGTERM, and at the end), the final
-model, the plot, and resuming from a checkpoint so that the resumed run ends
-exactly where the uninterrupted one would have.
+model, the plot, evaluation against true labels, and resuming from a checkpoint
+so that the resumed run ends exactly where the uninterrupted one would have.
 """
 from __future__ import annotations
 
 import json
 import logging
+import shutil
 import signal
 import time
 from pathlib import Path
 
 import numpy as np
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from bnpvi.alloc import make_alloc
 from bnpvi.data.store import BatchStore
-from bnpvi.data.toy import ensure_toy
+from bnpvi.data.toy import ensure_toy, ensure_toy_sequences
 from bnpvi.errors import BnpviError
 from bnpvi.io.checkpoint import load_checkpoint, save_checkpoint
 from bnpvi.io.model_file import write_model
@@ -29,10 +30,9 @@ from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.sovb import StochasticVB
 from bnpvi.learn.vb import FullVB
-from bnpvi.metrics import adjusted_rand_index
-from bnpvi.model import MixtureModel
-from bnpvi.obs import make_obs
-from bnpvi.stats import SuffStats
+from bnpvi.metrics import adjusted_rand_index, hamming_distance
+from bnpvi.model import Model
+from bnpvi.stats import ClusterIds, SuffStats
 
 log = logging.getLogger("bnpvi")
 
@@ -43,11 +43,22 @@ class Interrupted(Exception):
     """Raised after a checkpoint was written because the user pressed Ctrl-C (or SIGTERM)."""
 
 
-def open_store(cfg: DictConfig) -> BatchStore:
-    """The data set named by the ``data`` node, split as ``alg.n_batches`` asks."""
+def open_store(cfg: DictConfig, alloc) -> BatchStore:
+    """The data set named by the ``data`` node, split as ``alg.n_batches`` asks.
+
+    ``data=toy`` is the built-in toy set that fits the model: 2-D points from 8
+    Gaussians for mixtures, 8-state sticky sequences for HMMs.
+    """
     data = cfg.data
     if data.name == "toy":
-        path = ensure_toy(n_atoms=int(data.n_atoms), seed=int(data.seed), n_batches=int(data.n_batches))
+        seed = int(data.seed)
+        if "points" in alloc.data_kinds:
+            n_batches = 5 if data.n_batches is None else int(data.n_batches)
+            path = ensure_toy(n_atoms=int(data.n_atoms), seed=seed, n_batches=n_batches)
+        else:
+            n_batches = 8 if data.n_batches is None else int(data.n_batches)
+            path = ensure_toy_sequences(n_seqs=int(data.n_seqs), length=int(data.seq_length), seed=seed,
+                                        n_batches=n_batches)
     elif data.name == "hdf5":
         if data.get("path") in (None, "", "???"):
             raise BnpviError("data=hdf5 needs data.path=FILE (a file written by `bnpvi-data convert`)")
@@ -56,17 +67,33 @@ def open_store(cfg: DictConfig) -> BatchStore:
         raise BnpviError(f"unknown data {data.name!r}; choose toy or hdf5")
     store = BatchStore.open(path, n_batches=cfg.alg.get("n_batches"))
     if store.n_atoms < 2:
+        store.close()
         raise BnpviError(f"data file {store.path} has {store.n_atoms} atom(s); need at least 2")
     return store
 
 
-def hard_assignments(model: MixtureModel, store: BatchStore) -> np.ndarray:
-    """argmax_k r_nk for every atom, in file order."""
-    parts = []
-    for b in range(store.n_batches):
-        resp = model.local_step(store.read_batch(b))
-        parts.append(np.argmax(resp.to_dense(), axis=1))
-    return np.concatenate(parts)
+def build_model(cfg: DictConfig, alloc, store: BatchStore, moments) -> Model:
+    """The model of the ``model`` and ``obs`` nodes (Hydra ``instantiate``), checked against the data kind."""
+    problem = alloc.check_data(store.kind)
+    if problem:
+        raise BnpviError(problem)
+    obs = instantiate(cfg.obs, D=store.D, moments=moments)
+    problem = obs.check_data(store.kind)
+    if problem:
+        raise BnpviError(problem)
+    return Model(alloc, obs)
+
+
+def initial_K(cfg: DictConfig) -> int:
+    """``init.K``, or when it is null: 1 if births are on (they find K), else 8."""
+    if cfg.init.get("K") is not None:
+        return int(cfg.init.K)
+    return 1 if (cfg.get("moves") or {}).get("birth") is not None else 8
+
+
+def decode_all(model: Model, globals_, store: BatchStore) -> np.ndarray:
+    """The most likely cluster of every atom (mixtures: argmax r_nk; HMMs: Viterbi), in file order."""
+    return np.concatenate([model.decode(store.read_batch(b), globals_) for b in range(store.n_batches)])
 
 
 class Run:
@@ -75,43 +102,56 @@ class Run:
     def __init__(self, cfg: DictConfig, run_dir: Path, checkpoint: dict | None = None):
         self.cfg = cfg
         self.run_dir = Path(run_dir)
-        self.store = open_store(cfg)
-        self.store.validate()
-        moments = self.store.moments()
-        self.obs = make_obs(cfg.obs, self.store.D, moments)
-        self.alloc = make_alloc(cfg.model)
+        for key, minimum in (("alg.n_laps", 1), ("checkpoint_every", 1), ("eval_every", 1)):
+            if int(OmegaConf.select(cfg, key)) < minimum:
+                raise BnpviError(f"{key} must be at least {minimum}, got {OmegaConf.select(cfg, key)}")
         if cfg.alg.name not in ALGORITHMS:
             raise BnpviError(f"unknown alg {cfg.alg.name!r}; choose one of {sorted(ALGORITHMS)}")
-        if int(cfg.alg.n_laps) < 1:
-            raise BnpviError(f"alg.n_laps must be at least 1, got {cfg.alg.n_laps}")
-        if int(cfg.checkpoint_every) < 1:
-            raise BnpviError(f"checkpoint_every must be at least 1, got {cfg.checkpoint_every}")
-        moves = cfg.get("moves")
-        self.moves = moves if moves is not None and any(moves.get(m) is not None for m in moves) else None
-        if self.moves is not None and cfg.alg.name != "memo":
-            raise BnpviError(f"moves={sorted(m for m in moves if moves.get(m) is not None)} need alg=memo, not alg={cfg.alg.name}")
+        alloc = instantiate(cfg.model)
+        self.store = open_store(cfg, alloc)
+        try:
+            moments = self.store.scan()
+            self.model = build_model(cfg, alloc, self.store, moments)
+            self.moves = self._moves()
+        except BaseException:
+            self.store.close()
+            raise
+        self.labels = self.store.labels()
+        self.sequences = self.store.kind == "seq"
         self.meta = {"D": self.store.D, "n_atoms": self.store.n_atoms, "n_batches": self.store.n_batches,
                      "data_mean": np.zeros(0) if moments is None else moments.mean}
         self.rng = np.random.default_rng(int(cfg.seed))
         self.converged = False
         self.prev_counts: np.ndarray | None = None
         self._start: float | None = None  # perf_counter() when this process started training
+        columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else [])
         if checkpoint is None:
-            stats = initial_stats(self.obs, self.store, cfg.init, self.rng)
-            self.model = MixtureModel(self.alloc, self.obs, stats)
-            self.alg = self._algorithm()
-            self.trace = CsvTable(self.run_dir / "trace.csv", TRACE_COLUMNS)
+            stats = initial_stats(self.model, self.store, cfg.init, self.rng, initial_K(cfg))
+            self.alg = self._algorithm(self.model.global_step(stats), ClusterIds.first(stats.K))
+            self.trace = CsvTable(self.run_dir / "trace.csv", columns)
             self.clusters = CsvTable(self.run_dir / "clusters.csv", CLUSTER_COLUMNS)
             self._open_move_log()
             self.elapsed_before = 0.0
         else:
-            self._restore(checkpoint)
+            self._restore(checkpoint, columns)
 
-    def _algorithm(self):
+    def _moves(self):
+        """The ``moves`` node when any move is switched on (memoized VI of a nonparametric model only)."""
+        moves = self.cfg.get("moves")
+        chosen = sorted(m for m in (moves or {}) if moves.get(m) is not None)
+        if not chosen:
+            return None
+        if self.cfg.alg.name != "memo":
+            raise BnpviError(f"moves={chosen} need alg=memo, not alg={self.cfg.alg.name}")
+        if self.model.alloc.finite:
+            raise BnpviError(f"moves={chosen} change K, but model={self.model.alloc.name} is a finite model "
+                             "whose prior depends on K; use moves=[] (or a nonparametric model)")
+        return moves
+
+    def _algorithm(self, globals_, ids):
         cls = ALGORITHMS[self.cfg.alg.name]
-        if self.moves is not None:
-            return cls(self.model, self.store, self.cfg.alg, self.rng, moves=self.moves)
-        return cls(self.model, self.store, self.cfg.alg, self.rng)
+        extra = {"moves": self.moves} if self.moves is not None else {}
+        return cls(self.model, self.store, self.cfg.alg, self.rng, globals_, ids, **extra)
 
     def _open_move_log(self) -> None:
         schedule = getattr(self.alg, "moves", None)
@@ -121,16 +161,15 @@ class Run:
 
     # ---------------------------------------------------------------- state
     def state(self) -> dict:
-        model = {"eff": self.model.eff.to_tree(), "uids": self.model.uids, "next_uid": self.model.next_uid}
         run = {"elapsed_s": self.elapsed(), "converged": int(self.converged)}
         if self.prev_counts is not None:
             run["prev_counts"] = self.prev_counts
-        return {"model": model, "alg": self.alg.state(), "trace": self.trace.to_arrays(),
+        return {"alg": self.alg.state(), "trace": self.trace.to_arrays(),
                 "clusters": self.clusters.to_arrays(), "run": run,
                 "rng": json.dumps(self.rng.bit_generator.state), "meta": self.meta,
                 "config": OmegaConf.to_yaml(self.cfg)}
 
-    def _restore(self, ckpt: dict) -> None:
+    def _restore(self, ckpt: dict, columns: list[str]) -> None:
         meta = ckpt["meta"]
         if int(meta["D"]) != self.store.D:
             raise BnpviError(f"data dimension D={self.store.D} of {self.store.path} does not match the checkpoint's D={int(meta['D'])}")
@@ -140,14 +179,13 @@ class Run:
                 f"the checkpoint was made with N={int(meta['n_atoms'])} in {int(meta['n_batches'])} batches")
         if not np.array_equal(np.asarray(meta["data_mean"]), self.meta["data_mean"]):
             raise BnpviError(f"data file {self.store.path} has changed since the checkpoint was written")
-        m = ckpt["model"]
-        self.model = MixtureModel(self.alloc, self.obs, SuffStats.from_tree(m["eff"]), uids=m["uids"])
-        self.model.next_uid = int(m["next_uid"])
         self.rng.bit_generator.state = json.loads(ckpt["rng"])
-        self.alg = self._algorithm()
-        self.alg.load_state(ckpt["alg"])
-        self.trace = CsvTable(self.run_dir / "trace.csv", TRACE_COLUMNS,
-                              CsvTable.rows_from_arrays(ckpt["trace"], TRACE_COLUMNS))
+        state = ckpt["alg"]
+        saved = state["globals"]
+        self.alg = self._algorithm(self.model.restore(SuffStats.from_tree(saved["stats"]), saved["alloc"]),
+                                   ClusterIds.from_state(state["ids"]))
+        self.alg.load_state(state)
+        self.trace = CsvTable(self.run_dir / "trace.csv", columns, CsvTable.rows_from_arrays(ckpt["trace"], columns))
         self.clusters = CsvTable(self.run_dir / "clusters.csv", CLUSTER_COLUMNS,
                                  CsvTable.rows_from_arrays(ckpt.get("clusters", {}), CLUSTER_COLUMNS))
         self._open_move_log()
@@ -163,22 +201,39 @@ class Run:
     def checkpoint(self) -> Path:
         return save_checkpoint(self.run_dir, self.state())
 
+    # ------------------------------------------------------------ evaluation
+    def scores(self) -> dict:
+        """Agreement with the true labels: Hamming distance for sequences (Viterbi paths), ARI otherwise."""
+        if self.labels is None:
+            return {}
+        estimate = decode_all(self.model, self.alg.globals, self.store)
+        if self.sequences:
+            return {"hamming": hamming_distance(self.labels, estimate)}
+        return {"ari": adjusted_rand_index(self.labels, estimate)}
+
     # ------------------------------------------------------------------ loop
     def _record(self, result: LapResult) -> None:
         elbo = result.elbo
+        paused = time.perf_counter()
         row = {"lap": result.lap, "batches_seen": self.alg.batches_seen, "elapsed_s": round(self.elapsed(), 4),
                "elbo": elbo, "K": result.K, "elbo_per_atom": elbo / self.store.n_atoms}
         row.update(result.moves)
+        if "hamming" in self.trace.columns:
+            due = result.lap % int(self.cfg.eval_every) == 0
+            row["hamming"] = self.scores()["hamming"] if due else np.nan
+        if self._start is not None:  # evaluation is not training time
+            self._start += time.perf_counter() - paused
         prev = self.trace.rows[-1] if self.trace.rows else None
         self.trace.append(row)
         self.clusters.extend([{"lap": result.lap, "uid": int(u), "count": float(n)}
-                              for u, n in zip(self.model.uids, result.counts)])
+                              for u, n in zip(self.alg.ids.uids, result.counts)])
         if self.move_log is not None:
             self.move_log.extend(self.alg.moves.event_rows(self.events_logged))
             self.events_logged = len(self.alg.moves.events)
         moves = "".join(f"  {m} {result.moves[m + '_accepted']}/{result.moves[m + '_tried']}"
                         for m in ("birth", "merge", "delete") if result.moves.get(m + "_tried"))
-        log.info("lap %4d  elbo %.10g  K %3d  %8.2f s%s", result.lap, elbo, result.K, row["elapsed_s"], moves)
+        score = f"  hamming {row['hamming']:.4f}" if np.isfinite(row.get("hamming", np.nan)) else ""
+        log.info("lap %4d  elbo %.10g  K %3d  %8.2f s%s%s", result.lap, elbo, result.K, row["elapsed_s"], score, moves)
         thr, count_thr = float(self.cfg.alg.converge_thr), float(self.cfg.alg.count_thr)
         if prev is not None and self.prev_counts is not None and self.prev_counts.shape == result.counts.shape:
             small_change = abs(elbo - prev["elbo"]) / self.store.n_atoms < thr
@@ -219,20 +274,20 @@ class Run:
 
     def finish(self) -> dict:
         self.checkpoint()
+        globals_ = self.alg.globals
         summary = {"elbo": self.trace.rows[-1]["elbo"] if self.trace.rows else None,
-                   "K": self.model.K, "laps": self.alg.lap, "converged": self.converged,
+                   "K": globals_.K, "laps": self.alg.lap, "converged": self.converged,
                    "elapsed_s": round(self.elapsed(), 4), "n_atoms": self.store.n_atoms, "D": self.store.D,
-                   "counts": np.round(self.model.eff.N, 6).tolist(), "uids": self.model.uids.tolist()}
-        truth = self.store.labels()
-        if truth is not None:
-            summary["ari"] = adjusted_rand_index(truth, hard_assignments(self.model, self.store))
-        write_model(self.run_dir / "model.h5", self.model, self.cfg, summary)
+                   "counts": np.round(globals_.stats.N, 6).tolist(), "uids": self.alg.ids.uids.tolist()}
+        summary.update(self.scores())
+        write_model(self.run_dir / "model.h5", self.model, globals_, self.alg.ids, self.cfg, summary)
         if self.trace.rows:
             plot_trace(self.trace.rows, self.run_dir / "elbo_K.png")
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        ari = f"  ARI {summary['ari']:.4f}" if "ari" in summary else ""
-        log.info("done: %d laps, elbo %.10g, K %d%s, %.2f s%s", self.alg.lap, summary["elbo"], self.model.K,
-                 ari, summary["elapsed_s"], "" if self.converged else " (lap limit reached)")
+        score = "".join(f"  {name.upper() if name == 'ari' else name} {summary[name]:.4f}"
+                        for name in ("ari", "hamming") if name in summary)
+        log.info("done: %d laps, elbo %.10g, K %d%s, %.2f s%s", self.alg.lap, summary["elbo"], globals_.K,
+                 score, summary["elapsed_s"], "" if self.converged else " (lap limit reached)")
         log.info("run directory: %s", self.run_dir)
         return summary
 
@@ -240,14 +295,29 @@ class Run:
         self.store.close()
 
 
+def _discard(run_dir: Path) -> None:
+    """Remove a run directory in which no run started (a start-up error), and its parent if left empty."""
+    if (run_dir / "trace.csv").exists() or (run_dir / "checkpoints").exists():
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+    try:
+        run_dir.parent.rmdir()
+    except OSError:
+        pass
+
+
 def train(cfg: DictConfig, run_dir: Path) -> dict:
-    """A fresh run in ``run_dir``."""
+    """A fresh run in ``run_dir``; a start-up error leaves nothing behind that looks like a run."""
     run_dir = Path(run_dir)
     if (run_dir / "trace.csv").exists():
         raise BnpviError(f"run directory {run_dir} already holds a run; use resume={run_dir} to continue it")
     run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run = Run(cfg, run_dir)
+    except BaseException:
+        _discard(run_dir)
+        raise
     log.info("run directory: %s", run_dir)
-    run = Run(cfg, run_dir)
     try:
         return run.train()
     finally:

@@ -1,8 +1,9 @@
-"""Stochastic VB (spec 01 §4.2, Alg. 3.2): natural-gradient steps on rescaled batch summaries."""
+"""Stochastic VB (Hughes 2016 thesis §3.5.2, Alg. 3.2): natural-gradient steps on rescaled batch summaries."""
 from __future__ import annotations
 
 from bnpvi.errors import BnpviError
 from bnpvi.learn.base import Algorithm
+from bnpvi.learn.work import process_batch
 
 
 class StochasticVB(Algorithm):
@@ -10,18 +11,20 @@ class StochasticVB(Algorithm):
 
     Step t uses the rate ξ_t = (δ + t)^(−κ) (``alg.rate_delay`` δ ≥ 0,
     ``alg.rate_exponent`` κ ∈ (0.5, 1]) and interpolates the effective summaries,
-    which are affine in the natural parameters (spec 01 §1.5, Eq. 3.52):
-    eff ← (1 − ξ_t) eff + ξ_t (N / N_b) · stats_b.
+    which are affine in the natural parameters (thesis Eq. 3.52):
+    eff ← (1 − ξ_t) eff + ξ_t (N / N_b) · stats_b, with N and N_b the numbers of
+    atoms of the data set and of the batch.
 
     The ELBO reported at the end of a lap is exact for the current globals: one
     extra pass computes every batch's responsibilities and evaluates the general
-    ELBO (``MixtureModel.elbo_general``) without changing the globals.
+    ELBO (``Model.elbo`` at summaries the globals were not made from) without
+    changing the globals.
     """
 
     name = "sovb"
 
-    def __init__(self, model, store, cfg, rng):
-        super().__init__(model, store, cfg, rng)
+    def __init__(self, model, store, cfg, rng, globals_, ids):
+        super().__init__(model, store, cfg, rng, globals_, ids)
         self.delay = float(cfg.get("rate_delay"))
         self.exponent = float(cfg.get("rate_exponent"))
         if self.delay < 0:
@@ -36,19 +39,19 @@ class StochasticVB(Algorithm):
         return (self.delay + self.t + 1.0) ** (-self.exponent)
 
     def visit(self, b, batch) -> None:
-        stats = self.model.summarize(batch, self.model.local_step(batch))
+        stats = process_batch(self.model, self.globals, batch).stats
         rate = self.rate()
         target = stats.scaled(self.n_atoms / batch.n_atoms)
-        self.model.set_globals(self.model.eff.scaled(1.0 - rate) + target.scaled(rate))
+        eff = self.globals.stats.scaled(1.0 - rate) + target.scaled(rate)
+        self.globals = self.model.global_step(eff, self.globals.alloc)
         self.t += 1
 
     def finish_lap(self):
-        self.sort_clusters([])
-        total = self.model.empty_stats()
+        self.sort_clusters()
+        total = self.model.empty_stats(self.globals.K)
         for b in range(self.n_batches):
-            batch = self.store.read_batch(b)
-            total = total + self.model.summarize(batch, self.model.local_step(batch))
-        return self.model.elbo_general(total), total.N.copy()
+            total = total + process_batch(self.model, self.globals, self.store.read_batch(b)).stats
+        return self.model.elbo(total, self.globals), total.N.copy()
 
     def state(self) -> dict:
         return {**super().state(), "t": self.t}

@@ -1,7 +1,8 @@
-"""Full-data VB (spec 01 §4.1, Alg. 3.1): one local step over every batch, then one global step."""
+"""Full-data VB (Hughes 2016 thesis §3.5.1, Alg. 3.1): one local step over every batch, then one global step."""
 from __future__ import annotations
 
 from bnpvi.learn.base import Algorithm
+from bnpvi.learn.work import process_batch
 from bnpvi.stats import SuffStats
 
 
@@ -16,22 +17,21 @@ class FullVB(Algorithm):
     name = "vb"
     shuffles = False
 
-    def __init__(self, model, store, cfg, rng):
-        super().__init__(model, store, cfg, rng)
+    def __init__(self, model, store, cfg, rng, globals_, ids):
+        super().__init__(model, store, cfg, rng, globals_, ids)
         self.accum: SuffStats | None = None
 
     def start_lap(self) -> None:
-        self.accum = self.model.empty_stats()
+        self.accum = self.model.empty_stats(self.globals.K)
 
     def visit(self, b, batch) -> None:
-        resp = self.model.local_step(batch)
-        self.accum = self.accum + self.model.summarize(batch, resp)
+        self.accum = self.accum + process_batch(self.model, self.globals, batch).stats
 
     def finish_lap(self):
-        self.model.set_globals(self.accum)
-        (stats,) = self.sort_clusters([self.accum])
+        self.globals = self.model.global_step(self.accum, self.globals.alloc)
         self.accum = None
-        return self.model.elbo(stats), stats.N.copy()
+        self.sort_clusters()
+        return self.elbo(), self.globals.stats.N.copy()
 
     def state(self) -> dict:
         state = super().state()

@@ -9,7 +9,7 @@ class FailureLog:
 
     A key is *blocked* once it has failed ``max_fails`` times, until one of its
     clusters' sizes moves by more than ``retry_change`` (relative) from the sizes
-    at the last failure (spec 01 §6.4, §7.4).
+    at the last failure (Hughes 2016 thesis §4.2.4, §4.3.4).
     """
 
     def __init__(self):

@@ -1,34 +1,27 @@
-"""Merge proposals (spec 01 §5): combine two clusters' responsibilities, r'_A = r_A + r_B.
+"""Merge proposals (Hughes 2016 thesis §4.1): combine two clusters' responsibilities, r'_A = r_A + r_B.
 
-Linear summaries add (Eq. 4.2); the merged entropy −Σ_n (r_nA + r_nB) ln(r_nA + r_nB)
-(Eq. 4.3) must come from the responsibilities, so candidate pairs are fixed at the
-start of a lap and their entropies are collected in every batch during it (§5.3).
+Linear summaries add (Eq. 4.2); the non-linear ("tracked") ones, such as the
+merged entropy −Σ_n (r_nA + r_nB) ln(r_nA + r_nB) (Eq. 4.3), must come from the
+responsibilities, so candidate pairs are fixed at the start of a lap, their tracked
+terms are collected in every batch (§4.1.3), and at the end of the lap the pairs
+are judged greedily by the exact whole-data ELBO; a pair whose cluster took part
+in an earlier accepted merge is skipped (its tracked terms are stale).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
+from bnpvi.moves.history import FailureLog
 from bnpvi.stats import SuffStats
 
 PAIR_BLOCK = 20_000_000  # float64 values of merged statistics scored at a time
 
 
-def merge_gain(model, stats: SuffStats, kA: int, kB: int, merged_entropy: float) -> float:
-    """Exact ΔL = L*(stats with kA, kB merged) − L*(stats) (Eq. 4.5-4.9, sign-corrected)."""
-    return model.elbo(stats.merge_rows(kA, kB, merged_entropy)) - model.elbo(stats)
-
-
-def merge_scores(model, stats: SuffStats, pairs: np.ndarray) -> np.ndarray:
-    """m-score = ΔL_data + ΔL_alloc of each pair (Eq. 4.10): ΔL without the entropy term.
-
-    Since ΔL_entropy ≤ 0 the m-score bounds the exact gain from above, so pairs with
-    m-score ≤ 0 can never be accepted.
-    """
-    pairs = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
-    if pairs.shape[0] == 0:
-        return np.zeros(0)
+def data_merge_scores(model, stats: SuffStats, pairs: np.ndarray) -> np.ndarray:
+    """ΔL_data of merging each pair: L_data*(A ∪ B) − L_data*(A) − L_data*(B) (thesis Eq. 4.6)."""
     N = np.maximum(stats.N, 0.0)
-    fields = stats.obs_fields()
+    fields = stats.select(model.obs_fields)
     base = model.obs.log_marginal(N, fields)
     a, b = pairs[:, 0], pairs[:, 1]
     per_pair = max(1, sum(int(np.prod(v.shape[1:])) for v in fields.values()))
@@ -38,37 +31,134 @@ def merge_scores(model, stats: SuffStats, pairs: np.ndarray) -> np.ndarray:
         s = slice(lo, lo + step)
         merged = {name: v[a[s]] + v[b[s]] for name, v in fields.items()}
         data[s] = model.obs.log_marginal(N[a[s]] + N[b[s]], merged) - base[a[s]] - base[b[s]]
-    K = N.shape[0]
-    cols = np.arange(K - 1)
-    keep = cols[None, :] + (cols[None, :] >= b[:, None])  # columns of the merged count vector
-    merged_N = N[keep]
-    merged_N[np.arange(pairs.shape[0]), a] += N[b]
-    alloc = model.alloc.log_marginal(merged_N) - model.alloc.log_marginal(N)
-    return data + alloc
+    return data
 
 
-def plan_merges(model, stats: SuffStats, cfg, excluded: set, failures, uids) -> np.ndarray:
-    """Candidate pairs (kA < kB positions) for this lap: the top ``max_pairs`` by m-score > 0,
-    at most ``max_per_cluster`` per cluster, skipping pairs whose earlier rejection still stands."""
-    K = stats.K
-    if K < 2:
-        return np.zeros((0, 2), dtype=np.int64)
-    a, b = np.triu_indices(K, k=1)
-    allowed = np.array([i not in excluded and j not in excluded for i, j in zip(a, b)], dtype=bool)
-    pairs = np.stack([a[allowed], b[allowed]], axis=1)
+def merge_scores(model, globals_, pairs) -> np.ndarray:
+    """m-score of each pair (a < b): ΔL without the tracked terms (thesis Eq. 4.10).
+
+    For mixtures merging never raises the entropy, so the m-score bounds the exact
+    gain from above and pairs with m-score ≤ 0 can never be accepted.
+    """
+    pairs = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
     if pairs.shape[0] == 0:
-        return np.zeros((0, 2), dtype=np.int64)
-    scores = merge_scores(model, stats, pairs)
-    chosen, used = [], {}
-    for m in np.argsort(-scores, kind="stable"):
-        if scores[m] <= 0 or len(chosen) >= cfg.max_pairs:
-            break
-        i, j = (int(x) for x in pairs[m])
-        if used.get(i, 0) >= cfg.max_per_cluster or used.get(j, 0) >= cfg.max_per_cluster:
-            continue
-        if failures.blocked((uids[i], uids[j]), (stats.N[i], stats.N[j]), 1, cfg.retry_change):
-            continue
-        chosen.append((i, j))
-        used[i] = used.get(i, 0) + 1
-        used[j] = used.get(j, 0) + 1
-    return np.array(chosen, dtype=np.int64).reshape(-1, 2)
+        return np.zeros(0)
+    stats = globals_.stats
+    return data_merge_scores(model, stats, pairs) + model.alloc.merge_score(stats, globals_.alloc, pairs)
+
+
+class MergeMove(Move):
+    """Merges for memoized VI: pairs by m-score at lap start, tracked terms every batch, exact test at lap end."""
+
+    name = "merge"
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.failures = FailureLog()
+        self.reset()
+
+    def reset(self) -> None:
+        self.pair_uids = np.zeros((0, 2), dtype=np.int64)
+        self.tracked: dict[int, dict] = {}
+
+    # ---------------------------------------------------------------- plan
+    def plan(self, run, rng, excluded: set[int]) -> set[int]:
+        """The top ``max_pairs`` pairs by m-score > 0, at most ``max_per_cluster`` per cluster,
+        skipping pairs whose earlier rejection still stands."""
+        stats, uids = run.globals.stats, run.ids.uids
+        K = stats.K
+        if K < 2:
+            return set()
+        a, b = np.triu_indices(K, k=1)
+        allowed = np.array([int(uids[i]) not in excluded and int(uids[j]) not in excluded for i, j in zip(a, b)],
+                           dtype=bool)
+        pairs = np.stack([a[allowed], b[allowed]], axis=1)
+        if pairs.shape[0] == 0:
+            return set()
+        scores = merge_scores(run.model, run.globals, pairs)
+        chosen, used = [], {}
+        for m in np.argsort(-scores, kind="stable"):
+            if scores[m] <= 0 or len(chosen) >= self.cfg.max_pairs:
+                break
+            i, j = (int(x) for x in pairs[m])
+            if used.get(i, 0) >= self.cfg.max_per_cluster or used.get(j, 0) >= self.cfg.max_per_cluster:
+                continue
+            if self.failures.blocked((uids[i], uids[j]), (stats.N[i], stats.N[j]), 1, self.cfg.retry_change):
+                continue
+            chosen.append((i, j))
+            used[i] = used.get(i, 0) + 1
+            used[j] = used.get(j, 0) + 1
+        if not chosen:
+            return set()
+        self.pair_uids = uids[np.array(chosen, dtype=np.intp)]
+        return set(self.pair_uids.ravel().tolist())
+
+    def batch_plan(self, run, b: int):
+        if not self.pair_uids.shape[0]:
+            return None
+        return run.ids.positions(self.pair_uids.ravel()).reshape(-1, 2).astype(np.int64)
+
+    # ---------------------------------------------------------------- track
+    def track(self, model, globals_, batch, log_lik, local, plan):
+        """The tracked terms of every planned pair in this batch (thesis §4.1.3)."""
+        return model.alloc.merge_terms(local, plan)
+
+    def collect(self, run, schedule, b: int, tracked) -> None:
+        self.tracked[b] = tracked
+
+    # --------------------------------------------------------------- decide
+    def decide(self, run, schedule) -> None:
+        if not self.pair_uids.shape[0]:
+            return
+        self.check_complete(run, self.tracked, "merge pairs")
+        batches = sorted(self.tracked)
+        names = list(self.tracked[batches[0]])
+        totals = {name: ordered_sum(self.tracked[b][name] for b in batches) for name in names}
+
+        def candidate(m):
+            a, b = run.ids.positions(self.pair_uids[m])
+            stats = run.globals.stats.merge(a, b, {name: totals[name][m] for name in names})
+            return a, b, stats
+
+        current = run.elbo()
+        gains = []
+        for m in range(self.pair_uids.shape[0]):
+            _, _, stats = candidate(m)
+            gains.append(run.evaluate(stats, _merge_sources(run.globals.K, *run.ids.positions(self.pair_uids[m])))[0]
+                         - current)
+        merged: set[int] = set()
+        for m in np.argsort(-np.asarray(gains), kind="stable"):
+            ua, ub = (int(u) for u in self.pair_uids[m])
+            if ua in merged or ub in merged:
+                continue  # its tracked terms were computed from clusters that no longer exist
+            a, b, stats = candidate(m)
+            sources = _merge_sources(run.globals.K, a, b)
+            current = run.elbo()
+            value, globals_ = run.evaluate(stats, sources)  # the allocation term changes after each merge
+            gain = value - current
+            sizes = (run.globals.stats.N[a], run.globals.stats.N[b])
+            accepted = accepts(gain, current)
+            if accepted:
+                m_ = int(m)
+                run.apply(Edit(sources, lambda i, cache, a=a, b=b, m=m_: cache.merge(
+                    a, b, {name: self.tracked[i][name][m] for name in names}), globals_))
+                merged |= {ua, ub}
+            self.failures.record((ua, ub), accepted, sizes)
+            schedule.event(self.name, f"{ua}+{ub}", gain, accepted)
+
+    # ---------------------------------------------------------------- state
+    def state(self) -> dict:
+        return {"pair_uids": self.pair_uids, "failures": self.failures.state(),
+                "tracked": {str(b): dict(t) for b, t in self.tracked.items()}}
+
+    def load_state(self, state: dict) -> None:
+        self.pair_uids = np.asarray(state["pair_uids"], dtype=np.int64).reshape(-1, 2)
+        self.failures.load_state(state["failures"])
+        self.tracked = {int(b): {n: np.asarray(v) for n, v in t.items()} for b, t in state.get("tracked", {}).items()}
+
+
+def _merge_sources(K: int, a: int, b: int) -> list:
+    sources = [[k] for k in range(K) if k != b]
+    sources[a] = [a, b]
+    return sources
+

@@ -1,4 +1,4 @@
-"""Observation families (spec 01 §1.5) and the registry that builds one from the ``obs`` config node.
+"""Observation families and the registry that builds one from the ``obs`` config node.
 
 Config keys of the Gaussian families (``obs`` node): ``name`` (one of ``FAMILIES``),
 ``sF`` (default 1.0: prior expected covariance = sF × data covariance scale), ``prior_cov``
@@ -22,11 +22,12 @@ FAMILIES: dict[str, type[ObsFamily]] = {"gauss": Gauss, "diag_gauss": DiagGauss,
 
 
 def make_obs(cfg: Mapping, D: int, moments: DataMoments | None) -> ObsFamily:
-    """The observation family named by ``cfg.name``, with priors from ``cfg`` and the data moments."""
-    name = cfg.get("name")
+    """The family named by ``cfg["name"]`` with the other keys of ``cfg`` as its options (Python API)."""
+    options = dict(cfg)
+    name = options.pop("name", None)
     if name not in FAMILIES:
         raise BnpviError(f"unknown observation family obs.name={name!r}; choose one of {sorted(FAMILIES)}")
-    return FAMILIES[name].from_config(cfg, int(D), moments)
+    return FAMILIES[name].from_config(int(D), moments, **options)
 
 
 __all__ = ["Bern", "DataMoments", "DiagGauss", "FAMILIES", "Gauss", "Mult", "ObsFamily", "Posterior", "ZeroMeanGauss",

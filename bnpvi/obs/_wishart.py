@@ -1,20 +1,23 @@
-"""Shared machinery of the Gaussian families (spec 01 §1.5 F3-F5, "Hyperparameter defaults", §10.4-10.5).
+"""Shared machinery of the Gaussian families: Wishart, Normal-Wishart and per-dimension Normal-Gamma priors.
 
 Everything the three Gaussian families have in common lives here once:
 
 * reading and validating the ``obs`` config node and the data-driven prior defaults;
-* Cholesky factors of SPD scale matrices with a ridge fallback (§10.4);
+* Cholesky factors of SPD scale matrices, with a tiny logged ridge when round-off makes one indefinite;
 * the Wishart log normaliser, E ln|Λ|, KL between Wisharts and the ELBO data term
   L_data,k* at the optimum. A 1-D Wishart(ν, b) with inverse scale b is exactly
-  Gamma(shape ν/2, rate b/2), so the diagonal family (F5) uses the same functions with
+  Gamma(shape ν/2, rate b/2), so the diagonal (Normal-Gamma) family uses the same functions with
   D = 1, elementwise per dimension;
 * the Normal part of the Normal-Wishart KL and of E_q log p(x | m, Λ);
 * summaries Σ_n r_nk y_n y_nᵀ, whitened distances ‖L_k⁻¹(y_n − μ_k)‖², and the Bregman
   divergence (= KL between Gaussians) from smoothed atoms to centers for the full-covariance
-  families (F3, F4).
+  families (zero-mean Wishart and Normal-Wishart).
 
-Wishart convention (spec F3): Λ ~ W(ν, B) with *inverse* scale B,
+Wishart convention: Λ ~ W(ν, B) with *inverse* scale B,
 p(Λ) ∝ |Λ|^{(ν−D−1)/2} exp(−½ tr(BΛ)), E[Λ] = ν B⁻¹ (scipy's ``wishart`` uses scale = B⁻¹).
+
+The formulas are the standard conjugate results for these priors. The Hughes 2016 thesis uses
+the zero-mean family (§3.6.1, §4.4.2) and the full-mean one (§4.4.4) without writing them out.
 """
 from __future__ import annotations
 
@@ -58,7 +61,10 @@ def _as_float(cfg, key: str, default):
 
 
 def check_nu(nu: float, min_nu: float, D: int) -> float:
-    """ν̄ must exceed ``min_nu`` (D − 1 for a D-dim Wishart, 0 per dimension for F5; §10.5)."""
+    """ν̄ must exceed ``min_nu``: D − 1 for a D-dim Wishart, 0 per dimension for the diagonal family.
+
+    Otherwise ψ((ν̂ + 1 − d)/2) in E ln|Λ| hits non-positive arguments for empty clusters.
+    """
     nu = float(nu)
     if not np.isfinite(nu) or nu <= min_nu:
         raise BnpviError(f"obs.nu must be > {min_nu:g} for D={D} (Wishart degrees of freedom), got {nu:g}")
@@ -83,7 +89,7 @@ def check_mean(m, D: int) -> np.ndarray:
 
 
 def prior_from_config(cfg: Mapping, D: int, moments, *, wishart_dim: int, zero_mean: bool = False) -> dict:
-    """Prior hyperparameters from the ``obs`` config node (spec 01 "Hyperparameter defaults" [R]).
+    """Prior hyperparameters from the ``obs`` config node, with data-driven defaults of our choosing.
 
     Parameters
     ----------
@@ -93,10 +99,10 @@ def prior_from_config(cfg: Mapping, D: int, moments, *, wishart_dim: int, zero_m
     moments : DataMoments or None
         Whole-data moments; None means zero mean and identity covariance.
     wishart_dim : int
-        Dimension of each Wishart factor: D for F3/F4, 1 for F5 (a Gamma per dimension).
-        It sets the check ν̄ > wishart_dim − 1 and the scale factor below.
+        Dimension of each Wishart factor: D for the full-covariance families, 1 for the diagonal one
+        (a Gamma per dimension). It sets the check ν̄ > wishart_dim − 1 and the scale factor below.
     zero_mean : bool
-        F3: the covariance scale is the second moment about 0, Σ_n x xᵀ/N = cov + mean meanᵀ,
+        Zero-mean family: the covariance scale is the second moment about 0, Σ_n x xᵀ/N = cov + mean meanᵀ,
         (the zero-mean model's ML covariance); obs.kappa and obs.mean are ignored (not read).
 
     Returns
@@ -173,7 +179,7 @@ def prior_scale(B) -> tuple[np.ndarray, np.ndarray, float]:
 
 # ============================================================ linear algebra
 def chol_spd(B: np.ndarray, what: str = "posterior scale matrix B̂") -> tuple[np.ndarray, np.ndarray]:
-    """Lower Cholesky factors of symmetric-positive-definite matrices (spec 01 §10.4).
+    """Lower Cholesky factors of symmetric-positive-definite matrices, with a ridge fallback.
 
     Parameters
     ----------
@@ -218,7 +224,7 @@ def chol_spd(B: np.ndarray, what: str = "posterior scale matrix B̂") -> tuple[n
 
 
 def logdet_chol(L: np.ndarray) -> np.ndarray:
-    """ln|B| = 2 Σ_d ln L_dd from the Cholesky factor (never ln det B; §10.4)."""
+    """ln|B| = 2 Σ_d ln L_dd from the Cholesky factor (never ln det B, which can overflow or underflow)."""
     return 2.0 * np.sum(np.log(np.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
 
 
@@ -267,8 +273,10 @@ def whitened_sq_norms(Y: np.ndarray, L: np.ndarray, mu: np.ndarray | None = None
     return out
 
 
-def weighted_outer_sum(resp: np.ndarray, Y: np.ndarray) -> np.ndarray:
+def weighted_outer_sum(resp, Y: np.ndarray) -> np.ndarray:
     """(K, D, D) Σ_n r_nk y_n y_nᵀ as one BLAS product per chunk of atoms.
+
+    ``resp`` is an (N, K) ndarray or sparse matrix (``Responsibilities.matrix()``).
 
     (resp_cᵀ) @ [y_n ⊗ y_n]_c with chunks of atoms sized so the (chunk, D²) outer-product
     block stays ~32 MB. Measured (K=256, D=64, N=10⁴): 0.27 s vs 0.53 s for a loop over k of
@@ -280,14 +288,14 @@ def weighted_outer_sum(resp: np.ndarray, Y: np.ndarray) -> np.ndarray:
     chunk = max(1, _CHUNK_ELEMS // max(D * D, 1))
     for s in range(0, N, chunk):
         Yc = Y[s:s + chunk]
-        out += resp[s:s + chunk].T @ (Yc[:, :, None] * Yc[:, None, :]).reshape(Yc.shape[0], D * D)
+        out += np.asarray(resp[s:s + chunk].T @ (Yc[:, :, None] * Yc[:, None, :]).reshape(Yc.shape[0], D * D))
     out = out.reshape(K, D, D)
     return 0.5 * (out + np.swapaxes(out, 1, 2))
 
 
 # ================================================================ Wishart math
 def expected_logdet(nu: np.ndarray, logdet_B: np.ndarray, D: int) -> np.ndarray:
-    """E ln|Λ| = Σ_{d=1}^{D} ψ((ν + 1 − d)/2) + D ln 2 − ln|B| (spec F3)."""
+    """E ln|Λ| = Σ_{d=1}^{D} ψ((ν + 1 − d)/2) + D ln 2 − ln|B|."""
     nu = np.asarray(nu, dtype=np.float64)
     d = np.arange(D, dtype=np.float64)
     return digamma((nu[..., None] - d) / 2.0).sum(axis=-1) + D * LOG_2 - logdet_B
@@ -300,19 +308,20 @@ def wishart_log_norm(nu: np.ndarray, logdet_B: np.ndarray, D: int) -> np.ndarray
 
 
 def wishart_log_marginal(N, nu_prior, logdet_prior, nu_post, logdet_post, D: int) -> np.ndarray:
-    """−(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂| (spec F3).
+    """−(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂|.
 
-    Written as −(N D/2) ln 2π + A(ν̂, B̂) − A(ν̄, B̄); the same Wishart part of F4 and (D = 1,
-    per dimension) F5. Exactly 0 when (ν̂, ln|B̂|) = (ν̄, ln|B̄|).
+    Written as −(N D/2) ln 2π + A(ν̂, B̂) − A(ν̄, B̄); also the Wishart part of the Normal-Wishart
+    family and (D = 1, per dimension) of the diagonal one.
+    Exactly 0 when (ν̂, ln|B̂|) = (ν̄, ln|B̄|).
     """
     return (-0.5 * D * LOG_2PI) * N + (wishart_log_norm(nu_post, logdet_post, D) - wishart_log_norm(nu_prior, logdet_prior, D))
 
 
 def kl_wishart(nu_q, logdet_q, nu_p, logdet_p, trace_pq, D: int) -> np.ndarray:
-    """KL(W(ν_q, B_q) ‖ W(ν_p, B_p)) (spec F3 KL_W), trace_pq = tr(B_p B_q⁻¹).
+    """KL(W(ν_q, B_q) ‖ W(ν_p, B_p)), trace_pq = tr(B_p B_q⁻¹).
 
     = A(ν_p, B_p) − A(ν_q, B_q) + ((ν_q − ν_p)/2) E_q ln|Λ| − ν_q D/2 + (ν_q/2) tr(B_p B_q⁻¹).
-    For D = 1 this is KL_Gamma(ν_q/2, b_q/2 ‖ ν_p/2, b_p/2) (spec F5).
+    For D = 1 this is KL_Gamma(ν_q/2, b_q/2 ‖ ν_p/2, b_p/2).
     """
     e_logdet = expected_logdet(nu_q, logdet_q, D)
     return (
@@ -322,19 +331,19 @@ def kl_wishart(nu_q, logdet_q, nu_p, logdet_p, trace_pq, D: int) -> np.ndarray:
 
 
 def kl_normal_part(kappa_q, kappa_p, maha, D: int) -> np.ndarray:
-    """E_{q(Λ)} KL(N(m_q, (κ_qΛ)⁻¹) ‖ N(m_p, (κ_pΛ)⁻¹)) (spec F4 KL, Normal part).
+    """E_{q(Λ)} KL(N(m_q, (κ_qΛ)⁻¹) ‖ N(m_p, (κ_pΛ)⁻¹)), the Normal part of the Normal-Wishart KL.
 
     = ½[D κ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p · maha], maha = ν_q (m_q − m_p)ᵀ B_q⁻¹ (m_q − m_p)
-    (for F5: Σ_d ν_q (m_qd − m_pd)²/b_qd).
+    (diagonal family: Σ_d ν_q (m_qd − m_pd)²/b_qd).
     """
     ratio = kappa_p / kappa_q
     return 0.5 * (D * ratio - D - D * np.log(ratio) + kappa_p * maha)
 
 
 def gauss_expected_log_lik(e_logdet, maha, D: int, kappa=None) -> np.ndarray:
-    """E_q log N(x | m, Λ⁻¹) = −(D/2) ln 2π + ½ E ln|Λ| − ½ [D/κ̂ + maha] (spec F3, F4, F5).
+    """E_q log N(x | m, Λ⁻¹) = −(D/2) ln 2π + ½ E ln|Λ| − ½ [D/κ̂ + maha].
 
-    ``maha`` (N, K) is ν̂ (x − m̂)ᵀ B̂⁻¹ (x − m̂); ``kappa`` None means a known zero mean (F3).
+    ``maha`` (N, K) is ν̂ (x − m̂)ᵀ B̂⁻¹ (x − m̂); ``kappa`` None means a known zero mean (zm_gauss).
     """
     const = -0.5 * D * LOG_2PI + 0.5 * e_logdet
     if kappa is not None:
@@ -360,16 +369,19 @@ def empty_rows(N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def counts(N) -> np.ndarray:
-    """N clipped at 0 (memoized aggregates can come out as −1e-13; spec 01 §10.3)."""
+    """N clipped at 0 (memoized aggregates can come out as −1e-13 from cancellation)."""
     return np.maximum(np.asarray(N, dtype=np.float64), 0.0)
 
 
 def gauss_divergence(Y, centers, *, nu_atom, shrink, mean_scale, prior_chol, prior_logdet) -> np.ndarray:
-    """(N, J) KL(N(a_n, Σ_n) ‖ N(μ_j, Σ_j)) from smoothed atoms to centers (F3, F4; §1.2, §4.4).
+    """(N, J) KL(N(a_n, Σ_n) ‖ N(μ_j, Σ_j)) from smoothed atoms to centers (full-covariance families).
+
+    This KL is the Bregman divergence between the mean parameters (Hughes 2016 thesis Eq. 2.35),
+    with each atom smoothed by the prior as in the k-means++ seeding of Alg. 2.2.
 
     Atom n (the one-observation posterior's point estimate, y_n = x_n − m̄):
     Σ_n = (B̄ + c y_n y_nᵀ)/ν_a, a_n = s·y_n; center j: Σ_j = B̂_j/ν̂_j, mean μ_j = m̂_j − m̄.
-    F4: c = κ̄/(κ̄+1), s = 1/(κ̄+1), ν_a = ν̄+1; F3: c = 1, no means. Then
+    Normal-Wishart: c = κ̄/(κ̄+1), s = 1/(κ̄+1), ν_a = ν̄+1; zero-mean: c = 1, no means. Then
 
         2 KL = (ν̂_j/ν_a)[tr(B̂_j⁻¹B̄) + c ‖L_j⁻¹y_n‖²] + ν̂_j ‖L_j⁻¹(s y_n − μ_j)‖² − D
                + ln|B̂_j| − D ln ν̂_j − ln|B̄| − ln(1 + c ‖L̄⁻¹y_n‖²) + D ln ν_a,
@@ -378,8 +390,8 @@ def gauss_divergence(Y, centers, *, nu_atom, shrink, mean_scale, prior_chol, pri
 
     Parameters
     ----------
-    Y : (N, D) atoms relative to m̄ (F3: the raw atoms).
-    centers : Posterior with nu, B_chol, logdet_B and (F4) m_rel = m̂ − m̄.
+    Y : (N, D) atoms relative to m̄ (zero-mean family: the raw atoms).
+    centers : Posterior with nu, B_chol, logdet_B and (Normal-Wishart) m_rel = m̂ − m̄.
     mean_scale : float or None
         s above; None for the zero-mean family.
     """

@@ -1,11 +1,11 @@
-"""The observation-family seam (DESIGN.md "ObsModel"; spec 01 §1.4-1.5).
+"""The observation-family seam (docs/architecture.md; Hughes 2016 thesis §2.2, §2.5.3, §3.3.3).
 
-A family object holds only the *prior* hyperparameters (τ̄, ν̄ in the spec's
-generic notation). The variational posterior q(φ_k) is always the conjugate
+A family object holds only the *prior* hyperparameters (τ̄, ν̄ in the thesis's
+generic notation, Eq. 2.41). The variational posterior q(φ_k) is always the conjugate
 posterior of some "effective" summaries (N_k, S_k): for full-data and memoized
 VB those are the whole-data summaries, for stochastic VB a running average of
-rescaled batch summaries (spec 01 §1.5 "interpolate in prior + effective stats
-coordinates"). So a family maps summaries to a ``Posterior`` and the model
+rescaled batch summaries (Hughes 2016 thesis Eq. 3.52 interpolates in these
+prior + effective-statistics coordinates). So a family maps summaries to a ``Posterior`` and the model
 never stores natural parameters that could drift from their summaries.
 
 The general ELBO data term for a q that is *not* the optimum for the given
@@ -25,6 +25,7 @@ import numpy as np
 
 from bnpvi.data.batch import PointBatch
 from bnpvi.data.moments import DataMoments
+from bnpvi.stats.resp import Responsibilities
 
 
 Posterior = Mapping[str, np.ndarray]
@@ -35,23 +36,32 @@ class ObsFamily(ABC):
     """A conjugate exponential-family likelihood with its prior.
 
     Subclasses are constructed from explicit prior hyperparameters; ``from_config``
-    fills unset ones from ``DataMoments`` as spec 01 "Hyperparameter defaults" recommends.
+    fills unset ones with data-driven defaults from ``DataMoments``.
     """
 
     name: str = ""
+    data_kinds: tuple[str, ...] = ("points", "seq")
+    """Kinds of batch files the family models: "points" (rows, also the time steps of
+    sequences: "seq") or "bow" (bag-of-words documents)."""
 
     @classmethod
     @abstractmethod
-    def from_config(cls, cfg: Mapping, D: int, moments: DataMoments) -> "ObsFamily":
-        """Build the family from the ``obs`` config node (unset values -> data-driven defaults)."""
+    def from_config(cls, D: int, moments: DataMoments | None = None, **options) -> "ObsFamily":
+        """Build the family for D-dimensional data from the ``obs`` config keys ``options``.
+
+        Unset (None) values get data-driven defaults from ``moments``. This is the
+        ``_target_`` of the family's config option (``hydra.utils.instantiate(cfg.obs,
+        D=..., moments=...)``).
+        """
 
     @abstractmethod
     def stat_shapes(self) -> dict[str, tuple]:
         """Trailing shapes of the family's SuffStats fields, e.g. {'Sx': (D,), 'Sxx': (D, D)}."""
 
     @abstractmethod
-    def summarize(self, batch: PointBatch, resp: np.ndarray) -> dict[str, np.ndarray]:
-        """Soft statistics S_k = Σ_n r_nk s(x_n) of a batch; resp is (N, K) dense."""
+    def summarize(self, batch: PointBatch, resp: Responsibilities) -> dict[str, np.ndarray]:
+        """Soft statistics S_k = Σ_n r_nk s(x_n) of a batch, from dense or sparse responsibilities
+        (``resp.matrix()``), never densified."""
 
     @abstractmethod
     def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
@@ -63,10 +73,13 @@ class ObsFamily(ABC):
 
     @abstractmethod
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
-        """(K,) L_data,k*(N_k, S_k): the ELBO data term at the optimal q (spec 01 §1.5).
+        """(K,) L_data,k*(N_k, S_k): the ELBO data term at the optimal q.
 
+        The per-cluster term of Hughes 2016 thesis Eq. 3.42 (with its sign corrected).
         Includes Σ_n r_nk h(x_n) and every constant, so that it equals the log
-        marginal likelihood of the cluster's data for hard assignments. Empty
+        marginal likelihood of the cluster's data for hard assignments, except
+        where a family documents that it leaves out a term of the data alone
+        (``Mult``: each document's multinomial coefficient). Empty
         clusters (N_k = 0, S_k = 0) give exactly 0.
         """
 
@@ -79,8 +92,8 @@ class ObsFamily(ABC):
         """(N_atoms, J) Bregman divergence from each smoothed atom to each center.
 
         The smoothed atom is the one-observation posterior's point estimate and a
-        center is the point estimate of a posterior (spec 01 §1.5 "Bregman",
-        §4.4); used by k-means++ seeding and births. Non-negative, finite.
+        center is the point estimate of a posterior (Hughes 2016 thesis Eq. 2.35 and the
+        smoothing of Alg. 2.2); used by k-means++ seeding and births. Non-negative, finite.
         """
 
     def point_log_lik(self, batch: PointBatch, centers: Posterior) -> np.ndarray:
@@ -94,6 +107,16 @@ class ObsFamily(ABC):
         if post_q is not None:
             value -= float(np.sum(self.kl(post_q, self.posterior(N, stats))))
         return value
+
+    def check_data(self, kind: str) -> str | None:
+        """A one-line reason why a data file of this kind cannot be modelled by the family, or None."""
+        if kind in self.data_kinds:
+            return None
+        if kind == "bow":
+            return (f"obs={self.name} models vectors of numbers, but the data file holds bag-of-words documents "
+                    "(use obs=mult)")
+        return (f"obs={self.name} models bag-of-words counts, but the data file holds real-valued "
+                f"{'sequences' if kind == 'seq' else 'points'} (convert documents from .ldac or sparse .npz)")
 
     def prior_params(self) -> dict[str, np.ndarray]:
         """Hyperparameters as arrays (stored in checkpoints and the final model)."""

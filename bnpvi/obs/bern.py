@@ -1,10 +1,10 @@
-"""Independent Bernoulli dimensions with Beta priors (spec 01 §1.5 F7).
+"""Independent Bernoulli dimensions with Beta priors.
 
 x_n ∈ {0, 1}^D, each dimension independent:
 
-    x_nd | μ_kd ~ Bern(μ_kd),   μ_kd ~ Beta(λ̄₁, λ̄₀)  (default Beta(0.1, 0.3), seed Ch. 6 L3736).
+    x_nd | μ_kd ~ Bern(μ_kd),   μ_kd ~ Beta(λ̄₁, λ̄₀)  (default Beta(0.1, 0.3), Hughes 2016 thesis §6.6.4).
 
-Statistics: N_k and S_kd = Σ_n r_nk x_nd. Global step (F7 "Update"):
+Statistics: N_k and S_kd = Σ_n r_nk x_nd. Global step:
 λ̂₁_kd = λ̄₁ + S_kd, λ̂₀_kd = λ̄₀ + N_k − S_kd. The base measure is h(x) = 0, so every
 quantity below includes all constants.
 
@@ -21,6 +21,7 @@ from scipy.special import digamma, gammaln
 from bnpvi.errors import BnpviError
 from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
 from bnpvi.obs.mult import clip_stats, read_positive
+from bnpvi.stats.resp import Responsibilities
 
 
 def _xlogx_pair(p: float) -> float:
@@ -29,7 +30,7 @@ def _xlogx_pair(p: float) -> float:
 
 
 class Bern(ObsFamily):
-    """Binary vectors, independent Bernoulli dimensions with Beta(λ̄₁, λ̄₀) priors (spec 01 F7); name "bern".
+    """Binary vectors, independent Bernoulli dimensions with Beta(λ̄₁, λ̄₀) priors; name "bern".
 
     Parameters
     ----------
@@ -54,9 +55,9 @@ class Bern(ObsFamily):
         self._gammaln10 = float(gammaln(self.lam1 + self.lam0))
 
     @classmethod
-    def from_config(cls, cfg: Mapping, D: int, moments: DataMoments | None) -> "Bern":
-        """Build from the ``obs`` node: keys ``lam1`` (default 0.1) and ``lam0`` (default 0.3)."""
-        return cls(read_positive(cfg, "lam1", 0.1), read_positive(cfg, "lam0", 0.3), D)
+    def from_config(cls, D: int, moments: DataMoments | None = None, **options) -> "Bern":
+        """Build from the ``obs`` keys ``lam1`` (default 0.1) and ``lam0`` (default 0.3)."""
+        return cls(read_positive(options, "lam1", 0.1), read_positive(options, "lam0", 0.3), D)
 
     def stat_shapes(self) -> dict[str, tuple]:
         return {"S": (self.D,)}
@@ -79,19 +80,19 @@ class Bern(ObsFamily):
         return X
 
     # ------------------------------------------------------------ summaries
-    def summarize(self, batch, resp: np.ndarray) -> dict[str, np.ndarray]:
-        """S_kd = Σ_n r_nk x_nd = (rᵀ X)_kd (spec F7 "Stats")."""
+    def summarize(self, batch, resp: Responsibilities) -> dict[str, np.ndarray]:
+        """S_kd = Σ_n r_nk x_nd = (rᵀ X)_kd."""
         X = self._binary(batch)
-        return {"S": np.asarray(resp, dtype=np.float64).T @ X}
+        return {"S": np.asarray(resp.matrix().T @ X)}
 
     def _params(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """(λ̂₁, λ̂₀) = (λ̄₁ + S, λ̄₀ + N − S) with N, S and N − S clipped at 0 (§10.3)."""
+        """(λ̂₁, λ̂₀) = (λ̄₁ + S, λ̄₀ + N − S) with N, S and N − S clipped at 0 (memoized residue such as −1e-13)."""
         N = clip_stats(N)
         S = clip_stats(stats["S"])
         return self.lam1 + S, self.lam0 + np.maximum(N[:, None] - S, 0.0)
 
     def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
-        """q(μ_kd) = Beta(λ̂₁_kd, λ̂₀_kd) (spec F7 "Update").
+        """q(μ_kd) = Beta(λ̂₁_kd, λ̂₀_kd).
 
         Returns
         -------
@@ -104,7 +105,7 @@ class Bern(ObsFamily):
 
     # ---------------------------------------------------------------- ELBO
     def expected_log_lik(self, post: Posterior, batch) -> np.ndarray:
-        """(N, K) Σ_d [x_nd E ln μ_kd + (1 − x_nd) E ln(1 − μ_kd)] (spec F7), all constants included.
+        """(N, K) Σ_d [x_nd E ln μ_kd + (1 − x_nd) E ln(1 − μ_kd)], all constants included.
 
         Computed as X·(E ln μ − E ln(1−μ))ᵀ + Σ_d E ln(1 − μ_kd): one (N × D)·(D × K) product.
         """
@@ -113,7 +114,7 @@ class Bern(ObsFamily):
         return X @ (E1 - E0).T + E0.sum(axis=1)[None, :]
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
-        """L_data,k* = Σ_d [c_B(λ̄₁, λ̄₀) − c_B(λ̂₁_kd, λ̂₀_kd)] (spec F7).
+        """L_data,k* = Σ_d [c_B(λ̄₁, λ̄₀) − c_B(λ̂₁_kd, λ̂₀_kd)].
 
         Evaluated as Σ_d [lnΓ(λ̂₁) − lnΓ(λ̄₁) + lnΓ(λ̂₀) − lnΓ(λ̄₀) − lnΓ(λ̂₁ + λ̂₀) + lnΓ(λ̄₁ + λ̄₀)].
         For hard assignments it is the exact Beta-Bernoulli log marginal likelihood of the
@@ -126,7 +127,7 @@ class Bern(ObsFamily):
         return np.where(empty, 0.0, out)
 
     def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
-        """(K,) Σ_d KL(Beta(a₁, a₀) ‖ Beta(b₁, b₀)) for q = (a₁, a₀), p = (b₁, b₀) (spec F7).
+        """(K,) Σ_d KL(Beta(a₁, a₀) ‖ Beta(b₁, b₀)) for q = (a₁, a₀), p = (b₁, b₀).
 
         = Σ_d [c_B(a₁, a₀) − c_B(b₁, b₀) + (a₁ − b₁) E_q ln μ + (a₀ − b₀) E_q ln(1 − μ)].
         """
@@ -137,7 +138,7 @@ class Bern(ObsFamily):
 
     # -------------------------------------------------------------- Bregman
     def divergence(self, batch, centers: Posterior) -> np.ndarray:
-        """(N, J) Σ_d KL(Bern(p̃_nd) ‖ Bern(μ_jd)) (spec F7 Bregman; §4.4).
+        """(N, J) Σ_d KL(Bern(p̃_nd) ‖ Bern(μ_jd)), the Bregman divergence (Hughes 2016 thesis Eq. 2.35).
 
         Smoothed atom (the one-observation posterior's mean): p̃_nd = (x_nd + λ̄₁)/(1 + λ̄₁ + λ̄₀),
         i.e. p₁ where x = 1 and p₀ where x = 0. Center: the posterior mean μ_jd = λ̂₁/(λ̂₁ + λ̂₀).

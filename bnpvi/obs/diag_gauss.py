@@ -1,11 +1,13 @@
-"""Diagonal-covariance Gaussian, Normal-Gamma prior per dimension (spec 01 §1.5 F5).
+"""Diagonal-covariance Gaussian, Normal-Gamma prior per dimension.
 
 For each dimension d independently: x_d | m_d, λ_d ~ N(m_d, 1/λ_d); λ_d ~ Gamma(ν̄/2, rate b̄_d/2);
-m_d | λ_d ~ N(m̄_d, 1/(κ̄λ_d)) — F4 with D = 1 per dimension, sharing κ and ν. Gamma(ν/2, b/2)
-is the 1-D Wishart W(ν, b), so the Wishart functions of ``bnpvi.obs._wishart`` apply with D = 1.
+m_d | λ_d ~ N(m̄_d, 1/(κ̄λ_d)) — the Normal-Wishart family (``gauss``) with D = 1 per dimension,
+sharing κ and ν. Gamma(ν/2, b/2) is the 1-D Wishart W(ν, b), so the Wishart functions of
+``bnpvi.obs._wishart`` apply with D = 1.
 
-**Statistics are relative to the prior mean m̄** (spec 01 §10.4): with y_n = x_n − m̄,
-Sx_kd = Σ_n r_nk y_nd and Sxx_kd = Σ_n r_nk y_nd² (diagonal only), so the global step reads
+**Statistics are relative to the prior mean m̄** (no cancellation for data far from the origin):
+with y_n = x_n − m̄, Sx_kd = Σ_n r_nk y_nd and Sxx_kd = Σ_n r_nk y_nd² (diagonal only), so the
+global step reads
 
     κ̂ = κ̄ + N,  ν̂ = ν̄ + N,  m̂_d = m̄_d + Sx_d/κ̂,  b̂_d = b̄_d + Sxx_d − Sx_d²/κ̂.
 """
@@ -19,15 +21,16 @@ from bnpvi.data.batch import PointBatch
 from bnpvi.errors import BnpviError
 from bnpvi.obs import _wishart as W
 from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+from bnpvi.stats.resp import Responsibilities
 
 
 class DiagGauss(ObsFamily):
-    """Diagonal-covariance Gaussian, Normal-Gamma prior per dimension (spec 01 F5); name "diag_gauss".
+    """Diagonal-covariance Gaussian, Normal-Gamma prior per dimension; name "diag_gauss".
 
     Parameters
     ----------
     nu : float
-        ν̄ > 0 (each dimension is a 1-D Wishart, so the F3/F4 bound ν̄ > D − 1 becomes ν̄ > 0).
+        ν̄ > 0 (each dimension is a 1-D Wishart, so the full-covariance bound ν̄ > D − 1 becomes ν̄ > 0).
     kappa : float
         κ̄ > 0.
     m : (D,) array
@@ -56,9 +59,9 @@ class DiagGauss(ObsFamily):
         self.m = W.check_mean(m, D)
 
     @classmethod
-    def from_config(cls, cfg: Mapping, D: int, moments: DataMoments | None) -> "DiagGauss":
-        """Build from the ``obs`` node (keys sF, prior_cov, nu, kappa, mean; see class notes)."""
-        p = W.prior_from_config(cfg, D, moments, wishart_dim=1)
+    def from_config(cls, D: int, moments: DataMoments | None = None, **options) -> "DiagGauss":
+        """Build from the ``obs`` keys sF, prior_cov, nu, kappa, mean (see class notes)."""
+        p = W.prior_from_config(options, D, moments, wishart_dim=1)
         return cls(p["nu"], p["kappa"], p["m"], np.diag(p["B"]).copy())
 
     def stat_shapes(self) -> dict[str, tuple]:
@@ -71,13 +74,14 @@ class DiagGauss(ObsFamily):
         return W.data_matrix(batch, self.D, self.name) - self.m
 
     # ------------------------------------------------------------ summaries
-    def summarize(self, batch: PointBatch, resp: np.ndarray) -> dict[str, np.ndarray]:
+    def summarize(self, batch: PointBatch, resp: Responsibilities) -> dict[str, np.ndarray]:
         """Sx_kd = Σ_n r_nk (x_nd − m̄_d), Sxx_kd = Σ_n r_nk (x_nd − m̄_d)² (relative to m̄)."""
         Y = self._relative(batch)
-        return {"Sx": resp.T @ Y, "Sxx": resp.T @ (Y * Y)}
+        R = resp.matrix()
+        return {"Sx": np.asarray(R.T @ Y), "Sxx": np.asarray(R.T @ (Y * Y))}
 
     def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
-        """q = Π_d NormalGamma(m̂_d, κ̂, ν̂, b̂_d) (spec F5 "Update", relative statistics).
+        """q = Π_d NormalGamma(m̂_d, κ̂, ν̂, b̂_d) (relative statistics).
 
         Returns
         -------
@@ -100,7 +104,7 @@ class DiagGauss(ObsFamily):
 
     # --------------------------------------------------------------- ELBO
     def expected_log_lik(self, post: Posterior, batch: PointBatch) -> np.ndarray:
-        """E_q log p(x_n | φ_k) = Σ_d [−½ ln 2π + ½ E ln λ_d − ½ (1/κ̂ + (ν̂/b̂_d)(x_d − m̂_d)²)] (spec F5).
+        """E_q log p(x_n | φ_k) = Σ_d [−½ ln 2π + ½ E ln λ_d − ½ (1/κ̂ + (ν̂/b̂_d)(x_d − m̂_d)²)].
 
         Vectorised as Y²·(ν̂/b̂)ᵀ − 2Y·(ν̂μ/b̂)ᵀ + Σ_d ν̂μ_d²/b̂_d with Y = X − m̄, μ = m̂ − m̄.
         """
@@ -109,7 +113,7 @@ class DiagGauss(ObsFamily):
         return W.gauss_expected_log_lik(post["E_log_lambda"].sum(axis=1), maha, self.D, post["kappa"])
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
-        """L_data,k* = Σ_d [−(N/2) ln π + lnΓ(ν̂/2) − lnΓ(ν̄/2) + (ν̄/2) ln b̄_d − (ν̂/2) ln b̂_d + ½ ln(κ̄/κ̂)] (F5).
+        """L_data,k* = Σ_d [−(N/2) ln π + lnΓ(ν̂/2) − lnΓ(ν̄/2) + (ν̄/2) ln b̄_d − (ν̂/2) ln b̂_d + ½ ln(κ̄/κ̂)].
 
         Exactly 0 for empty clusters (N_k = 0 and zero statistics).
         """
@@ -120,7 +124,7 @@ class DiagGauss(ObsFamily):
         return np.where(W.empty_rows(N, stats), 0.0, out)
 
     def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
-        """Σ_d KL_Gamma(ν_q/2, b_qd/2 ‖ ν_p/2, b_pd/2) + ½[D κ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p Σ_d (ν_q/b_qd) δ_d²] (F5)."""
+        """Σ_d KL_Gamma(ν_q/2, b_qd/2 ‖ ν_p/2, b_pd/2) + ½[D κ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p Σ_d (ν_q/b_qd) δ_d²]."""
         nu_q, nu_p = post_q["nu"][:, None], post_p["nu"][:, None]
         kl = W.kl_wishart(nu_q, post_q["log_b"], nu_p, post_p["log_b"], post_p["b"] / post_q["b"], 1).sum(axis=1)
         delta = post_q["m_rel"] - post_p["m_rel"]
@@ -129,7 +133,7 @@ class DiagGauss(ObsFamily):
 
     # ------------------------------------------------------------- Bregman
     def divergence(self, batch: PointBatch, centers: Posterior) -> np.ndarray:
-        """(N, J) Σ_d KL(N(m̃_nd, σ̃²_nd) ‖ N(m̂_jd, b̂_jd/ν̂_j)) (spec F5 with the F4 point estimates, §4.4).
+        """(N, J) Σ_d KL(N(m̃_nd, σ̃²_nd) ‖ N(m̂_jd, b̂_jd/ν̂_j)) (Bregman divergence of point estimates).
 
         Smoothed atom = point estimate of the one-observation posterior: m̃_n = m̄ + s·y_n,
         σ̃²_nd = (b̄_d + c y_nd²)/(ν̄ + 1), with s = 1/(κ̄+1), c = κ̄/(κ̄+1). Center: mean m̂_j,
@@ -151,6 +155,6 @@ class DiagGauss(ObsFamily):
 
 
 def _diag_maha(Y: np.ndarray, prec: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """(N, K) Σ_d prec_kd (y_nd − μ_kd)² by three matrix products (spec F5 vectorisation)."""
+    """(N, K) Σ_d prec_kd (y_nd − μ_kd)² by three matrix products."""
     out = (Y * Y) @ prec.T - 2.0 * (Y @ (prec * mu).T) + np.sum(prec * mu * mu, axis=1)[None, :]
     return np.maximum(out, 0.0)

@@ -1,16 +1,16 @@
-"""Full-covariance Gaussian with a Normal-Wishart prior (spec 01 §1.5 F4).
+"""Full-covariance Gaussian with a Normal-Wishart prior (the "full-mean DP-GMM" of Hughes 2016 thesis §4.4.4).
 
 x | m, Λ ~ N(m, Λ⁻¹);  Λ ~ W(ν̄, B̄) (inverse scale B̄, E[Λ] = ν̄B̄⁻¹);  m | Λ ~ N(m̄, (κ̄Λ)⁻¹).
 
-**Statistics are relative to the prior mean m̄** (spec 01 §10.4): with y_n = x_n − m̄,
+**Statistics are relative to the prior mean m̄**: with y_n = x_n − m̄,
 
     Sx_k = Σ_n r_nk y_n,   Sxx_k = Σ_n r_nk y_n y_nᵀ.
 
-In these coordinates the prior mean is 0, so the global step (spec F4 "Update") reads
+In these coordinates the prior mean is 0, so the conjugate global step reads
 
     κ̂ = κ̄ + N,  ν̂ = ν̄ + N,  m̂ = m̄ + Sx/κ̂,  B̂ = B̄ + Sxx − Sx Sxᵀ/κ̂,
 
-which is the spec's B̄ + Sxx + κ̄m̄m̄ᵀ − κ̂m̂m̂ᵀ without its cancellation for data far from
+which is the textbook B̄ + Sxx + κ̄m̄m̄ᵀ − κ̂m̂m̂ᵀ without its cancellation for data far from
 the origin. All methods of this class use these relative statistics consistently.
 """
 from __future__ import annotations
@@ -22,10 +22,11 @@ import numpy as np
 from bnpvi.data.batch import PointBatch
 from bnpvi.obs import _wishart as W
 from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+from bnpvi.stats.resp import Responsibilities
 
 
 class Gauss(ObsFamily):
-    """Full-covariance Gaussian, Normal-Wishart prior (spec 01 F4); name "gauss".
+    """Full-covariance Gaussian, Normal-Wishart prior; name "gauss".
 
     Parameters
     ----------
@@ -40,7 +41,7 @@ class Gauss(ObsFamily):
 
     Notes
     -----
-    ``from_config`` defaults (spec 01 "Hyperparameter defaults" [R]): ν̄ = D + 2,
+    ``from_config`` defaults (data-driven choices of ours): ν̄ = D + 2,
     κ̄ = 1e-4, m̄ = data mean, B̄ = (ν̄ − D − 1)·sF·C when ν̄ > D + 1 (prior E[Σ] = sF·C),
     otherwise B̄ = ν̄·sF·C (E[Λ]⁻¹ = sF·C; keeps B̄ SPD), C chosen by ``obs.prior_cov``.
     """
@@ -55,9 +56,9 @@ class Gauss(ObsFamily):
         self.m = W.check_mean(m, D)
 
     @classmethod
-    def from_config(cls, cfg: Mapping, D: int, moments: DataMoments | None) -> "Gauss":
-        """Build from the ``obs`` node (keys sF, prior_cov, nu, kappa, mean; see class notes)."""
-        p = W.prior_from_config(cfg, D, moments, wishart_dim=D)
+    def from_config(cls, D: int, moments: DataMoments | None = None, **options) -> "Gauss":
+        """Build from the ``obs`` keys sF, prior_cov, nu, kappa, mean (see class notes)."""
+        p = W.prior_from_config(options, D, moments, wishart_dim=D)
         return cls(p["nu"], p["kappa"], p["m"], p["B"])
 
     def stat_shapes(self) -> dict[str, tuple]:
@@ -70,13 +71,14 @@ class Gauss(ObsFamily):
         return W.data_matrix(batch, self.D, self.name) - self.m
 
     # ------------------------------------------------------------ summaries
-    def summarize(self, batch: PointBatch, resp: np.ndarray) -> dict[str, np.ndarray]:
+    def summarize(self, batch: PointBatch, resp: Responsibilities) -> dict[str, np.ndarray]:
         """Sx_k = Σ_n r_nk (x_n − m̄), Sxx_k = Σ_n r_nk (x_n − m̄)(x_n − m̄)ᵀ (relative to m̄)."""
         Y = self._relative(batch)
-        return {"Sx": resp.T @ Y, "Sxx": W.weighted_outer_sum(resp, Y)}
+        R = resp.matrix()
+        return {"Sx": np.asarray(R.T @ Y), "Sxx": W.weighted_outer_sum(R, Y)}
 
     def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
-        """q(m_k, Λ_k) = NW(m̂, κ̂, B̂, ν̂) from N and the relative statistics (spec F4 "Update").
+        """q(m_k, Λ_k) = NW(m̂, κ̂, B̂, ν̂) from N and the relative statistics.
 
         Returns
         -------
@@ -94,12 +96,12 @@ class Gauss(ObsFamily):
 
     # --------------------------------------------------------------- ELBO
     def expected_log_lik(self, post: Posterior, batch: PointBatch) -> np.ndarray:
-        """E_q log p(x_n | m_k, Λ_k) = −(D/2) ln 2π + ½ E ln|Λ| − ½[D/κ̂ + ν̂ (x − m̂)ᵀ B̂⁻¹ (x − m̂)] (F4)."""
+        """E_q log p(x_n | m_k, Λ_k) = −(D/2) ln 2π + ½ E ln|Λ| − ½[D/κ̂ + ν̂ (x − m̂)ᵀ B̂⁻¹ (x − m̂)]."""
         maha = W.whitened_sq_norms(self._relative(batch), post["B_chol"], post["m_rel"]) * post["nu"]
         return W.gauss_expected_log_lik(post["E_logdet_Lambda"], maha, self.D, post["kappa"])
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
-        """L_data,k* (spec F4) = −(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂| + (D/2) ln(κ̄/κ̂).
+        """L_data,k* = −(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂| + (D/2) ln(κ̄/κ̂).
 
         Exactly 0 for empty clusters (N_k = 0 and zero statistics).
         """
@@ -110,7 +112,7 @@ class Gauss(ObsFamily):
         return np.where(W.empty_rows(N, stats), 0.0, out)
 
     def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
-        """KL(q ‖ p) = KL_W(ν_q, B_q ‖ ν_p, B_p) + ½[Dκ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p ν_q δᵀB_q⁻¹δ], δ = m_q − m_p (F4)."""
+        """KL(q ‖ p) = KL_W(ν_q, B_q ‖ ν_p, B_p) + ½[Dκ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p ν_q δᵀB_q⁻¹δ], δ = m_q − m_p."""
         trace = W.trace_inv_prod(post_q["B_chol"], post_p["B_chol"])
         kl = W.kl_wishart(post_q["nu"], post_q["logdet_B"], post_p["nu"], post_p["logdet_B"], trace, self.D)
         maha = post_q["nu"] * W.inv_quad(post_q["B_chol"], post_q["m_rel"] - post_p["m_rel"])
@@ -118,7 +120,7 @@ class Gauss(ObsFamily):
 
     # ------------------------------------------------------------- Bregman
     def divergence(self, batch: PointBatch, centers: Posterior) -> np.ndarray:
-        """(N, J) KL(N(m̃_n, Σ̃_n) ‖ N(m̂_j, B̂_j/ν̂_j)) (spec F4 "Point estimate", §4.4).
+        """(N, J) KL(N(m̃_n, Σ̃_n) ‖ N(m̂_j, B̂_j/ν̂_j)), the Bregman divergence (Hughes 2016 thesis Eq. 2.35).
 
         The smoothed atom is the point estimate of the one-observation posterior
         (N = 1, Sx = y_n, Sxx = y_n y_nᵀ): m̃_n = m̄ + y_n/(κ̄+1) and

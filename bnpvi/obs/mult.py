@@ -1,18 +1,19 @@
-"""Multinomial (bag-of-words) likelihood with a symmetric Dirichlet prior (spec 01 §1.5 F6).
+"""Multinomial (bag-of-words) likelihood with a symmetric Dirichlet prior (Hughes 2016 thesis §2.2).
 
-Document n is a count vector x_n ∈ Z≥0^V with length C_n = Σ_v x_nv (seed Eq. 2.19):
+Document n is a count vector x_n ∈ Z≥0^V with length C_n = Σ_v x_nv (thesis Eq. 2.19):
 
     log p(x_n | μ_k) = h(x_n) + Σ_v x_nv ln μ_kv,   h(x_n) = ln(C_n! / Π_v x_nv!),
     μ_k ~ Dir(λ̄, ..., λ̄)  (symmetric, Eq. 2.43-2.44).
 
 Statistics: S_kv = Σ_n r_nk x_nv (word counts per cluster); N_k is used by the allocation
-model only. Global step: λ̂_kv = λ̄ + S_kv (never the generic "ν̂ = ν̄ + N", spec §10.14).
+model only. Global step: λ̂_kv = λ̄ + S_kv (never the generic "ν̂ = ν̄ + N" of Eq. 3.41, which
+assumes one count per atom: by Eq. 2.21 a document of length C_n counts C_n times).
 
 **The multinomial coefficient h(x_n) is dropped everywhere** (``expected_log_lik`` and
 ``log_marginal`` alike), so every reported ELBO is the log probability of the documents'
 *word sequences* (each document's tokens in a fixed order) rather than of their count
 vectors. The two differ by the constant Σ_n ln(C_n!/Π_v x_nv!), which depends on the data only
-and so never affects a decision (spec 01 §1.5 F6 [R], §10.12).
+and so never affects a decision.
 
 All products with the data use the sparse (N, V) count matrix ``batch.csr()``; it is
 never densified (V can be 10⁴ and N 10⁵).
@@ -27,6 +28,7 @@ from scipy.special import digamma, gammaln
 
 from bnpvi.errors import BnpviError
 from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+from bnpvi.stats.resp import Responsibilities
 
 
 def read_positive(cfg: Mapping | None, key: str, default: float) -> float:
@@ -44,12 +46,12 @@ def read_positive(cfg: Mapping | None, key: str, default: float) -> float:
 
 
 def clip_stats(S) -> np.ndarray:
-    """Statistics as float64 clipped at 0 (memoized aggregates can come out as −1e-13; spec 01 §10.3)."""
+    """Statistics as float64 clipped at 0 (memoized aggregates can come out as −1e-13 from cancellation)."""
     return np.maximum(np.asarray(S, dtype=np.float64), 0.0)
 
 
 class Mult(ObsFamily):
-    """Mixture of multinomials with a symmetric Dirichlet(λ̄) prior (spec 01 F6); name "mult".
+    """Mixture of multinomials with a symmetric Dirichlet(λ̄) prior; name "mult".
 
     Parameters
     ----------
@@ -66,6 +68,7 @@ class Mult(ObsFamily):
     """
 
     name = "mult"
+    data_kinds = ("bow",)
 
     def __init__(self, lam: float, V: int):
         self.lam = read_positive({"lam": lam}, "lam", 0.1)
@@ -76,9 +79,9 @@ class Mult(ObsFamily):
         self._log_norm_prior = float(gammaln(V * self.lam))  # lnΓ(Σ_v λ̄_v)
 
     @classmethod
-    def from_config(cls, cfg: Mapping, D: int, moments: DataMoments | None) -> "Mult":
-        """Build from the ``obs`` node: key ``lam`` (default 0.1); D is the vocabulary size V."""
-        return cls(read_positive(cfg, "lam", 0.1), D)
+    def from_config(cls, D: int, moments: DataMoments | None = None, **options) -> "Mult":
+        """Build from the ``obs`` key ``lam`` (default 0.1); D is the vocabulary size V."""
+        return cls(read_positive(options, "lam", 0.1), D)
 
     def stat_shapes(self) -> dict[str, tuple]:
         return {"S": (self.V,)}
@@ -112,19 +115,19 @@ class Mult(ObsFamily):
         return X
 
     # ------------------------------------------------------------ summaries
-    def summarize(self, batch, resp: np.ndarray) -> dict[str, np.ndarray]:
-        """S_kv = Σ_n r_nk x_nv, i.e. S = (Xᵀ r)ᵀ as one sparse-dense product (spec F6 "Stats")."""
+    def summarize(self, batch, resp: Responsibilities) -> dict[str, np.ndarray]:
+        """S_kv = Σ_n r_nk x_nv, i.e. S = (Xᵀ r)ᵀ as one sparse-dense product."""
         X = self._counts(batch)
-        resp = np.asarray(resp, dtype=np.float64)
-        return {"S": np.ascontiguousarray((X.T @ resp).T)}
+        S = X.T @ resp.matrix()
+        return {"S": np.ascontiguousarray((S.toarray() if sp.issparse(S) else S).T)}
 
     def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
-        """q(μ_k) = Dir(λ̂_k), λ̂_kv = λ̄ + S_kv (spec F6 "Update"; N is not used).
+        """q(μ_k) = Dir(λ̂_k), λ̂_kv = λ̄ + S_kv (N is not used).
 
         Returns
         -------
         dict of K-leading arrays: lam (K, V) λ̂, E_log_mu (K, V) E ln μ_kv = ψ(λ̂_kv) − ψ(Σ_w λ̂_kw)
-        (cf. Eq. 2.47).
+        (cf. Hughes 2016 thesis Eq. 2.47).
         """
         lam = self.lam + clip_stats(stats["S"])
         E_log_mu = digamma(lam) - digamma(lam.sum(axis=1))[:, None]
@@ -132,12 +135,12 @@ class Mult(ObsFamily):
 
     # ---------------------------------------------------------------- ELBO
     def expected_log_lik(self, post: Posterior, batch) -> np.ndarray:
-        """(N, K) Σ_v x_nv E ln μ_kv = X · (E ln μ)ᵀ (spec F6), **without** h(x_n) = ln(C_n!/Π x_nv!)."""
+        """(N, K) Σ_v x_nv E ln μ_kv = X · (E ln μ)ᵀ, **without** h(x_n) = ln(C_n!/Π x_nv!)."""
         X = self._counts(batch)
         return np.asarray(X @ np.ascontiguousarray(post["E_log_mu"].T))
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
-        """L_data,k* = c_Dir(λ̄) − c_Dir(λ̂_k) (spec F6; Eq. 3.42 with the sign fixed).
+        """L_data,k* = c_Dir(λ̄) − c_Dir(λ̂_k) (Hughes 2016 thesis Eq. 3.42, with its sign corrected).
 
         Evaluated as Σ_v [lnΓ(λ̂_kv) − lnΓ(λ̄)] − [lnΓ(Σ_v λ̂_kv) − lnΓ(Vλ̄)], so words absent
         from a cluster contribute exactly 0 and nothing cancels across the vocabulary.
@@ -161,7 +164,7 @@ class Mult(ObsFamily):
 
     # -------------------------------------------------------------- Bregman
     def divergence(self, batch, centers: Posterior) -> np.ndarray:
-        """(N, J) C_n · KL(p̃_n ‖ μ_j) from smoothed documents to centers (spec F6 Bregman, Eq. 2.38; §4.4).
+        """(N, J) C_n · KL(p̃_n ‖ μ_j) from smoothed documents to centers (Hughes 2016 thesis Eq. 2.38).
 
         Smoothed atom (the one-document posterior's mean): p̃_nv = (x_nv + λ̄)/a_n, a_n = C_n + Vλ̄.
         Center: the posterior mean μ_jv = λ̂_jv / Σ_w λ̂_jw. With the sparse data,

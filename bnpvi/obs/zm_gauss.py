@@ -1,7 +1,7 @@
-"""Zero-mean full-covariance Gaussian with a Wishart prior (spec 01 §1.5 F3).
+"""Zero-mean full-covariance Gaussian with a Wishart prior (as in Hughes 2016 thesis §3.6.1, §4.4.2).
 
 x | Λ ~ N(0, Λ⁻¹);  Λ ~ W(ν̄, B̄) with inverse scale B̄ (E[Λ] = ν̄B̄⁻¹). s(x) = x xᵀ, whose
-mean parameter is the covariance Σ. Statistics: Sxx_k = Σ_n r_nk x_n x_nᵀ (raw: the model
+mean parameter is the covariance Σ (thesis §2.2.3). Statistics: Sxx_k = Σ_n r_nk x_n x_nᵀ (raw: the model
 has no mean, so there is nothing to centre on). Global step: ν̂ = ν̄ + N, B̂ = B̄ + Sxx.
 """
 from __future__ import annotations
@@ -13,10 +13,11 @@ import numpy as np
 from bnpvi.data.batch import PointBatch
 from bnpvi.obs import _wishart as W
 from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+from bnpvi.stats.resp import Responsibilities
 
 
 class ZeroMeanGauss(ObsFamily):
-    """Zero-mean full-covariance Gaussian, Wishart prior (spec 01 F3); name "zm_gauss".
+    """Zero-mean full-covariance Gaussian, Wishart prior; name "zm_gauss".
 
     Parameters
     ----------
@@ -41,9 +42,9 @@ class ZeroMeanGauss(ObsFamily):
         self.nu = W.check_nu(nu, self.D - 1.0, self.D)
 
     @classmethod
-    def from_config(cls, cfg: Mapping, D: int, moments: DataMoments | None) -> "ZeroMeanGauss":
-        """Build from the ``obs`` node (keys sF, prior_cov, nu; see class notes)."""
-        p = W.prior_from_config(cfg, D, moments, wishart_dim=D, zero_mean=True)
+    def from_config(cls, D: int, moments: DataMoments | None = None, **options) -> "ZeroMeanGauss":
+        """Build from the ``obs`` keys sF, prior_cov, nu (see class notes)."""
+        p = W.prior_from_config(options, D, moments, wishart_dim=D, zero_mean=True)
         return cls(p["nu"], p["B"])
 
     def stat_shapes(self) -> dict[str, tuple]:
@@ -56,12 +57,12 @@ class ZeroMeanGauss(ObsFamily):
         return W.data_matrix(batch, self.D, self.name)
 
     # ------------------------------------------------------------ summaries
-    def summarize(self, batch: PointBatch, resp: np.ndarray) -> dict[str, np.ndarray]:
-        """Sxx_k = Σ_n r_nk x_n x_nᵀ (spec F3 "Stats")."""
-        return {"Sxx": W.weighted_outer_sum(resp, self._data(batch))}
+    def summarize(self, batch: PointBatch, resp: Responsibilities) -> dict[str, np.ndarray]:
+        """Sxx_k = Σ_n r_nk x_n x_nᵀ."""
+        return {"Sxx": W.weighted_outer_sum(resp.matrix(), self._data(batch))}
 
     def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
-        """q(Λ_k) = W(ν̂, B̂), ν̂ = ν̄ + N, B̂ = B̄ + Sxx (spec F3 "Update").
+        """q(Λ_k) = W(ν̂, B̂), ν̂ = ν̄ + N, B̂ = B̄ + Sxx.
 
         Returns
         -------
@@ -72,12 +73,12 @@ class ZeroMeanGauss(ObsFamily):
 
     # --------------------------------------------------------------- ELBO
     def expected_log_lik(self, post: Posterior, batch: PointBatch) -> np.ndarray:
-        """E_q log p(x_n | Λ_k) = −(D/2) ln 2π + ½ E ln|Λ| − ½ ν̂ xᵀ B̂⁻¹ x (spec F3)."""
+        """E_q log p(x_n | Λ_k) = −(D/2) ln 2π + ½ E ln|Λ| − ½ ν̂ xᵀ B̂⁻¹ x."""
         maha = W.whitened_sq_norms(self._data(batch), post["B_chol"]) * post["nu"]
         return W.gauss_expected_log_lik(post["E_logdet_Lambda"], maha, self.D)
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
-        """L_data,k* = −(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂| (spec F3).
+        """L_data,k* = −(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂|.
 
         Exactly 0 for empty clusters (N_k = 0 and zero statistics).
         """
@@ -87,14 +88,15 @@ class ZeroMeanGauss(ObsFamily):
         return np.where(W.empty_rows(N, stats), 0.0, out)
 
     def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
-        """KL_W(ν_q, B_q ‖ ν_p, B_p) (spec F3)."""
+        """KL_W(ν_q, B_q ‖ ν_p, B_p)."""
         trace = W.trace_inv_prod(post_q["B_chol"], post_p["B_chol"])
         return W.kl_wishart(post_q["nu"], post_q["logdet_B"], post_p["nu"], post_p["logdet_B"], trace, self.D)
 
     # ------------------------------------------------------------- Bregman
     def divergence(self, batch: PointBatch, centers: Posterior) -> np.ndarray:
-        """(N, J) D(Σ̃_n, Σ_j) = ½[tr(Σ_j⁻¹Σ̃_n) − ln|Σ_j⁻¹Σ̃_n| − D] (spec F3 "Bregman", §4.4).
+        """(N, J) D(Σ̃_n, Σ_j) = ½[tr(Σ_j⁻¹Σ̃_n) − ln|Σ_j⁻¹Σ̃_n| − D].
 
+        The Bregman divergence of the zero-mean family (Hughes 2016 thesis Eq. 2.35).
         Smoothed atom Σ̃_n = (x_n x_nᵀ + B̄)/(1 + ν̄) (the one-observation posterior's B̂/ν̂);
         center Σ_j = B̂_j/ν̂_j = (Sxx_j + B̄)/(N_j + ν̄).
         """

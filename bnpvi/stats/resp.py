@@ -1,99 +1,112 @@
-"""Responsibilities: the output of one local step on one batch (spec 01 §3.5; spec 04 §1.5).
+"""Responsibilities r_nk of a batch's atoms over K clusters (Hughes 2016 thesis §3.4.2).
 
-Dense form: ``values`` is the (N, K) matrix r_nk and ``indices`` is None.
-Sparse (top-L) form, reserved for the L-sparse local step of spec 04 §1: ``values``
-and ``indices`` are (N, L) row-major arrays (the fixed-L "ELL" layout of spec 04
-§1.5) — row n holds the responsibilities of the clusters ``indices[n]``; padding
-entries have value 0.0 and repeat a valid index, so scatter-adds need no mask.
-K is always ``entropy.shape[0]``.
+Two storage forms, and every consumer (the observation families' summaries, the
+counts, the entropies, the merge terms) works from either without building the
+other:
 
-Responsibilities are transient: a batch is summarised (``counts``, ``entropy``,
-the family's statistics via ``to_dense``) and then dropped (spec 04 §1.5).
+* dense: ``values`` is the (N, K) matrix r_nk, ``indices`` is None;
+* sparse: ``values`` and ``indices`` are (N, L) arrays, the fixed-L row layout
+  of Hughes 2016 thesis §7 (L-sparse local steps): row n holds the
+  responsibilities of the clusters ``indices[n]``; padding entries have value 0.
+
+One-hot responsibilities (hard assignments: initialisation, k-means) are the
+sparse form with L = 1. Responsibilities are transient: a batch is summarised
+and then they are dropped.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from bnpvi import kernels
 
 
 @dataclass(frozen=True, eq=False)
 class Responsibilities:
-    """Responsibilities r_nk of N atoms over K clusters, with their per-batch summaries.
+    """Responsibilities of N atoms over K clusters.
 
     Attributes
     ----------
     values : (N, K) or (N, L) ndarray of float64
-        r_nk (dense) or the L stored responsibilities per row (sparse). Rows sum to 1.
-    log_norm : (N,) ndarray of float64
-        log_norm_n = logsumexp_k W_nk, the optimal per-atom objective (spec 01 Eq. 3.46;
-        spec 04 §1.2).
-    entropy : (K,) ndarray of float64
-        H_k = −Σ_n r_nk ln r_nk (spec 01 Eq. 3.51).
+        r_nk (dense) or the L stored responsibilities of each row (sparse).
+    K : int
+        Number of clusters.
     indices : (N, L) ndarray of int32, optional
-        Active clusters of each row for the sparse form; None for dense.
+        Clusters of each row's stored values (sparse form); None for dense.
+    log_norm : (N,) ndarray, optional
+        log Σ_k exp W_nk, the optimal per-atom objective of the local step that made
+        them (Hughes 2016 thesis Eq. 3.46); None for constructed responsibilities.
+    entropy_sums : (K,) ndarray, optional
+        H_k = −Σ_n r_nk ln r_nk when the local step computed it; otherwise computed
+        on first use by :meth:`entropy`.
     """
 
     values: np.ndarray
-    log_norm: np.ndarray
-    entropy: np.ndarray
+    K: int
     indices: np.ndarray | None = None
+    log_norm: np.ndarray | None = None
+    entropy_sums: np.ndarray | None = None
 
     def __post_init__(self):
-        N = self.values.shape[0] if self.values.ndim == 2 else -1
-        if self.values.ndim != 2 or self.log_norm.shape != (N,) or self.entropy.ndim != 1:
-            raise ValueError(
-                f"Responsibilities: values {self.values.shape}, log_norm {self.log_norm.shape} and "
-                f"entropy {self.entropy.shape} must be (N, K or L), (N,) and (K,)"
-            )
+        if self.values.ndim != 2:
+            raise ValueError(f"Responsibilities values must be 2-D, got shape {self.values.shape}")
         if self.indices is None:
             if self.values.shape[1] != self.K:
-                raise ValueError(f"dense values {self.values.shape} do not match K={self.K} of entropy")
+                raise ValueError(f"dense values {self.values.shape} do not match K={self.K}")
         elif self.indices.shape != self.values.shape or self.indices.dtype != np.int32:
-            raise ValueError(
-                f"sparse indices must be int32 of the values' shape {self.values.shape}, "
-                f"got {self.indices.dtype} {self.indices.shape}"
-            )
+            raise ValueError(f"sparse indices must be int32 of the values' shape {self.values.shape}, "
+                             f"got {self.indices.dtype} {self.indices.shape}")
+        if self.log_norm is not None and self.log_norm.shape != (self.values.shape[0],):
+            raise ValueError(f"log_norm has shape {self.log_norm.shape}, expected ({self.values.shape[0]},)")
+        if self.entropy_sums is not None and self.entropy_sums.shape != (self.K,):
+            raise ValueError(f"entropy has shape {self.entropy_sums.shape}, expected ({self.K},)")
 
     # --------------------------------------------------------------- constructors
     @classmethod
     def from_weights(cls, log_lik, log_prior, **kernel_kw) -> "Responsibilities":
-        """Dense local step from E_q log p(x_n|φ_k) (N, K) and E_q ln π_k (K,).
+        """Dense local step: r_nk ∝ exp(log_lik_nk + log_prior_k) (Hughes 2016 thesis Eq. 3.47-3.49).
 
-        r_nk ∝ exp(log_lik_nk + log_prior_k) (spec 01 Eq. 3.47-3.49) via
-        :func:`bnpvi.kernels.dense_local_step`. Inputs are converted to C-contiguous
-        float64 (no copy when they already are); ``kernel_kw`` (e.g. ``n_threads``)
-        is passed through.
+        Uses the compiled :func:`bnpvi.kernels.dense_local_step` (which also returns the
+        log normalisers and the entropies). ``log_lik`` (N, K) and ``log_prior`` (K,) are
+        converted to C-contiguous float64 (no copy when they already are).
         """
         log_lik = np.ascontiguousarray(log_lik, dtype=np.float64)
         log_prior = np.ascontiguousarray(log_prior, dtype=np.float64)
-        return cls(*kernels.dense_local_step(log_lik, log_prior, **kernel_kw))
+        resp, log_norm, entropy = kernels.dense_local_step(log_lik, log_prior, **kernel_kw)
+        return cls(resp, log_prior.shape[0], log_norm=log_norm, entropy_sums=entropy)
+
+    @classmethod
+    def one_hot(cls, labels, K: int) -> "Responsibilities":
+        """Hard assignments: r_nk = 1 if labels[n] == k (sparse form, L = 1)."""
+        labels = np.asarray(labels, dtype=np.int32).reshape(-1, 1)
+        if labels.size and (labels.min() < 0 or labels.max() >= K):
+            raise ValueError(f"labels must lie in 0..{K - 1}")
+        return cls(np.ones(labels.shape), int(K), indices=np.ascontiguousarray(labels),
+                   entropy_sums=np.zeros(int(K)))
 
     # ----------------------------------------------------------------- properties
     @property
     def n_atoms(self) -> int:
-        """N, the number of atoms (rows)."""
         return self.values.shape[0]
-
-    @property
-    def K(self) -> int:
-        """Number of clusters."""
-        return self.entropy.shape[0]
 
     @property
     def is_sparse(self) -> bool:
         return self.indices is not None
 
     # -------------------------------------------------------------------- summaries
-    def to_dense(self) -> np.ndarray:
-        """(N, K) responsibilities. The dense form returns ``values`` itself (no copy)."""
+    def matrix(self):
+        """The (N, K) responsibilities as an ndarray (dense form, no copy) or a CSR matrix (sparse form).
+
+        Both support ``R.T @ Y`` and row slicing, which is all the observation
+        families' summaries need; the sparse form is never densified.
+        """
         if self.indices is None:
             return self.values
         N, L = self.values.shape
-        flat = (np.arange(N, dtype=np.int64)[:, None] * self.K + self.indices).ravel()
-        return np.bincount(flat, weights=self.values.ravel(), minlength=N * self.K).reshape(N, self.K)
+        return sp.csr_matrix((self.values.ravel(), self.indices.ravel(), np.arange(0, N * L + 1, L)),
+                             shape=(N, self.K))
 
     def counts(self) -> np.ndarray:
         """N_k = Σ_n r_nk, shape (K,)."""
@@ -101,15 +114,46 @@ class Responsibilities:
             return self.values.sum(axis=0)
         return np.bincount(self.indices.ravel(), weights=self.values.ravel(), minlength=self.K)
 
+    def entropy(self) -> np.ndarray:
+        """H_k = −Σ_n r_nk ln r_nk, shape (K,) (Hughes 2016 thesis Eq. 3.51; 0 ln 0 = 0)."""
+        if self.entropy_sums is not None:
+            return self.entropy_sums
+        if self.indices is None:
+            return kernels.entropy_of(np.ascontiguousarray(self.values))
+        v = self.values
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(v > 0, -v * np.log(np.where(v > 0, v, 1.0)), 0.0)
+        return np.bincount(self.indices.ravel(), weights=terms.ravel(), minlength=self.K)
+
+    def column_sums(self, weights: np.ndarray) -> np.ndarray:
+        """Σ_n r_nk w_nk for an (N, K) array w (e.g. the fit Σ_n r_nk E log p(x_n|φ_k))."""
+        if self.indices is None:
+            return np.einsum("nk,nk->k", self.values, weights)
+        picked = np.take_along_axis(weights, self.indices.astype(np.intp), axis=1)
+        return np.bincount(self.indices.ravel(), weights=(self.values * picked).ravel(), minlength=self.K)
+
+    def column(self, k: int) -> np.ndarray:
+        """r_nk for one cluster k, shape (N,)."""
+        if self.indices is None:
+            return self.values[:, k].copy()
+        return np.where(self.indices == k, self.values, 0.0).sum(axis=1)
+
     def pair_entropy(self, pairs) -> np.ndarray:
         """Merged-column entropies −Σ_n (r_na + r_nb) ln(r_na + r_nb) for (M, 2) pairs.
 
-        Delegates to :func:`bnpvi.kernels.pair_merge_entropy` (spec 01 §5.3, §10.7).
-        The sparse form currently goes through ``to_dense``.
+        The dense form uses the compiled :func:`bnpvi.kernels.pair_merge_entropy`
+        (Hughes 2016 thesis §4.1.2); the sparse form sums over each row's stored entries.
         """
         pairs = np.asarray(pairs)
         if pairs.size == 0:
             pairs = np.empty((0, 2), dtype=np.int64)
         elif pairs.dtype.kind in "iu":  # anything else is left for the kernel to reject
             pairs = np.ascontiguousarray(pairs, dtype=np.int64)
-        return kernels.pair_merge_entropy(np.ascontiguousarray(self.to_dense()), pairs)
+        if self.indices is None:
+            return kernels.pair_merge_entropy(np.ascontiguousarray(self.values), pairs)
+        out = np.empty(pairs.shape[0])
+        for m, (a, b) in enumerate(pairs):
+            s = np.where((self.indices == a) | (self.indices == b), self.values, 0.0).sum(axis=1)
+            s = s[s > 0]
+            out[m] = -np.sum(s * np.log(s))
+        return out

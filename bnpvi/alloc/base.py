@@ -1,0 +1,113 @@
+"""The allocation-model seam (docs/architecture.md; Hughes 2016 thesis §2.4).
+
+An allocation model p(z, π) owns everything that is not the observation family:
+
+* its **local step**: given a batch and the observation family's expected
+  log-likelihood E log p(x_n | φ_k) of every atom, the optimal q(z) of the batch
+  (one softmax for mixtures, forward-backward for HMMs, per-document iterations
+  for topic models), returned as a :class:`Local`;
+* the **summaries** it adds to a batch's SuffStats (counts, entropies,
+  transition tables ...), declared with their cluster axes in :meth:`layout`;
+* its **global step**, from whole-data summaries to its variational parameters
+  (closed form, or an optimisation warm-started from the previous ones);
+* its **ELBO terms** (allocation and entropy) for given summaries and parameters;
+* what the **moves** need from it (merge terms, restricted local steps).
+
+Variational parameters are plain dicts of arrays, saved whole in checkpoints.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from bnpvi.stats import FieldSpec, Responsibilities, SuffStats
+
+Params = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True, eq=False)
+class Local:
+    """The result of a local step on one batch.
+
+    Attributes
+    ----------
+    resp : Responsibilities
+        Atom-level marginals r_nk = q(z_n = k): what the observation family summarises.
+    tables : dict of str to ndarray
+        The allocation model's own per-batch results (e.g. an HMM's transition counts
+        and entropy tables), empty for mixtures.
+    """
+
+    resp: Responsibilities
+    tables: dict = field(default_factory=dict)
+
+
+class AllocModel(ABC):
+    """Base class of allocation models (see the module docstring).
+
+    Class attributes
+    ----------------
+    name : str
+        The ``model`` config option.
+    finite : bool
+        True when the prior depends on K (a finite Dirichlet): K is fixed and moves
+        that change it are not offered.
+    data_kinds : tuple of str
+        Kinds of batch files the model can be trained on ("points", "bow", "seq").
+    full_first_pass : bool
+        True when one batch may say nothing about some clusters, so memoized VB must
+        summarise every batch at the initial globals before its first global step.
+        Sequence batches hold whole sequences, which visit only some states; a global
+        step after the first of them would send the unseen states back to the prior.
+    """
+
+    name: str = ""
+    finite: bool = False
+    data_kinds: tuple[str, ...] = ("points", "bow", "seq")
+    full_first_pass: bool = False
+
+    @abstractmethod
+    def layout(self) -> dict[str, tuple[tuple, FieldSpec]]:
+        """The summaries this model adds: name -> (trailing shape, FieldSpec). Always has ``N``."""
+
+    @abstractmethod
+    def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
+        """Optimal q(z) of ``batch`` given E log p(x_n | φ_k) (N_atoms, K) and the parameters."""
+
+    @abstractmethod
+    def summarize(self, local: Local) -> dict[str, np.ndarray]:
+        """This model's summaries of a batch (the fields of :meth:`layout`)."""
+
+    @abstractmethod
+    def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
+        """Variational parameters for whole-data summaries ``stats`` (warm-started from ``warm``)."""
+
+    @abstractmethod
+    def elbo(self, stats: SuffStats, params: Params) -> float:
+        """The allocation and entropy terms of the ELBO for summaries ``stats`` under ``params``."""
+
+    @abstractmethod
+    def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
+        """The most likely cluster of every atom (mixtures: argmax r_nk; HMMs: the Viterbi path)."""
+
+    @abstractmethod
+    def export(self, params: Params) -> dict[str, np.ndarray]:
+        """Readable summaries of the parameters for the model file (e.g. weights E[π_k])."""
+
+    def warm_start(self, params: Params, sources: Sequence[Sequence[int]]) -> dict | None:
+        """Parameters to warm-start the global step after a cluster edit (see ``SuffStats.remap``).
+
+        Models whose global step is in closed form need none and return None.
+        """
+        return None
+
+    def check_data(self, kind: str) -> str | None:
+        """A one-line reason why data of this kind cannot be modelled, or None."""
+        if kind in self.data_kinds:
+            return None
+        names = {"points": "points", "bow": "bag-of-words documents", "seq": "sequences"}
+        wanted = " or ".join(names[k] for k in self.data_kinds)
+        return f"model={self.name} needs {wanted}, but the data file holds {names.get(kind, kind)}"

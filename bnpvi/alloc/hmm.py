@@ -1,0 +1,141 @@
+"""The finite (sticky) hidden Markov model as an allocation model (Hughes 2016 thesis Ch. 6 with K fixed).
+
+Sequence d of a batch has states z_d1 ~ Cat(π_0), z_dt | z_d,t−1 = j ~ Cat(π_j), and
+each time step's observation depends on its state alone (the observation family
+never sees time). With K states,
+
+    π_0 ~ Dir(α_0/K, ..., α_0/K),    π_j ~ Dir(α/K, ..., α/K + κ, ..., α/K)   (κ on entry j),
+
+the symmetric finite version of the sticky HDP-HMM's rows (thesis Eq. 6.5-6.7;
+Fox et al. 2011 for the sticky κ). The mean-field family keeps q(z_d) a Markov
+chain (Eq. 6.14), so the local step is forward-backward (compiled,
+``bnpvi.kernels.hmm``) and the summaries are, per batch (§6.2.2):
+
+    N_k = Σ_{d,t} r_dt(k),  start_k = Σ_d r_d1(k),  trans_jk = Σ_{d,t<T_d} s_dt(j,k),
+    start_entropy_k = −Σ_d r_d1(k) ln r_d1(k),
+    trans_entropy_jk = −Σ_{d,t<T_d} s_dt(j,k) ln(s_dt(j,k) / r_dt(j))      (Eq. 6.24-6.25).
+
+Global step: θ_0 = start + α_0/K, θ_j = trans_j + α/K + κ e_j (Eq. 6.40 with the
+finite prior). ELBO allocation terms (Eq. 6.26 with the finite prior, no top level):
+
+    Σ_{j=0}^{K} [c_Dir(prior_j) − c_Dir(θ_j) + Σ_ℓ (M_jℓ + prior_jℓ − θ_jℓ) P_jℓ] + Σ start_entropy + Σ trans_entropy,
+
+with P_jℓ = E ln π_jℓ; the middle sum vanishes at the optimal θ.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import digamma
+
+from bnpvi.alloc.base import AllocModel, Local, Params
+from bnpvi.errors import BnpviError
+from bnpvi.kernels import hmm as fb
+from bnpvi.special import c_dir
+from bnpvi.stats import ENTROPY, ENTROPY_TABLE, PER_CLUSTER, TABLE, TOTAL, Responsibilities, SuffStats
+
+
+def _number(value, name: str, minimum: float, strict: bool) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise BnpviError(f"model.{name} must be a number, got {value!r}") from None
+    if not np.isfinite(value) or value < minimum or (strict and value == minimum):
+        raise BnpviError(f"model.{name} must be {'>' if strict else '>='} {minimum:g}, got {value}")
+    return value
+
+
+def expected_log_probs(theta: np.ndarray) -> np.ndarray:
+    """P_jℓ = E ln π_jℓ = ψ(θ_jℓ) − ψ(Σ_m θ_jm) for Dirichlet rows θ_j (thesis Eq. 6.17)."""
+    return digamma(theta) - digamma(theta.sum(axis=-1, keepdims=True))
+
+
+class FiniteHMMAlloc(AllocModel):
+    """Finite sticky HMM with symmetric Dirichlet rows (see the module docstring); name "finite_hmm".
+
+    Parameters
+    ----------
+    alpha : float
+        α > 0, total concentration of each transition row (each entry gets α/K).
+    start_alpha : float
+        α_0 > 0, total concentration of the start distribution.
+    sticky_kappa : float
+        κ ≥ 0, extra prior mass on each row's self-transition (0: not sticky).
+        (Unrelated to the Gaussian families' ``obs.kappa``.)
+    """
+
+    name = "finite_hmm"
+    finite = True
+    data_kinds = ("seq",)
+    full_first_pass = True
+
+    def __init__(self, alpha: float = 1.0, start_alpha: float = 1.0, sticky_kappa: float = 0.0):
+        self.alpha = _number(alpha, "alpha", 0.0, strict=True)
+        self.start_alpha = _number(start_alpha, "start_alpha", 0.0, strict=True)
+        self.sticky_kappa = _number(sticky_kappa, "sticky_kappa", 0.0, strict=False)
+
+    def layout(self):
+        return {"N": ((), PER_CLUSTER), "start": ((), PER_CLUSTER), "trans": ((), TABLE),
+                "start_entropy": ((), ENTROPY), "trans_entropy": ((), ENTROPY_TABLE), "n_seqs": ((), TOTAL)}
+
+    def prior(self, K: int) -> tuple[np.ndarray, np.ndarray]:
+        """Dirichlet parameters of the start row (K,) and the transition rows (K, K)."""
+        start = np.full(K, self.start_alpha / K)
+        trans = np.full((K, K), self.alpha / K) + self.sticky_kappa * np.eye(K)
+        return start, trans
+
+    # -------------------------------------------------------------- local step
+    @staticmethod
+    def _sequences(batch) -> np.ndarray:
+        seq_range = getattr(batch, "seq_range", None)
+        if seq_range is None:
+            raise BnpviError("an HMM needs sequences: convert the data with `bnpvi-data convert --sequences NAME` "
+                             "(NPZ) or `--sequence-column NAME` (CSV)")
+        return np.ascontiguousarray(seq_range, dtype=np.int64)
+
+    def _potentials(self, params: Params) -> tuple[np.ndarray, np.ndarray]:
+        log_start = np.ascontiguousarray(expected_log_probs(params["theta_start"]))
+        log_trans = np.ascontiguousarray(expected_log_probs(params["theta_trans"]))
+        return log_start, log_trans
+
+    def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
+        """Forward-backward on every sequence of the batch (thesis §6.3.3, Eq. 6.48)."""
+        log_start, log_trans = self._potentials(params)
+        out = fb.forward_backward(np.ascontiguousarray(log_lik, dtype=np.float64), self._sequences(batch),
+                                  log_start, log_trans)
+        resp = Responsibilities(out.resp, log_start.shape[0])
+        return Local(resp, {"start": out.start_counts, "trans": out.trans_counts, "start_entropy": out.start_entropy,
+                            "trans_entropy": out.trans_entropy, "log_norm": out.log_norm})
+
+    def summarize(self, local: Local) -> dict[str, np.ndarray]:
+        t = local.tables
+        return {"N": local.resp.counts(), "start": t["start"], "trans": t["trans"],
+                "start_entropy": t["start_entropy"], "trans_entropy": t["trans_entropy"],
+                "n_seqs": np.float64(t["log_norm"].shape[0])}
+
+    def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
+        """The Viterbi path of every sequence (the mode of q*(z_d); thesis §6.6, Stephenson 2015 §7.1)."""
+        log_start, log_trans = self._potentials(params)
+        return fb.viterbi(np.ascontiguousarray(log_lik, dtype=np.float64), self._sequences(batch),
+                          log_start, log_trans)
+
+    # ------------------------------------------------------------ global step
+    def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
+        """θ_0 = start + α_0/K, θ_j = trans_j + α/K + κ e_j (thesis Eq. 6.40, finite prior)."""
+        prior_start, prior_trans = self.prior(stats.K)
+        return {"theta_start": np.maximum(stats["start"], 0.0) + prior_start,
+                "theta_trans": np.maximum(stats["trans"], 0.0) + prior_trans}
+
+    def elbo(self, stats: SuffStats, params: Params) -> float:
+        """Allocation and entropy terms (module docstring): exact for any θ, not only the optimum."""
+        prior_start, prior_trans = self.prior(stats.K)
+        total = 0.0
+        for counts, prior, theta in ((np.maximum(stats["start"], 0.0), prior_start, params["theta_start"]),
+                                     (np.maximum(stats["trans"], 0.0), prior_trans, params["theta_trans"])):
+            slack = (counts + prior - theta) * expected_log_probs(theta)
+            total += float(np.sum(c_dir(prior) - c_dir(theta))) + float(np.sum(slack))
+        return total + float(np.sum(stats["start_entropy"])) + float(np.sum(stats["trans_entropy"]))
+
+    def export(self, params: Params) -> dict[str, np.ndarray]:
+        """E[π_0] (start probabilities) and E[π_j] (transition matrix, rows j)."""
+        start, trans = params["theta_start"], params["theta_trans"]
+        return {"start_probs": start / start.sum(), "trans_probs": trans / trans.sum(axis=1, keepdims=True)}

@@ -1,0 +1,590 @@
+"""What every kind of batch file shares, and the :class:`BatchStore` base class that opens them all.
+
+Common to all kinds: the root attributes (format, format_version, kind, N, D,
+n_batches, batches_fixed, source, created), ``batch_offsets`` (B+1 increasing
+offsets in the kind's batch unit: rows, documents or sequences), optional
+``labels`` (one integer per atom), and atomic writing. Each kind is a subclass
+of :class:`BatchStore` declared with ``kind=...``, which registers it in
+:data:`STORE_KINDS`; :meth:`BatchStore.open` returns the subclass named by the
+file's ``kind`` attribute. :mod:`bnpvi.data.store` imports every kind.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, ClassVar, Iterator
+
+import h5py
+import numpy as np
+
+from bnpvi.data.moments import DataMoments
+from bnpvi.errors import BnpviError
+
+FORMAT = "bnpvi-batches"
+FORMAT_VERSION = 1
+
+# Largest block (in stored values) that one-pass scans (scan, moments, validate, iter_blocks) read at once.
+_SCAN_VALUES = 2**22
+# Bytes per chunk of 1-D datasets.
+_CHUNK_BYTES = 2**20
+
+#: kind attribute -> reader class, filled by ``class XStore(BatchStore, kind="x")``.
+STORE_KINDS: dict[str, type["BatchStore"]] = {}
+
+
+# ------------------------------------------------------------------ sizes
+def chunk_rows(N: int, D: int) -> int:
+    """Rows per HDF5 chunk of X: about 1 MiB per chunk, at most N.
+
+    Parameters
+    ----------
+    N, D : int
+        Shape of X.
+
+    Returns
+    -------
+    int
+        ``min(N, max(1, 2**20 // (8 * D)))``.
+    """
+    return int(min(N, max(1, 2**20 // (8 * D))))
+
+
+def chunk_1d(n: int, itemsize: int) -> int:
+    """Entries per HDF5 chunk of a 1-D dataset: about 1 MiB per chunk, at least 1, at most n."""
+    return int(max(1, min(n, _CHUNK_BYTES // max(1, int(itemsize)))))
+
+
+def split_offsets(N: int, n_batches: int) -> np.ndarray:
+    """Offsets of ``n_batches`` contiguous, as-equal-as-possible ranges of N units (rows, documents, sequences).
+
+    The sizes are those of ``np.array_split`` (the first ``N % B`` batches hold
+    one unit more).
+
+    Parameters
+    ----------
+    N : int
+        Number of units, at least 1.
+    n_batches : int
+        Number of batches, 1..N.
+
+    Returns
+    -------
+    offsets : (n_batches + 1,) int64 ndarray
+        ``offsets[0] = 0``, ``offsets[-1] = N``, strictly increasing.
+    """
+    N, n_batches = int(N), int(n_batches)
+    if not 1 <= n_batches <= N:
+        raise ValueError(f"n_batches={n_batches} must be between 1 and N={N}")
+    base, extra = divmod(N, n_batches)
+    sizes = np.full(n_batches, base, dtype=np.int64)
+    sizes[:extra] += 1
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+# ------------------------------------------------------------------ write
+def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets: np.ndarray, labels,
+                     batches_fixed: bool, source: str, datasets: Callable[[h5py.File], None],
+                     attrs: dict | None = None) -> Path:
+    """Write one batch file atomically: the kind's ``datasets(f)``, then the parts every kind shares.
+
+    Parameters
+    ----------
+    path : Path
+        Destination; its directory must exist. An existing file is replaced.
+    where : str
+        Prefix of error messages (``"cannot write PATH"``).
+    kind : str
+        The ``kind`` attribute.
+    N, D : int
+        Atoms and their dimension (the ``N`` and ``D`` attributes).
+    offsets : (B+1,) int64 ndarray
+        Batch offsets in the kind's batch unit.
+    labels : (N,) int64 ndarray or None
+        True labels, already checked.
+    batches_fixed : bool
+    source : str
+    datasets : callable
+        Creates the kind's datasets in the open file.
+    attrs : dict, optional
+        Further root attributes of the kind.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    BnpviError
+        The directory is missing, ``path`` is a directory, or the file cannot be
+        written. Nothing is left at ``path`` (nor a temporary file) on failure.
+    """
+    if not path.parent.is_dir():
+        raise BnpviError(f"{where}: directory {path.parent} does not exist")
+    if path.is_dir():
+        raise BnpviError(f"{where}: it is a directory")
+
+    def fill(f: h5py.File) -> None:
+        datasets(f)
+        f.create_dataset("batch_offsets", data=offsets)
+        if labels is not None:
+            f.create_dataset("labels", data=labels, chunks=(chunk_1d(N, 8),))
+        f.attrs.update({"format": FORMAT, "format_version": np.int64(FORMAT_VERSION), "kind": kind,
+                        "N": np.int64(N), "D": np.int64(D), "n_batches": np.int64(len(offsets) - 1),
+                        "batches_fixed": bool(batches_fixed), "source": str(source),
+                        "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        f.attrs.update(attrs or {})
+
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        with h5py.File(tmp, "x") as f:
+            fill(f)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        raise BnpviError(f"{where}: {err.strerror or err}") from None
+    finally:
+        if tmp.exists():
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+    return path
+
+
+# ------------------------------------------------------------------- read
+class BatchStore:
+    """Read-only access to a batch file, one batch at a time; the base class of the per-kind readers.
+
+    Open with :meth:`open`, which returns the reader of the file's kind
+    (:class:`~bnpvi.data.points.PointStore`, :class:`~bnpvi.data.bow.BowStore`,
+    :class:`~bnpvi.data.seq.SeqStore`); usable as a context manager. Only the
+    batch offsets live in memory. The store pickles (path and split only) and
+    reopens the file lazily in the receiving process, so worker processes can
+    read their own batches.
+
+    Attributes
+    ----------
+    path : Path
+        The file, as given to :meth:`open`.
+    kind : str
+        The file's kind (``"points"``, ``"bow"``, ``"seq"``).
+    n_atoms : int
+        N: rows of X, documents, or time steps.
+    D : int
+        Dimension of an atom (columns of X, or the vocabulary size V).
+    n_batches : int
+        Number of batches in the current split (the stored one or the override).
+    unit : str
+        What batch offsets count: ``"rows"``, ``"documents"`` or ``"sequences"``.
+    offsets : (B+1,) int64 ndarray
+        Batch boundaries of the current split, in units of :attr:`unit`.
+    batches_fixed : bool
+        The file's ``batches_fixed`` attribute.
+    has_labels : bool
+        Whether the file holds true labels.
+    """
+
+    kind: ClassVar[str] = ""
+    #: What batch offsets count (a batch always holds whole units).
+    unit: ClassVar[str] = "atoms"
+    #: The name of the number of units in messages.
+    unit_count: ClassVar[str] = "N"
+
+    def __init_subclass__(cls, kind: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if kind is not None:
+            cls.kind = kind
+            STORE_KINDS[kind] = cls
+
+    def __init__(self, path: Path, attrs: dict, layout: dict, offsets: np.ndarray, batches_fixed: bool,
+                 has_labels: bool, handle: h5py.File | None = None):
+        self._path = Path(path)
+        self._attrs = dict(attrs)
+        self._layout = dict(layout)
+        self._offsets = np.asarray(offsets, dtype=np.int64)
+        self._offsets.setflags(write=False)
+        self._batches_fixed = bool(batches_fixed)
+        self._has_labels = bool(has_labels)
+        self._file = handle
+        self._pid = os.getpid()
+        self._closed = False
+
+    # ------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, path, n_batches: int | None = None) -> "BatchStore":
+        """Open a batch file, check its structure, and fix the batch split.
+
+        Parameters
+        ----------
+        path : str or Path
+            A file written by ``write_points``, ``write_documents`` or
+            ``write_sequences`` (``bnpvi-data convert``).
+        n_batches : int, optional
+            Batch count to use instead of the stored one. Allowed when the file's
+            batches are not fixed (the units - rows, documents or sequences - are
+            then split into ``n_batches`` contiguous ranges, as equal in count as
+            possible, in memory; the file is not touched), or when it equals the
+            stored count.
+
+        Returns
+        -------
+        BatchStore
+            The reader of the file's kind (a subclass of ``cls``).
+
+        Raises
+        ------
+        BnpviError
+            One line naming the file: not found, not HDF5, not a bnpvi batch file,
+            unsupported format version or kind, missing or misshapen datasets,
+            inconsistent offsets or attributes, N=0, or an ``n_batches`` that
+            conflicts with fixed batches or exceeds the number of units.
+        """
+        path = Path(path).expanduser()
+        if not path.exists():
+            raise BnpviError(f"data file not found: {path}")
+        if path.is_dir():
+            raise BnpviError(f"data file {path} is a directory, not a file")
+        try:
+            f = h5py.File(path, "r")
+        except OSError as err:
+            if not h5py.is_hdf5(path):
+                raise BnpviError(f"data file {path} is not an HDF5 file") from None
+            raise BnpviError(f"data file {path} cannot be opened: {str(err).splitlines()[0]}") from None
+        try:
+            return cls._from_handle(path, f, n_batches)
+        except BaseException:
+            f.close()
+            raise
+
+    @classmethod
+    def _from_handle(cls, path: Path, f: h5py.File, n_batches: int | None) -> "BatchStore":
+        def fail(problem: str) -> BnpviError:
+            return BnpviError(f"data file {path} {problem}")
+
+        attrs = _read_attrs(f)
+        if not isinstance(attrs.get("format"), str) or attrs["format"] != FORMAT:
+            raise fail("is not a bnpvi batch file (no format='bnpvi-batches' attribute; "
+                       "write one with `bnpvi-data convert`)")
+        version = attrs.get("format_version")
+        if not isinstance(version, (int, float)) or version != FORMAT_VERSION:
+            raise fail(f"has unsupported format_version {version!r} (this bnpvi reads version {FORMAT_VERSION})")
+        kind = attrs.get("kind", "points")
+        store_cls = STORE_KINDS.get(kind) if isinstance(kind, str) else None
+        if store_cls is None:
+            raise fail(f"holds data of kind {kind!r}; this bnpvi reads only {', '.join(map(repr, STORE_KINDS))}")
+        if not issubclass(store_cls, cls):
+            raise fail(f"holds data of kind {kind!r}, which {cls.__name__} does not read")
+        layout = store_cls._read_layout(f, attrs, fail)
+        offsets = store_cls._stored_offsets(f, attrs, layout["n_units"], fail)
+        N = layout["n_atoms"]
+        has_labels = "labels" in f
+        if has_labels:
+            lab = f["labels"]
+            if not isinstance(lab, h5py.Dataset) or lab.shape != (N,) or lab.dtype.kind not in "iu":
+                raise fail(f"has an invalid labels dataset (expected ({N},) integers)")
+        fixed = bool(attrs.get("batches_fixed", True))
+        if n_batches is not None:
+            offsets = store_cls._resplit(offsets, n_batches, layout["n_units"], fixed, fail)
+        return store_cls(path, attrs, layout, offsets, fixed, has_labels, handle=f)
+
+    @classmethod
+    def _read_layout(cls, f: h5py.File, attrs: dict, fail) -> dict:
+        """Check the kind's datasets and attributes (shapes, dtypes, ends), reading O(1) values.
+
+        Returns
+        -------
+        dict
+            ``n_atoms``, ``D``, ``n_units`` (what batch offsets count) and the
+            kind's own sizes; compared on reopening to detect a changed file.
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def _stored_offsets(cls, f: h5py.File, attrs: dict, n_units: int, fail) -> np.ndarray:
+        if not isinstance(f.get("batch_offsets"), h5py.Dataset):
+            raise fail("is missing the dataset 'batch_offsets'")
+        off = f["batch_offsets"]
+        if off.ndim != 1 or off.dtype.kind not in "iu" or off.shape[0] < 2:
+            raise fail(f"has invalid batch_offsets (shape {off.shape}, dtype {off.dtype}); "
+                       "expected B+1 integers")
+        offsets = np.asarray(off[()], dtype=np.int64)
+        if offsets[0] != 0 or offsets[-1] != n_units or np.any(np.diff(offsets) <= 0):
+            raise fail(f"has inconsistent batch_offsets (need 0 = o_0 < o_1 < ... < o_B = {cls.unit_count}={n_units}; "
+                       f"got first {offsets[0]}, last {offsets[-1]}, {int(np.sum(np.diff(offsets) <= 0))} "
+                       "non-increasing step(s))")
+        stored = offsets.shape[0] - 1
+        if not isinstance(attrs.get("n_batches", stored), int) or attrs.get("n_batches", stored) != stored:
+            raise fail(f"is inconsistent: attribute n_batches={attrs['n_batches']} but batch_offsets "
+                       f"describe {stored} batches")
+        return offsets
+
+    @classmethod
+    def _resplit(cls, offsets: np.ndarray, n_batches, n_units: int, fixed: bool, fail) -> np.ndarray:
+        """The offsets of ``n_batches`` batches: the stored ones if the count is unchanged, else an even split."""
+        try:
+            requested = int(n_batches)
+        except (TypeError, ValueError):
+            raise BnpviError(f"alg.n_batches must be an integer, got {n_batches!r}") from None
+        if requested < 1:
+            raise BnpviError(f"alg.n_batches={requested} must be at least 1")
+        if requested > n_units:
+            raise fail(f"has only {cls.unit_count}={n_units} {cls.unit}; alg.n_batches={requested} "
+                       "would leave empty batches")
+        stored = offsets.shape[0] - 1
+        if requested == stored:
+            return offsets
+        if fixed:
+            raise fail(f"has {stored} fixed batches; alg.n_batches={requested} conflicts with them "
+                       "(drop alg.n_batches, or convert the data again without --batches)")
+        return split_offsets(n_units, requested)
+
+    # --------------------------------------------------------- properties
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def n_atoms(self) -> int:
+        return self._layout["n_atoms"]
+
+    @property
+    def D(self) -> int:
+        return self._layout["D"]
+
+    @property
+    def n_batches(self) -> int:
+        return int(self._offsets.shape[0] - 1)
+
+    @property
+    def batches_fixed(self) -> bool:
+        return self._batches_fixed
+
+    @property
+    def has_labels(self) -> bool:
+        return self._has_labels
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """(B+1,) int64 read-only array of batch boundaries of the current split, in units of :attr:`unit`."""
+        return self._offsets
+
+    @property
+    def attrs(self) -> dict:
+        """The file's root attributes as plain Python values (format, source, created, ...)."""
+        return dict(self._attrs)
+
+    # ---------------------------------------------------------------- I/O
+    def _handle(self) -> h5py.File:
+        if self._closed:
+            raise ValueError(f"batch store {self._path} is closed")
+        if self._file is None or self._pid != os.getpid():
+            # first use in this process (unpickled or forked): open our own handle
+            try:
+                f = h5py.File(self._path, "r")
+            except (OSError, FileNotFoundError):
+                raise BnpviError(f"data file {self._path} cannot be reopened (moved or deleted?)") from None
+            if not self._same_file(f):
+                f.close()
+                raise BnpviError(f"data file {self._path} has changed since it was opened")
+            self._file, self._pid = f, os.getpid()
+        return self._file
+
+    def _same_file(self, f: h5py.File) -> bool:
+        attrs = _read_attrs(f)
+        try:
+            layout = self._read_layout(f, attrs, BnpviError)
+        except BnpviError:
+            return False
+        return layout == self._layout and attrs.get("created") == self._attrs.get("created")
+
+    def _limit(self, max_values: int | None = None) -> int:
+        """Values per block of a one-pass scan (``max_values``, default 2**22)."""
+        return max(1, int(_SCAN_VALUES if max_values is None else max_values))
+
+    def read_batch(self, b: int):
+        """Read batch ``b`` (units ``offsets[b]:offsets[b+1]``) from the file.
+
+        Parameters
+        ----------
+        b : int
+            Batch index, 0 <= b < n_batches.
+
+        Returns
+        -------
+        PointBatch, WordCountBatch or SeqBatch
+            The kind's batch, read as one contiguous slice of each dataset.
+
+        Raises
+        ------
+        IndexError
+            ``b`` out of range.
+        """
+        b = int(b)
+        if not 0 <= b < self.n_batches:
+            raise IndexError(f"batch {b} out of range 0..{self.n_batches - 1} in {self._path}")
+        return self._read(int(self._offsets[b]), int(self._offsets[b + 1]))
+
+    def _read(self, lo: int, hi: int):
+        """The batch of units ``lo:hi``."""
+        raise NotImplementedError
+
+    def batch_sizes(self) -> np.ndarray:
+        """(B,) int64 array: atoms in each batch of the current split."""
+        return np.diff(self._offsets)
+
+    def labels(self) -> np.ndarray | None:
+        """(N,) int64 true labels (one per atom), or None when the file holds none."""
+        if not self._has_labels:
+            return None
+        return np.asarray(self._handle()["labels"][()], dtype=np.int64)
+
+    def iter_blocks(self, max_values: int | None = None) -> Iterator[tuple[int, object]]:
+        """Yield ``(start, block)`` over all atoms in file order, in blocks of bounded size.
+
+        ``start`` is the block's first atom. The default ``max_values`` is 2**22
+        (32 MiB of float64), whatever the batch split, so one-pass scans use
+        bounded memory even for a single huge batch. The block type is the kind's
+        (see the subclasses).
+        """
+        return self._blocks(self._limit(max_values))
+
+    def _blocks(self, limit: int) -> Iterator[tuple[int, object]]:
+        raise NotImplementedError
+
+    def _range_pieces(self, name: str, noun: str, empty: str, limit: int) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(first, r[first:last + 1])`` of the 1-D boundary dataset ``name`` in pieces of at most
+        ``limit`` units, each checked to be strictly increasing.
+
+        ``noun`` names a unit and ``empty`` says what a zero-length one is in the error message.
+        """
+        dataset = self._handle()[name]
+        n_units = dataset.shape[0] - 1
+        for start in range(0, n_units, limit):
+            stop = min(n_units, start + limit)
+            r = np.asarray(dataset[start:stop + 1], dtype=np.int64)
+            sizes = np.diff(r)
+            if (sizes <= 0).any():
+                i = int(np.flatnonzero(sizes <= 0)[0])
+                problem = empty if sizes[i] == 0 else f"has a decreasing {name}"
+                raise BnpviError(f"data file {self._path}: {noun} {start + i} {problem} "
+                                 f"(batch {self._batch_of(start + i)})")
+            yield start, r
+
+    def _batch_of(self, unit: int) -> int:
+        return int(np.searchsorted(self._offsets, unit, side="right") - 1)
+
+    # -------------------------------------------------------------- scans
+    def scan(self) -> DataMoments | None:
+        """One pass over the file: check every stored value, and return the whole-data moments.
+
+        What is checked and what the moments are depends on the kind (see
+        :meth:`validate` and :meth:`moments`); the trainer calls this once at
+        start-up.
+
+        Returns
+        -------
+        DataMoments or None
+            As :meth:`moments`.
+
+        Raises
+        ------
+        BnpviError
+            As :meth:`validate`.
+        """
+        return self._scan(check=True, moments=True)
+
+    def moments(self) -> DataMoments | None:
+        """Whole-data mean and (biased, 1/N) covariance in one pass, or None for kinds without them."""
+        return self._scan(check=False, moments=True)
+
+    def validate(self) -> None:
+        """Check every stored value in one pass.
+
+        Raises
+        ------
+        BnpviError
+            Naming the file, the first bad atom (counted from 0), its batch and the problem.
+        """
+        self._scan(check=True, moments=False)
+
+    def _scan(self, check: bool, moments: bool) -> DataMoments | None:
+        """The one pass behind :meth:`scan`, :meth:`moments` and :meth:`validate`."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------- summary
+    def info(self) -> dict:
+        """Summary of the file for display.
+
+        Keys: path, format, format_version, kind, N, D, n_batches, batches_fixed,
+        batch_unit (what the batch sizes count), batch_size_min, batch_size_max,
+        labels, source, created, plus the kind's own keys.
+        """
+        units = np.diff(self._offsets)
+        out = {"path": str(self._path), "format": self._attrs.get("format"),
+               "format_version": self._attrs.get("format_version"), "kind": self.kind, "N": self.n_atoms,
+               "D": self.D, "n_batches": self.n_batches, "batches_fixed": self._batches_fixed,
+               "batch_unit": self.unit, "batch_size_min": int(units.min()), "batch_size_max": int(units.max()),
+               "labels": self._has_labels, "source": self._attrs.get("source", ""),
+               "created": self._attrs.get("created", "")}
+        out.update(self._info_extras())
+        return out
+
+    def _info_extras(self) -> dict:
+        return {}
+
+    def _describe(self) -> str:
+        """The sizes shown by ``repr``."""
+        return f"N={self.n_atoms}, D={self.D}"
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({str(self._path)!r}, {self._describe()}, n_batches={self.n_batches}, "
+                f"batches_fixed={self._batches_fixed}, labels={self._has_labels})")
+
+    # ------------------------------------------------------------ closing
+    def close(self) -> None:
+        """Close the file handle (idempotent). Reading afterwards raises ValueError."""
+        if self._file is not None and self._pid == os.getpid():
+            try:
+                self._file.close()
+            except Exception:  # pragma: no cover - h5py teardown quirks
+                pass
+        self._file = None
+        self._closed = True
+
+    def __enter__(self) -> "BatchStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_file"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._offsets.setflags(write=False)
+
+
+def _read_attrs(f: h5py.File) -> dict:
+    return {key: _plain(value) for key, value in f.attrs.items()}
+
+
+def _plain(value):
+    """HDF5 attribute value -> plain Python value (str, int, float, bool)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value[()]
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value

@@ -1,0 +1,320 @@
+"""Checks of in-memory data before it is written: each returns the data in its stored dtype or raises.
+
+Every problem is a one-line :class:`~bnpvi.errors.BnpviError` that starts with
+``where`` (usually the file name) and names the first bad row, document or
+sequence, counted from 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bnpvi.errors import BnpviError
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def first_nonfinite(X: np.ndarray) -> tuple[int, int, str] | None:
+    """Locate the first non-finite entry of a 2-D float array.
+
+    Returns
+    -------
+    (row, column, what) or None
+        ``what`` is ``"NaN"``, ``"inf"`` or ``"-inf"``; None when all entries are finite.
+    """
+    bad = ~np.isfinite(X)
+    if not bad.any():
+        return None
+    row = int(np.flatnonzero(bad.any(axis=1))[0])
+    col = int(np.flatnonzero(bad[row])[0])
+    value = X[row, col]
+    what = "NaN" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    return row, col, what
+
+
+def check_points(X, where: str, name: str = "X") -> np.ndarray:
+    """Validate a data matrix and return it as a C-contiguous float64 array.
+
+    Parameters
+    ----------
+    X : array_like
+        Candidate data, shape (N, D) with N >= 1, D >= 1, all values finite real numbers.
+    where : str
+        What to name in error messages (usually the file name).
+    name : str, default "X"
+        The matrix's name in error messages (e.g. ``"Xprev"``).
+
+    Returns
+    -------
+    ndarray of shape (N, D), float64, C-contiguous
+
+    Raises
+    ------
+    BnpviError
+        One line naming ``where`` and the problem (shape, type, first bad row).
+    """
+    arr = np.asarray(X)
+    if arr.dtype.kind not in "biuf":
+        raise BnpviError(f"{where}: {name} must hold real numbers, got dtype {arr.dtype}")
+    if arr.ndim == 1:
+        raise BnpviError(f"{where}: {name} is 1-D (shape {arr.shape}); expected a 2-D array (N, D) "
+                         f"- reshape it to (N, 1) for a single feature")
+    if arr.ndim != 2:
+        raise BnpviError(f"{where}: {name} must be 2-D (N, D), got shape {arr.shape}")
+    N, D = arr.shape
+    if N < 1:
+        raise BnpviError(f"{where}: {name} has no rows (N=0)")
+    if D < 1:
+        raise BnpviError(f"{where}: {name} has no columns (D=0)")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    bad = first_nonfinite(arr)
+    if bad is not None:
+        row, col, what = bad
+        raise BnpviError(f"{where}: {name} has {what} in row {row}, column {col} (rows counted from 0)")
+    return arr
+
+
+def check_seq_range(seq_range, T: int, where: str, name: str = "seq_range") -> np.ndarray:
+    """Validate sequence boundaries: sequence s is time steps ``seq_range[s]:seq_range[s+1]``.
+
+    Parameters
+    ----------
+    seq_range : array_like of int, shape (n_seqs + 1,)
+        Starts at 0, ends at T, strictly increasing (no empty sequence).
+    T : int
+        Number of time steps (rows of X).
+    where : str
+        What to name in error messages (usually the file name).
+    name : str, default "seq_range"
+        The array's name in error messages.
+
+    Returns
+    -------
+    (n_seqs + 1,) int64 ndarray
+
+    Raises
+    ------
+    BnpviError
+        One line naming ``where``, the problem and the first bad sequence (counted from 0).
+    """
+    sr = as_index_array(seq_range, name, where)
+    if sr.shape[0] < 2:
+        raise BnpviError(f"{where}: no sequences ({name} has {sr.shape[0]} entries; need n_seqs+1 >= 2)")
+    if sr[0] != 0:
+        raise BnpviError(f"{where}: {name} must start at 0, got {sr[0]}")
+    if sr[-1] != T:
+        raise BnpviError(f"{where}: {name} ends at {sr[-1]} but X has T={T} rows (time steps)")
+    lengths = np.diff(sr)
+    if (lengths <= 0).any():
+        s = int(np.flatnonzero(lengths <= 0)[0])
+        if lengths[s] == 0:
+            raise BnpviError(f"{where}: sequence {s} is empty ({name}[{s}] = {name}[{s + 1}] = {sr[s]}); "
+                             "empty sequences are not allowed")
+        raise BnpviError(f"{where}: {name} decreases at sequence {s} ({sr[s]} -> {sr[s + 1]})")
+    return np.ascontiguousarray(sr)
+
+
+def check_n_batches(n_batches, n_units: int, where: str, count: str) -> int:
+    """The batch count as an int in 1..n_units; ``count`` names n_units in the message (e.g. ``"N=103"``)."""
+    try:
+        as_int = int(n_batches)
+    except (TypeError, ValueError):
+        raise BnpviError(f"{where}: n_batches must be an integer, got {n_batches!r}") from None
+    if not 1 <= as_int <= n_units:
+        raise BnpviError(f"{where}: n_batches={as_int} must be between 1 and {count}")
+    return as_int
+
+
+def check_labels(labels, N: int, where: str, atoms: str | None = None) -> np.ndarray:
+    """Validate true labels: integers, shape (N,). Returns an int64 array.
+
+    Integral floats (e.g. 3.0) are accepted; anything else raises BnpviError.
+    ``atoms`` names what there are N of in the length message (default
+    ``"X has N rows"``; e.g. ``"there are N documents"``).
+    """
+    lab = np.asarray(labels)
+    if lab.ndim != 1:
+        raise BnpviError(f"{where}: labels must be 1-D, got shape {lab.shape}")
+    if lab.shape[0] != N:
+        atoms = f"X has {N} rows" if atoms is None else atoms
+        raise BnpviError(f"{where}: labels have {lab.shape[0]} entries but {atoms}")
+    if lab.dtype.kind in "biu":
+        return lab.astype(np.int64)
+    if lab.dtype.kind == "f":
+        ok = np.isfinite(lab) & (lab == np.round(lab))
+        if ok.all():
+            return lab.astype(np.int64)
+        row = int(np.flatnonzero(~ok)[0])
+        raise BnpviError(f"{where}: labels must be integers; row {row} has {lab[row].item()!r}")
+    raise BnpviError(f"{where}: labels must be integers, got dtype {lab.dtype}")
+
+
+def as_index_array(a, name: str, where: str) -> np.ndarray:
+    """A 1-D array of whole numbers (ints, or floats with integral values) as int64."""
+    arr = np.asarray(a)
+    if arr.ndim != 1:
+        raise BnpviError(f"{where}: {name} must be 1-D, got shape {arr.shape}")
+    if arr.dtype.kind in "iu":
+        if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+            raise BnpviError(f"{where}: {name} has values too large for int64")
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype.kind == "f":
+        ok = np.isfinite(arr) & (arr == np.round(arr)) & (np.abs(arr) < 2.0**62)
+        if not ok.all():
+            j = int(np.flatnonzero(~ok)[0])
+            raise BnpviError(f"{where}: {name} must hold integers; entry {j} is {arr[j].item()!r}")
+        return arr.astype(np.int64)
+    raise BnpviError(f"{where}: {name} must hold integers, got dtype {arr.dtype}")
+
+
+def _doc_of(doc_range: np.ndarray, entry: int) -> int:
+    """The document holding CSR entry ``entry`` (doc_range strictly increasing)."""
+    return int(np.searchsorted(doc_range, entry, side="right") - 1)
+
+
+def check_vocab(vocab, V: int, where: str) -> list[str]:
+    """Validate a vocabulary: V strings (one per word id). Returns a list of str."""
+    if isinstance(vocab, (str, bytes)):
+        raise BnpviError(f"{where}: vocab must be a sequence of V strings, not a single string")
+    words = list(vocab)
+    if len(words) != V:
+        raise BnpviError(f"{where}: vocab has {len(words)} words but the vocabulary size is V={V}")
+    out = []
+    for i, w in enumerate(words):
+        if isinstance(w, bytes):
+            try:
+                w = w.decode("utf-8")
+            except UnicodeDecodeError:
+                raise BnpviError(f"{where}: vocab word {i} is not valid UTF-8") from None
+        elif isinstance(w, np.str_):
+            w = str(w)
+        if not isinstance(w, str):
+            raise BnpviError(f"{where}: vocab word {i} is {w!r}, not a string")
+        if "\x00" in w:
+            raise BnpviError(f"{where}: vocab word {i} contains a NUL character")
+        out.append(w)
+    return out
+
+
+def check_documents(word_ids, word_counts, doc_range, vocab_size, where: str, duplicates: str = "reject",
+                    doc_name=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Validate a bag-of-words corpus in CSR form and return it in stored dtypes.
+
+    Parameters
+    ----------
+    word_ids : array_like of int, shape (nnz,)
+        Word types, each in [0, vocab_size).
+    word_counts : array_like, shape (nnz,)
+        Counts: finite, positive, whole numbers (any numeric dtype).
+    doc_range : array_like of int, shape (N+1,)
+        Document d is entries ``doc_range[d]:doc_range[d+1]``; starts at 0, ends
+        at nnz, and every document holds at least one word (empty documents are
+        rejected: they carry no information and would only skew per-document
+        statistics).
+    vocab_size : int
+        V, between 1 and 2**31 - 1.
+    where : str
+        What to name in error messages (usually the file name).
+    duplicates : {"reject", "sum"}
+        What to do with a word id repeated within one document: reject it (the
+        stored form), or add its counts into the first occurrence (converters).
+        Entry order is otherwise kept.
+    doc_name : callable, optional
+        ``doc_name(d) -> str`` names document d in messages (default ``"document d"``).
+
+    Returns
+    -------
+    word_ids : (nnz',) int32
+    word_counts : (nnz',) float64
+    doc_range : (N+1,) int64
+    vocab_size : int
+
+    Raises
+    ------
+    BnpviError
+        One line naming ``where``, the problem and the first bad document (counted from 0).
+    """
+    if duplicates not in ("reject", "sum"):
+        raise ValueError(f"duplicates must be 'reject' or 'sum', got {duplicates!r}")
+    name = doc_name if doc_name is not None else (lambda d: f"document {d}")
+    try:
+        V = int(vocab_size)
+    except (TypeError, ValueError):
+        raise BnpviError(f"{where}: vocab_size must be an integer, got {vocab_size!r}") from None
+    if isinstance(vocab_size, (float, np.floating)) and V != vocab_size:
+        raise BnpviError(f"{where}: vocab_size must be an integer, got {vocab_size!r}")
+    if not 1 <= V <= _INT32_MAX:
+        raise BnpviError(f"{where}: vocab_size V={V} must be between 1 and {_INT32_MAX}")
+    ids = as_index_array(word_ids, "word_ids", where)
+    dr = as_index_array(doc_range, "doc_range", where)
+    counts = np.asarray(word_counts)
+    if counts.ndim != 1:
+        raise BnpviError(f"{where}: word_counts must be 1-D, got shape {counts.shape}")
+    if counts.dtype.kind not in "iuf":
+        raise BnpviError(f"{where}: word_counts must hold numbers, got dtype {counts.dtype}")
+    nnz = ids.shape[0]
+    if counts.shape[0] != nnz:
+        raise BnpviError(f"{where}: word_ids has {nnz} entries but word_counts has {counts.shape[0]}")
+    if dr.shape[0] < 2:
+        raise BnpviError(f"{where}: no documents (doc_range has {dr.shape[0]} entries; need N+1 >= 2)")
+    if dr[0] != 0:
+        raise BnpviError(f"{where}: doc_range must start at 0, got {dr[0]}")
+    if dr[-1] != nnz:
+        raise BnpviError(f"{where}: doc_range ends at {dr[-1]} but there are nnz={nnz} word entries")
+    sizes = np.diff(dr)
+    if (sizes < 0).any():
+        d = int(np.flatnonzero(sizes < 0)[0])
+        raise BnpviError(f"{where}: doc_range decreases at {name(d)} ({dr[d]} -> {dr[d + 1]})")
+    if (sizes == 0).any():
+        d = int(np.flatnonzero(sizes == 0)[0])
+        raise BnpviError(f"{where}: {name(d)} has no words (documents counted from 0); "
+                         "empty documents are not allowed - drop them")
+    bad = (ids < 0) | (ids >= V)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise BnpviError(f"{where}: {name(_doc_of(dr, j))} has word id {ids[j]} outside the vocabulary "
+                         f"(ids run from 0 to V-1 = {V - 1})")
+    counts = counts.astype(np.float64, copy=False)
+    bad = ~np.isfinite(counts)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise BnpviError(f"{where}: {name(_doc_of(dr, j))} has a count of {counts[j]} for word {ids[j]}")
+    bad = counts <= 0
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise BnpviError(f"{where}: {name(_doc_of(dr, j))} has a count of {counts[j]:g} for word {ids[j]} "
+                         "(counts must be positive)")
+    bad = counts != np.round(counts)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise BnpviError(f"{where}: {name(_doc_of(dr, j))} has a non-integer count {counts[j].item()!r} "
+                         f"for word {ids[j]}")
+    ids, counts, dr = _merge_duplicates(ids, counts, dr, V, where, duplicates, name)
+    return (np.ascontiguousarray(ids, dtype=np.int32), np.ascontiguousarray(counts, dtype=np.float64),
+            np.ascontiguousarray(dr, dtype=np.int64), V)
+
+
+def _merge_duplicates(ids, counts, dr, V, where, duplicates, name):
+    """Reject, or sum into the first occurrence, word ids repeated within a document."""
+    N = dr.shape[0] - 1
+    if ids.shape[0] < 2:
+        return ids, counts, dr
+    doc = np.repeat(np.arange(N, dtype=np.int64), np.diff(dr))
+    if N * V < 2**62:
+        key = doc * V + ids
+    else:  # pragma: no cover - astronomically large N * V
+        key = np.unique(np.stack([doc, ids], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
+    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if uniq.shape[0] == key.shape[0]:
+        return ids, counts, dr
+    if duplicates == "reject":
+        dup = np.ones(key.shape[0], dtype=bool)
+        dup[first] = False
+        j = int(np.flatnonzero(dup)[0])
+        raise BnpviError(f"{where}: {name(int(doc[j]))} lists word {ids[j]} more than once "
+                         "(sum its counts into one entry)")
+    inverse = inverse.reshape(-1)
+    summed = np.bincount(inverse, weights=counts, minlength=uniq.shape[0])
+    keep = np.sort(first)
+    new_doc = doc[keep]
+    new_dr = np.concatenate([[0], np.cumsum(np.bincount(new_doc, minlength=N))]).astype(np.int64)
+    return ids[keep], summed[inverse[keep]], new_dr

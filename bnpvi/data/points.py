@@ -1,0 +1,161 @@
+"""Point files (kind ``"points"``): one row of a dense matrix X per atom.
+
+:class:`RowStore` reads any file whose atoms are the rows of ``/X`` (points, and
+sequences in :mod:`bnpvi.data.seq`): blocks of rows, the finite-value check and
+the whole-data moments. :class:`PointStore` adds the batches of independent rows.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import h5py
+import numpy as np
+
+from bnpvi.data.base import BatchStore, chunk_rows, split_offsets, write_batch_file
+from bnpvi.data.batch import PointBatch
+from bnpvi.data.checks import check_labels, check_n_batches, check_points, first_nonfinite
+from bnpvi.data.moments import DataMoments
+from bnpvi.errors import BnpviError
+
+
+class RowStore(BatchStore):
+    """A batch file whose atoms are the rows of the (N, D) float dataset X.
+
+    ``iter_blocks`` yields ``(first_row, X_block)`` with X blocks of at most
+    ``max(1, max_values // D)`` rows. Every value of X must be finite; the
+    moments are those of the rows of X.
+    """
+
+    @classmethod
+    def _read_layout(cls, f: h5py.File, attrs: dict, fail) -> dict:
+        if not isinstance(f.get("X"), h5py.Dataset):
+            raise fail("is missing the dataset 'X'")
+        X = f["X"]
+        if X.ndim != 2:
+            raise fail(f"has a dataset X of shape {X.shape}; expected 2-D (N, D)")
+        if X.dtype.kind not in "biuf":
+            raise fail(f"has a dataset X of dtype {X.dtype}; expected float64")
+        N, D = (int(s) for s in X.shape)
+        if N == 0:
+            raise fail("has no data rows (N=0)")
+        if D == 0:
+            raise fail("has no columns (D=0)")
+        for key, actual in (("N", N), ("D", D)):
+            if key in attrs and (not isinstance(attrs[key], int) or attrs[key] != actual):
+                raise fail(f"is inconsistent: attribute {key}={attrs[key]} but X has shape {X.shape}")
+        return {"n_atoms": N, "D": D, "n_units": N}
+
+    def _read_rows(self, start: int, stop: int, name: str = "X") -> np.ndarray:
+        return np.ascontiguousarray(self._handle()[name][start:stop], dtype=np.float64)
+
+    def _blocks(self, limit: int, name: str = "X") -> Iterator[tuple[int, np.ndarray]]:
+        rows = max(1, limit // self.D)
+        for start in range(0, self.n_atoms, rows):
+            yield start, self._read_rows(start, min(self.n_atoms, start + rows), name)
+
+    def _scan(self, check: bool, moments: bool) -> DataMoments | None:
+        """Every value of X finite (``check``); mean and covariance of the rows (``moments``).
+
+        Blocks are combined with Chan et al.'s parallel update of the centered
+        sums, so the moments are accurate even for data far from the origin.
+        """
+        total = _MomentSum(self.D) if moments else None
+        for start, X in self.iter_blocks():
+            if check:
+                self._check_finite("X", start, X)
+            if total is not None:
+                total.add(X)
+        return None if total is None else total.moments()
+
+    def _check_finite(self, name: str, start: int, block: np.ndarray) -> None:
+        bad = first_nonfinite(block)
+        if bad is not None:
+            row, col, what = bad
+            raise BnpviError(f"data file {self._path} has {what} {self._locate(name, start + row, col)}")
+
+    def _locate(self, name: str, row: int, col: int) -> str:
+        """Where entry (row, col) of dataset ``name`` is, for an error message."""
+        raise NotImplementedError
+
+
+class PointStore(RowStore, kind="points"):
+    """Reader of a points file: batch b is rows ``offsets[b]:offsets[b+1]`` of X, as a PointBatch."""
+
+    unit = "rows"
+
+    def _read(self, lo: int, hi: int) -> PointBatch:
+        return PointBatch(X=self._read_rows(lo, hi), start=lo)
+
+    def _locate(self, name: str, row: int, col: int) -> str:
+        return f"in row {row} (batch {self._batch_of(row)}, column {col})"
+
+
+class _MomentSum:
+    """Running count, mean and centered sum of squares of rows, merged block by block (Chan et al. 1979)."""
+
+    def __init__(self, D: int):
+        self.n = 0
+        self.mean = np.zeros(D)
+        self.M2 = np.zeros((D, D))
+
+    def add(self, X: np.ndarray) -> None:
+        n_b = X.shape[0]
+        mean_b = X.mean(axis=0)
+        C = X - mean_b
+        delta = mean_b - self.mean
+        total = self.n + n_b
+        self.mean = self.mean + delta * (n_b / total)
+        self.M2 = self.M2 + C.T @ C + np.outer(delta, delta) * (self.n * n_b / total)
+        self.n = total
+
+    def moments(self) -> DataMoments:
+        cov = self.M2 / self.n
+        return DataMoments(n_atoms=self.n, mean=self.mean, cov=0.5 * (cov + cov.T))
+
+
+def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool = True, source: str = "",
+                 compression: str | None = None) -> Path:
+    """Write a point data set to a batch file, atomically.
+
+    Parameters
+    ----------
+    path : str or Path
+        Destination file; its directory must exist. An existing file is replaced.
+    X : array_like, shape (N, D)
+        Finite real data; N >= 1, D >= 1.
+    n_batches : int, default 1
+        Number of contiguous, as-equal-as-possible batches (1..N).
+    labels : array_like of int, shape (N,), optional
+        True cluster labels, stored for evaluation only.
+    batches_fixed : bool, default True
+        Whether the batch split is part of the data set (a reader may not re-split it).
+    source : str, default ""
+        Free-text provenance stored in the ``source`` attribute.
+    compression : str, optional
+        HDF5 compression filter for X (e.g. ``"gzip"``); none by default.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    BnpviError
+        Invalid X, labels or n_batches, or the file cannot be written. Nothing is
+        left at ``path`` (nor a temporary file) on failure.
+    """
+    path = Path(path).expanduser()
+    where = f"cannot write {path}"
+    X = check_points(X, where)
+    N, D = X.shape
+    if labels is not None:
+        labels = check_labels(labels, N, where)
+    n_batches = check_n_batches(n_batches, N, where, f"N={N}")
+
+    def datasets(f: h5py.File) -> None:
+        f.create_dataset("X", data=X, chunks=(chunk_rows(N, D), D), compression=compression)
+
+    return write_batch_file(path, where, "points", N, D, split_offsets(N, n_batches), labels, batches_fixed,
+                            source, datasets)

@@ -1,0 +1,273 @@
+"""Python face of the compiled hidden-Markov-model kernels (csrc/hmm.pyx).
+
+:func:`forward_backward` is the local step of an HMM (all of its summaries in one
+pass) and :func:`viterbi` the most likely state path. Both validate their inputs
+(dtype, shape, C-contiguity, ``seq_range``, NaN / +inf, rows of ``log_lik`` with
+no finite entry, sequences of probability 0) and raise :class:`KernelInputError`
+with a one-line message; they never cast or copy inputs silently.
+
+The compiled kernels process the sequences in chunks that depend only on the
+input (never on the number of threads) and add per-chunk partial tables in chunk
+order, so every result is bit-identical from call to call and for any
+``n_threads``. NumPy references with the same formulas live in
+:mod:`bnpvi.kernels.reference`.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from threadpoolctl import ThreadpoolController
+
+from bnpvi.kernels import KernelInputError, _check_array, _row_preview, _threads
+
+try:
+    from bnpvi.kernels import _hmm as _ext
+except ImportError as err:  # pragma: no cover - only without a build
+    raise ImportError(
+        "bnpvi's compiled HMM kernels (bnpvi.kernels._hmm) are not built: install with "
+        "`pip install .`, or run `python setup.py build_ext --inplace` in a checkout"
+    ) from err
+
+__all__ = ["ForwardBackward", "forward_backward", "viterbi"]
+
+BLAS_MIN_K = 12
+"""From this many states on, forward-backward's K × K products use SciPy's BLAS."""
+
+_controller = None
+_blas_lock = threading.Lock()
+_blas_users = 0
+_blas_limiter = None
+
+
+def _use_blas(K: int) -> bool:
+    return K >= BLAS_MIN_K and _ext.have_blas()
+
+
+@contextlib.contextmanager
+def _blas_single_thread(use_blas: bool):
+    """Keep BLAS on one thread during a kernel call that uses it.
+
+    The kernel's own OpenMP threads call BLAS concurrently (BLAS threads on top would
+    oversubscribe the cores), and BLAS results may depend on BLAS's thread count,
+    which would break bit-identical results for every ``n_threads``. The limit is
+    process-wide (threadpoolctl) and held while any such call runs, also when
+    several Python threads call the kernels at once.
+    """
+    global _controller, _blas_users, _blas_limiter
+    if not use_blas:
+        yield
+        return
+    with _blas_lock:
+        if _blas_users == 0:
+            if _controller is None:
+                _controller = ThreadpoolController()
+            _blas_limiter = _controller.limit(limits=1, user_api="blas")
+        _blas_users += 1
+    try:
+        yield
+    finally:
+        with _blas_lock:
+            _blas_users -= 1
+            if _blas_users == 0:
+                _blas_limiter.restore_original_limits()
+                _blas_limiter = None
+
+
+@dataclass(frozen=True)
+class ForwardBackward:
+    """Summaries of q*(z) for one batch of sequences (see :func:`forward_backward`).
+
+    Attributes
+    ----------
+    resp : (T, K) ndarray
+        Marginals r_t(k) = q*(z_t = k); rows sum to 1.
+    start_counts : (K,) ndarray
+        M0_k = Σ_d r_d1(k).
+    trans_counts : (K, K) ndarray
+        M_jk = Σ_d Σ_{t<T_d} s_dt(j, k), expected transition counts.
+    start_entropy : (K,) ndarray
+        −Σ_d r_d1(k) ln r_d1(k).
+    trans_entropy : (K, K) ndarray
+        −Σ_d Σ_{t<T_d} s_dt(j, k) ln(s_dt(j, k) / r_dt(j)); every entry ≥ 0.
+    log_norm : (S,) ndarray
+        log Z_d of every sequence.
+    """
+
+    resp: np.ndarray
+    start_counts: np.ndarray
+    trans_counts: np.ndarray
+    start_entropy: np.ndarray
+    trans_entropy: np.ndarray
+    log_norm: np.ndarray
+
+
+# --------------------------------------------------------------------------- checks
+def _check_inputs(log_lik, seq_range, log_start, log_trans) -> tuple[int, int, int]:
+    _check_array(log_lik, "log_lik", 2)
+    _check_array(seq_range, "seq_range", 1, np.int64)
+    _check_array(log_start, "log_start", 1)
+    _check_array(log_trans, "log_trans", 2)
+    T, K = log_lik.shape
+    if K < 1:
+        raise KernelInputError(f"log_lik must have at least one column (state), got shape {log_lik.shape}")
+    if log_start.shape != (K,):
+        raise KernelInputError(f"log_start must have shape ({K},) to match log_lik {log_lik.shape}, got {log_start.shape}")
+    if log_trans.shape != (K, K):
+        raise KernelInputError(f"log_trans must have shape ({K}, {K}) to match log_lik {log_lik.shape}, got {log_trans.shape}")
+    if seq_range.shape[0] < 1:
+        raise KernelInputError("seq_range must hold S + 1 sequence boundaries, got an empty array")
+    if seq_range[0] != 0:
+        raise KernelInputError(f"seq_range[0] must be 0, got {int(seq_range[0])}")
+    if seq_range[-1] != T:
+        raise KernelInputError(f"seq_range[-1] must be T = {T} (the rows of log_lik), got {int(seq_range[-1])}")
+    step = np.diff(seq_range)
+    if step.size and step.min() <= 0:
+        s = int(np.flatnonzero(step <= 0)[0])
+        raise KernelInputError(
+            f"seq_range must strictly increase (no empty sequence): seq_range[{s}] = {int(seq_range[s])}, "
+            f"seq_range[{s + 1}] = {int(seq_range[s + 1])}"
+        )
+    for a, name in ((log_start, "log_start"), (log_trans, "log_trans")):
+        bad = ~(a < np.inf)  # NaN or +inf; −inf (probability 0) is allowed
+        if bad.any():
+            at = np.unravel_index(int(np.flatnonzero(bad)[0]), a.shape)
+            where = at[0] if a.ndim == 1 else tuple(int(i) for i in at)
+            what = "a NaN" if np.isnan(a[at]) else "+inf"
+            raise KernelInputError(f"{name} has {what} at {where} (only finite values and -inf are allowed)")
+    return T, K, seq_range.shape[0] - 1
+
+
+def _raise_bad_sequence(log_lik, seq_range, log_trans, d: int, code: int):
+    t0, t1 = int(seq_range[d]), int(seq_range[d + 1])
+    if code == 1:
+        rows = log_lik[t0:t1]
+        nan = np.isnan(rows).any(axis=1)
+        pinf = np.isposinf(rows).any(axis=1)
+        none = ~np.isfinite(rows).any(axis=1)
+        t = int(np.flatnonzero(nan | pinf | none)[0])
+        row = rows[t]
+        if nan[t]:
+            why = f"a NaN at column {int(np.flatnonzero(np.isnan(row))[0])}"
+        elif pinf[t]:
+            why = f"+inf at column {int(np.flatnonzero(np.isposinf(row))[0])}"
+        else:
+            why = "no finite entry (every state has probability 0)"
+        raise KernelInputError(f"log_lik row {t0 + t} (sequence {d}) has {why}: {_row_preview(row)}")
+    if code == 2:
+        raise KernelInputError(
+            f"sequence {d} (rows {t0}:{t1}) has probability 0 under log_start, log_trans and log_lik "
+            "(log Z = -inf: no state path has non-zero weight, or its weight underflows)"
+        )
+    raise KernelInputError(
+        f"sequence {d} (rows {t0}:{t1}): a forward normaliser overflowed; exp(log_trans) must be "
+        f"(sub-)stochastic, got max log_trans = {float(np.max(log_trans)):.4g}"
+    )
+
+
+# -------------------------------------------------------------------------- kernels
+def forward_backward(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,
+                     log_trans: np.ndarray, *, n_threads=None) -> ForwardBackward:
+    """Forward-backward on every sequence of a batch: the local step of an HMM.
+
+    Sequence d is rows ``seq_range[d]:seq_range[d+1]`` of C = ``log_lik``; with
+    a = ``log_start`` and W = ``log_trans``, the optimal factor is the Markov chain
+    (Hughes 2016 thesis Eq. 6.48)
+
+        q*(z_d) ∝ exp(a_{z_1} + Σ_{t<T_d} W_{z_t z_{t+1}} + Σ_t C_{t z_t}).
+
+    It is computed by the scaled forward-backward recursions (Rabiner 1989 §V.A):
+    with c_t = max_k C_tk, E_t = exp(C_t − c_t), Π̃ = exp(W) (sub-stochastic rows,
+    never renormalised) and ã = exp(a − max a),
+
+    * forward: f̃_1 = ã ⊙ E_1, f̃_t = (Π̃ᵀ f_{t−1}) ⊙ E_t, n_t = Σ_k f̃_t(k), f_t = f̃_t / n_t;
+    * backward: g_T = 1, g_t = Π̃ (E_{t+1} ⊙ g_{t+1}) / n_{t+1};
+    * marginals r_t = f_t ⊙ g_t; pairwise s_t(j, k) = f_t(j) Π̃_jk E_{t+1}(k) g_{t+1}(k) / n_{t+1};
+    * log Z_d = max a + Σ_t (c_t + ln n_t).
+
+    The summaries (thesis §6.3.3, Eq. 6.24-6.25) are summed over the sequences; the
+    (T, K, K) pairwise array is never formed. The entropy of q*(z) is
+    Σ start_entropy + Σ trans_entropy, and equals
+    Σ_d log Z_d − Σ_k M0_k a_k − Σ_jk M_jk W_jk − Σ_tk r_tk C_tk.
+
+    Parameters
+    ----------
+    log_lik : (T, K) ndarray of float64, C-contiguous
+        C_tk = E_q log p(x_t | state k). May hold −inf, but every row needs a finite entry.
+    seq_range : (S + 1,) ndarray of int64, C-contiguous
+        Sequence boundaries: 0, ..., T, strictly increasing (no empty sequence).
+    log_start : (K,) ndarray of float64, C-contiguous
+        a_k = E_q ln π_0k; −inf marks a state that never starts a sequence.
+    log_trans : (K, K) ndarray of float64, C-contiguous
+        W_jk = E_q ln π_jk; −inf marks an impossible transition.
+    n_threads : int, optional
+        OpenMP threads over sequences; default all available for large inputs, 1 for
+        small ones. Results do not depend on it (bit for bit).
+
+    Returns
+    -------
+    ForwardBackward
+        resp (T, K), start_counts (K,), trans_counts (K, K), start_entropy (K,),
+        trans_entropy (K, K), log_norm (S,).
+
+    Raises
+    ------
+    KernelInputError (a ValueError)
+        Wrong dtype / shape / layout, a malformed ``seq_range``, a NaN or +inf in
+        any input, a row of ``log_lik`` with no finite entry, or a sequence of
+        probability 0 (every path has weight 0, or it underflows after scaling).
+
+    Notes
+    -----
+    For K ≥ ``BLAS_MIN_K`` the K × K products use SciPy's BLAS,
+    limited to one BLAS thread for the duration of the call
+    (process-wide, restored afterwards), so results do not depend on BLAS's
+    thread settings either. The plain loops used otherwise agree up to rounding.
+    """
+    T, K, S = _check_inputs(log_lik, seq_range, log_start, log_trans)
+    out = ForwardBackward(np.empty((T, K)), np.empty(K), np.empty((K, K)), np.empty(K),
+                          np.empty((K, K)), np.empty(S))
+    nt = _threads(n_threads, T * K * K)
+    use_blas = _use_blas(K)
+    with _blas_single_thread(use_blas):
+        bad, code = _ext.forward_backward(log_lik, seq_range, log_start, log_trans, out.resp, out.start_counts,
+                                          out.trans_counts, out.start_entropy, out.trans_entropy, out.log_norm,
+                                          nt, use_blas)
+    if bad >= 0:
+        _raise_bad_sequence(log_lik, seq_range, log_trans, bad, code)
+    return out
+
+
+def viterbi(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,
+            log_trans: np.ndarray, *, n_threads=None) -> np.ndarray:
+    """Most likely state path of every sequence (Viterbi; Rabiner 1989 §III.B).
+
+    The mode of q*(z_d) of :func:`forward_backward` (Hughes 2016 thesis §6.6):
+    δ_1 = a + C_1, δ_t(k) = C_tk + max_j [δ_{t−1}(j) + W_jk] with back-pointers,
+    ties going to the lowest state index.
+
+    Parameters
+    ----------
+    log_lik, seq_range, log_start, log_trans, n_threads
+        As for :func:`forward_backward`.
+
+    Returns
+    -------
+    path : (T,) ndarray of int64
+        The state of every time step.
+
+    Raises
+    ------
+    KernelInputError (a ValueError)
+        As for :func:`forward_backward` (a sequence of probability 0 is one whose
+        every path scores −inf).
+    """
+    T, K, S = _check_inputs(log_lik, seq_range, log_start, log_trans)
+    path = np.empty(T, dtype=np.int64)
+    nt = _threads(n_threads, T * K * K)
+    bad, code = _ext.viterbi(log_lik, seq_range, log_start, log_trans, path, nt)
+    if bad >= 0:
+        _raise_bad_sequence(log_lik, seq_range, log_trans, bad, code)
+    return path

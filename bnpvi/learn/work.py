@@ -1,0 +1,38 @@
+"""The work done on one batch: a pure function of (model, globals, move plans, batch).
+
+Local step, summaries, and whatever the planned moves track. It changes nothing;
+the driver alone applies its result to the memo caches and the aggregate, so the
+same call could run in another process on a batch that process read itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bnpvi.stats import SuffStats
+
+
+@dataclass(frozen=True, eq=False)
+class BatchResult:
+    """Summaries of one batch under the given globals, and the moves' tracked data (by move name)."""
+
+    stats: SuffStats
+    tracked: dict = field(default_factory=dict)
+
+
+def process_batch(model, globals_, batch, plans: dict | None = None, schedule=None) -> BatchResult:
+    """Local step and summaries of ``batch`` under ``globals_``; moves in ``plans`` track their data.
+
+    Parameters
+    ----------
+    model : bnpvi.model.Model
+    globals_ : bnpvi.model.Globals
+    batch : a batch of the store
+    plans : dict, optional
+        Per-move plans for this batch (``MoveSchedule.batch_plans``); empty or None for none.
+    schedule : MoveSchedule, optional
+        Dispatches ``plans`` to the moves' ``track`` (needed when ``plans`` is not empty).
+    """
+    log_lik, local = model.local_step(batch, globals_)
+    stats = model.summarize(batch, local)
+    tracked = schedule.track(model, globals_, batch, log_lik, local, plans) if plans else {}
+    return BatchResult(stats, tracked)

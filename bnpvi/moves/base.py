@@ -1,0 +1,138 @@
+"""The move seam: plan (driver), track (inside the per-batch work), decide (driver).
+
+A move that changes the set of clusters (Hughes 2016 thesis Ch. 4) is split in three:
+
+* **plan**, by the driver at the start of a lap: which clusters to try, and every
+  random number the proposal will need (drawn from the run's generator, never
+  inside per-batch work, so a result does not depend on where a batch ran);
+* **track**, inside the pure per-batch work (``bnpvi.learn.work``): from a batch's
+  local step, whatever the proposal needs (merged entropies, the summaries of a
+  proposal's responsibilities ...); a function of (model, globals, plan, batch)
+  only;
+* **decide**, by the driver after the lap (or, where a move's rule says so, after
+  a batch): build the candidate's whole-data summaries, judge it by the exact ELBO,
+  and, if accepted, return an :class:`Edit` that the driver applies to every memo
+  cache, the aggregate, the cluster ids and the global parameters in one place.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from bnpvi.stats import SuffStats
+
+ACCEPT_RTOL = 1e-10
+"""A move must raise the ELBO by more than this fraction of |L| (guards against float noise)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Edit:
+    """A change of the cluster set, applied by the driver in one place.
+
+    Attributes
+    ----------
+    sources : list of lists of int
+        New cluster i is made of the current clusters ``sources[i]`` (see
+        ``SuffStats.remap``); ids and warm starts follow it.
+    rewrite : callable (b, cache) -> SuffStats
+        The new memo cache of batch b, given its current one (padded to the current K).
+    globals : Globals
+        The new global parameters; ``globals.stats`` is the new aggregate.
+    """
+
+    sources: list
+    rewrite: Callable[[int, SuffStats], SuffStats]
+    globals: object
+
+
+@dataclass
+class MoveEvent:
+    """One proposal: lap, move, cluster ids, exact ELBO gain, accepted or not."""
+
+    lap: int
+    move: str
+    target: str
+    gain: float
+    accepted: bool
+
+
+def accepts(gain: float, elbo: float) -> bool:
+    """Whether a proposal with this exact gain is accepted at an ELBO of ``elbo``."""
+    return bool(gain > ACCEPT_RTOL * max(1.0, abs(elbo)))
+
+
+def ordered_sum(items) -> SuffStats:
+    """Sum in the given order (batch order), so that a resumed run adds in the same order."""
+    items = list(items)
+    total = items[0]
+    for item in items[1:]:
+        total = total + item
+    return total
+
+
+class Move(ABC):
+    """One kind of proposal (birth, merge, delete); see the module docstring.
+
+    Parameters
+    ----------
+    cfg : the move's config node (``moves.<name>``)
+
+    The driver ("run") passed to the hooks exposes ``model``, ``globals``, ``caches``,
+    ``ids`` (ClusterIds), ``n_batches``, ``lap`` (completed laps), ``pos`` (batches done
+    in this lap), ``elbo()``, ``evaluate(stats, sources)`` and ``apply(edit)``; the
+    schedule exposes ``event(...)``.
+    """
+
+    name = ""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def active(self, lap: int) -> bool:
+        """Whether the move runs in lap ``lap`` (counted from 1)."""
+        if lap < self.cfg.start_lap:
+            return False
+        stop = getattr(self.cfg, "stop_lap", None)
+        return stop is None or lap <= stop
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Forget the current lap's plan and tracked data."""
+
+    @abstractmethod
+    def plan(self, run, rng: np.random.Generator, excluded: set[int]) -> set[int]:
+        """Plan this lap's proposals (clusters by id); returns the ids it uses, which others must leave alone."""
+
+    @abstractmethod
+    def batch_plan(self, run, b: int):
+        """What batch ``b``'s work must track for this move (positions, seeds), or None."""
+
+    @abstractmethod
+    def track(self, model, globals_, batch, log_lik: np.ndarray, local, plan):
+        """Inside the per-batch work: the data this move needs from one batch (pure)."""
+
+    @abstractmethod
+    def collect(self, run, schedule, b: int, tracked) -> None:
+        """Keep what batch ``b``'s work tracked (driver)."""
+
+    def after_batch(self, run, schedule, b: int) -> None:
+        """Decisions a move takes in the middle of a lap (none by default)."""
+
+    @abstractmethod
+    def decide(self, run, schedule) -> None:
+        """At the end of the lap: judge the proposals and apply the accepted ones (``run.apply``)."""
+
+    @abstractmethod
+    def state(self) -> dict:
+        """Everything needed to continue the lap exactly after a resume."""
+
+    @abstractmethod
+    def load_state(self, state: dict) -> None:
+        ...
+
+    def check_complete(self, run, tracked: dict, what: str) -> None:
+        if len(tracked) != run.n_batches:
+            raise RuntimeError(f"internal error: {what} tracked in {len(tracked)} of {run.n_batches} batches")

@@ -1,0 +1,119 @@
+"""Label alignment and the Hamming distance of a segmentation (Hughes 2016 thesis §6.6)."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from bnpvi.metrics import adjusted_rand_index, align_labels, hamming_distance
+
+
+@pytest.mark.parametrize(
+    "true, est, expect",
+    [
+        ([0, 0, 1, 1], [0, 0, 1, 1], 0.0),
+        ([0, 0, 1, 1], [0, 0, 1, 2], 0.25),
+        ([0, 0, 1, 1], [1, 1, 0, 0], 0.0),
+        ([-1, -1, 0, 1], [1, 2, 0, 1], 0.0),
+    ],
+)
+def test_worked_examples(true, est, expect):
+    assert hamming_distance(true, est) == expect
+
+
+def brute_hamming(true, est) -> float:
+    """Smallest mismatch over every one-to-one map of estimated to true labels."""
+    true, est = np.asarray(true), np.asarray(est)
+    scored = true >= 0
+    t, e = true[scored], est[scored]
+    t_ids, e_ids = np.unique(t), np.unique(e)
+    best = len(t)
+    # assign each estimated label a distinct true label or "none"
+    options = list(t_ids) + [None] * len(e_ids)
+    for choice in itertools.permutations(options, len(e_ids)):
+        mapped = np.array([-1 if c is None else c for c in choice])[np.searchsorted(e_ids, e)]
+        best = min(best, int(np.count_nonzero(mapped != t)))
+    return best / len(t)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_matches_brute_force_matching(seed):
+    rng = np.random.default_rng(seed)
+    T = 40
+    n_true, n_est = rng.integers(1, 5), rng.integers(1, 5)
+    true = rng.integers(0, n_true, T)
+    est = np.where(rng.random(T) < 0.7, (true * 3 + 1) % max(n_est, 1), rng.integers(0, n_est, T)) + 10
+    true[rng.random(T) < 0.15] = -1
+    assert hamming_distance(true, est) == pytest.approx(brute_hamming(true, est), abs=1e-15)
+
+
+def test_invariant_to_permuting_estimated_labels():
+    rng = np.random.default_rng(1)
+    true = np.repeat([0, 1, 2, 3], [30, 20, 25, 25])
+    est = np.where(rng.random(100) < 0.8, true, rng.integers(0, 6, 100))
+    d = hamming_distance(true, est)
+    assert 0.0 < d < 0.3
+    for _ in range(5):
+        perm = rng.permutation(6) + rng.integers(0, 50)
+        assert hamming_distance(true, perm[est]) == d
+
+
+def test_more_estimated_than_true_states():
+    true = np.array([0] * 6 + [1] * 4)
+    est = np.array([5] * 4 + [7] * 2 + [9] * 4)  # true state 0 split in two
+    assert hamming_distance(true, est) == pytest.approx(0.2)
+    aligned = align_labels(true, est)
+    assert np.array_equal(aligned[:4], [0] * 4) and np.array_equal(aligned[6:], [1] * 4)
+    # the extra estimated state gets a new label, never a true one
+    assert np.all(aligned[4:6] == aligned[4]) and aligned[4] not in (0, 1)
+
+
+def test_fewer_estimated_than_true_states():
+    true = np.array([0] * 5 + [1] * 3 + [2] * 2)
+    est = np.array([4] * 5 + [8] * 5)  # true states 1 and 2 merged
+    assert hamming_distance(true, est) == pytest.approx(0.2)
+    assert np.array_equal(align_labels(true, est), [0] * 5 + [1] * 5)
+
+
+def test_unscored_steps_take_no_part():
+    true = np.array([-1, -1, -1, 0, 0, 1, 1])
+    est = np.array([3, 3, 3, 1, 1, 2, 2])
+    # 3 appears at unscored steps only: it is matched to nothing
+    assert hamming_distance(true, est) == 0.0
+    aligned = align_labels(true, est)
+    assert np.array_equal(aligned[3:], [0, 0, 1, 1])
+    assert aligned[0] not in (0, 1) and aligned[0] >= 2
+    # errors at unscored steps do not count; at scored ones they do
+    assert hamming_distance(true, [0, 1, 2, 1, 1, 2, 2]) == 0.0
+    assert hamming_distance(true, [3, 3, 3, 1, 2, 2, 2]) == pytest.approx(0.25)
+    assert np.isnan(hamming_distance([-1, -1], [0, 1]))
+    # a label without overlap is not matched even where a true label is left over
+    aligned = align_labels([-1, 0, 1], [9, 5, 5])
+    assert aligned[1] == aligned[2] and aligned[1] in (0, 1) and aligned[0] not in (0, 1)
+
+
+def test_unmatched_labels_never_equal_a_true_label():
+    true = np.array([0, 0, 0, 2, 2, 2])
+    est = np.array([0, 0, 1, 2, 3, 4])
+    aligned = align_labels(true, est)
+    assert aligned.dtype == np.int64
+    assert np.array_equal(aligned[[0, 1, 3]], [0, 0, 2])
+    assert not np.isin(aligned[[2, 4, 5]], true).any()
+    assert len(set(aligned[[2, 4, 5]])) == 3  # distinct estimated states stay distinct
+    assert hamming_distance(true, est) == pytest.approx(0.5)
+
+
+def test_clear_errors():
+    with pytest.raises(ValueError, match="differ in length: 4 vs 3"):
+        hamming_distance([0, 0, 1, 1], [0, 0, 1])
+    with pytest.raises(ValueError, match="differ in length"):
+        align_labels([0, 1], [0, 1, 1])
+    with pytest.raises(ValueError, match="integer labels"):
+        hamming_distance([0, 1], [0.5, 1.0])
+    with pytest.raises(ValueError, match="1-D"):
+        hamming_distance(np.zeros((2, 2), dtype=int), np.zeros((2, 2), dtype=int))
+
+
+def test_adjusted_rand_index_still_works():
+    assert adjusted_rand_index([0, 0, 1, 1], [1, 1, 0, 0]) == 1.0
