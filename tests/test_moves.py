@@ -15,7 +15,8 @@ from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
-from bnpvi.moves.birth import BirthMove, fresh_weights, seed_birth, split, transfer_stats
+from bnpvi.moves.birth import (BirthMove, cleanup_order, fresh_weights, grouped, partitions_membership, seed_birth,
+                               split, transfer)
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove, merge_scores
 from bnpvi.obs import make_obs
@@ -141,7 +142,7 @@ def test_birth_gain_equals_brute_force(family):
     seed = seed_birth(model, batch, r[:, target].copy(), OmegaConf.create(BIRTH), np.random.default_rng(0), 10)
     assert seed is not None and seed[0].shape[0] >= 2
     N, fields = seed
-    rows = transfer_stats(model, batch, r[:, target].copy(), N, fields)
+    rows = transfer(model, batch, r[:, target].copy(), N, fields)[0]
     predicted = elbo_of(model, split(stats, target, rows)) - elbo_of(model, stats)
     share = softmax(model.obs.expected_log_lik(model.obs.posterior(N, fields), batch) + fresh_weights(N), axis=1)
     new = np.concatenate([r, r[:, [target]] * share], axis=1)
@@ -150,6 +151,30 @@ def test_birth_gain_equals_brute_force(family):
     assert_gain(predicted, brute)
     if family != "zm_gauss":  # zero-mean clusters cannot tell shifted blobs apart
         assert predicted > 0  # 2 clusters cannot explain 4: splitting the biggest helps
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_level_of_a_birth_cleanup_gains_what_brute_force_says(family):
+    """A birth's fresh clusters merged level by level along its cleanup order: each level's predicted gain
+    (tracked group entropies) equals the ELBO difference of the responsibilities it stands for."""
+    model, batch, globals_, _, local, stats = fitted(family, K=2)
+    r = local.resp.values
+    target = int(np.argmax(r.sum(axis=0)))
+    N, fields = seed_birth(model, batch, r[:, target].copy(), OmegaConf.create(BIRTH), np.random.default_rng(0), 10)
+    fresh, proposal = transfer(model, batch, r[:, target].copy(), N, fields)
+    levels = cleanup_order(model, globals_, target, fresh, proposal, 1.0)
+    J = N.shape[0]
+    assert levels.shape == (J - 1, J)
+    assert [int(labels.max()) + 1 for labels in levels] == list(range(J, 1, -1))
+    share = softmax(model.obs.expected_log_lik(model.obs.posterior(N, fields), batch) + fresh_weights(N), axis=1)
+    membership, node_of = partitions_membership(levels)
+    terms = model.alloc.group_terms(proposal, membership) if membership.shape[1] else {}
+    for level, labels in enumerate(levels):
+        predicted = elbo_of(model, split(stats, target, grouped(fresh, labels, terms, node_of[level])))
+        groups = np.stack([share[:, labels == g].sum(axis=1) for g in range(int(labels.max()) + 1)], axis=1)
+        new = np.concatenate([r, r[:, [target]] * groups], axis=1)
+        new[:, target] = 0.0
+        assert_gain(predicted - elbo_of(model, stats), elbo_of(model, brute_stats(model, batch, new)) - elbo_of(model, stats))
 
 
 # ------------------------------------------------------------- runs with moves
@@ -193,13 +218,14 @@ def rebuild_caches(alg, store, visits, lap_events, moves_state):
                 share = softmax(log_lik[:, [pos[int(a)] for a in absorb]] + log_pi[[pos[int(a)] for a in absorb]], axis=1)
                 for j, a in enumerate(absorb):
                     cols[int(a)] = mass * share[:, j]
-            elif e.move == "birth":
+            elif e.move == "birth":  # the fresh clusters, grouped as the accepted cleanup level says
                 t = int(e.target)
-                N, fields = moves_state["birth"][t]
+                (N, fields), levels = moves_state["birth"][t]
+                labels = levels[e.fresh - e.kept]
                 share = softmax(model.obs.expected_log_lik(model.obs.posterior(N, fields), batch) + fresh_weights(N),
                                 axis=1)
-                for j in range(N.shape[0]):
-                    cols[next(fresh)] = cols[t] * share[:, j]
+                for g in range(e.kept):
+                    cols[next(fresh)] = cols[t] * share[:, labels == g].sum(axis=1)
                 cols[t] = np.zeros(batch.n_atoms)
         final = np.stack([cols.get(int(u), np.zeros(batch.n_atoms)) for u in alg.ids.uids], axis=1)
         out.append(brute_stats(model, batch, final))
@@ -227,7 +253,7 @@ def test_after_moves_the_caches_are_the_summaries_of_a_fresh_pass(tmp_path, monk
     original_birth, original_delete = BirthMove.decide, DeleteMove.decide
 
     def birth_decide(self, run, schedule):
-        decide["birth"] = {int(u): seed for u, seed in zip(self.target_uids, self.seeds)}
+        decide["birth"] = {int(u): (seed, levels) for u, seed, levels in zip(self.target_uids, self.seeds, self.levels)}
         original_birth(self, run, schedule)
 
     def delete_decide(self, run, schedule):

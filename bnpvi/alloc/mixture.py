@@ -80,6 +80,10 @@ class MixtureAlloc(AllocModel):
         """Per pair (a, b): the merged cluster's entropy −Σ_n (r_na + r_nb) ln(r_na + r_nb) (thesis §4.1.2)."""
         return {"H": local.resp.pair_entropy(pairs)}
 
+    def group_terms(self, local: Local, membership: np.ndarray) -> dict[str, np.ndarray]:
+        """Per group g of clusters (column g of the (K, G) 0/1 ``membership``): its merged entropy."""
+        return {"H": local.resp.group_entropy(membership)}
+
     def merge_score(self, stats: SuffStats, params: Params, pairs: np.ndarray) -> np.ndarray:
         """ΔL_alloc of merging each pair (a < b) (Hughes 2016 thesis Eq. 4.8); the entropy term is excluded.
 

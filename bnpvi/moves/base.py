@@ -50,13 +50,16 @@ class Edit:
 
 @dataclass
 class MoveEvent:
-    """One proposal: lap, move, cluster ids, exact ELBO gain, accepted or not."""
+    """One proposal: lap, move, cluster ids, exact ELBO gain, accepted or not; for a birth, how many
+    fresh clusters it proposed and how many its cleanup kept (0 for other moves)."""
 
     lap: int
     move: str
     target: str
     gain: float
     accepted: bool
+    fresh: int = 0
+    kept: int = 0
 
 
 def accepts(gain: float, elbo: float) -> bool:

@@ -41,14 +41,90 @@ def fresh_weights(N: np.ndarray) -> np.ndarray:
     return np.log((N + 1.0 / N.shape[0]) / (N.sum() + 1.0))
 
 
-def transfer_stats(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict) -> SuffStats:
-    """Summaries of r'_{n,j} = r_{n,t} p̃_nj over a batch, for fresh clusters with summaries (N, fields)."""
+def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict) -> tuple[SuffStats, object]:
+    """Summaries and local step of r'_{n,j} = r_{n,t} p̃_nj over a batch, for fresh clusters (N, fields)."""
     rows = np.flatnonzero(r_target > 0)
     atoms = batch.take(rows)
     post = model.obs.posterior(N, fields)
     proposal = model.alloc.restricted_local_step(r_target[rows], model.obs.expected_log_lik(post, atoms),
                                                  fresh_weights(N))
-    return model.summarize(atoms, proposal)
+    return model.summarize(atoms, proposal), proposal
+
+
+# ------------------------------------------------------------------ cleanup
+def partitions_membership(levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The groups of more than one fresh cluster that occur in any level of a cleanup order.
+
+    ``levels[ℓ]`` labels each of the J fresh clusters with its group at level ℓ. Returns
+    the (J, G) 0/1 membership of those G groups, and for every level and group label the
+    column of that group (−1 for a single cluster).
+    """
+    J = levels.shape[1]
+    columns, node_of = [], np.full((levels.shape[0], J), -1, dtype=np.int64)
+    for level, labels in enumerate(levels):
+        for g in np.unique(labels):
+            members = labels == g
+            if members.sum() < 2:
+                continue
+            found = next((c for c, col in enumerate(columns) if np.array_equal(col, members)), None)
+            if found is None:
+                columns.append(members)
+                found = len(columns) - 1
+            node_of[level, g] = found
+    membership = np.array(columns, dtype=np.float64).T.reshape(J, len(columns))
+    return membership, node_of
+
+
+def grouped(fresh: SuffStats, labels: np.ndarray, terms: dict, node_of: np.ndarray) -> SuffStats:
+    """The fresh clusters merged by group label, each merged group's tracked fields from ``terms``."""
+    groups = [np.flatnonzero(labels == g).tolist() for g in range(int(labels.max()) + 1)]
+    tracked = {name: {g: values[node_of[g]] for g in range(len(groups)) if node_of[g] >= 0}
+               for name, values in terms.items()}
+    return fresh.remap(groups, tracked)
+
+
+def batch_grouped(model, fresh: SuffStats, local, labels: np.ndarray) -> SuffStats:
+    """``grouped`` for one batch, the merged groups' tracked fields computed from its local step."""
+    sizes = np.bincount(labels)
+    multi = np.flatnonzero(sizes > 1)
+    terms = model.alloc.group_terms(local, (labels[:, None] == multi[None, :]).astype(np.float64)) if multi.size else {}
+    node_of = np.full(sizes.shape[0], -1, dtype=np.int64)
+    node_of[multi] = np.arange(multi.size)
+    return grouped(fresh, labels, terms, node_of)
+
+
+def _score_of_new(model, stats: SuffStats, first_new: int) -> float:
+    """The ELBO at the optimal globals of ``stats`` up to the data terms of clusters before ``first_new``
+    (which the candidates of one cleanup share): Σ over new clusters of L_data,k* plus the allocation terms."""
+    new = slice(first_new, stats.K)
+    data = model.obs.log_marginal(stats.N[new], {n: v[new] for n, v in stats.select(model.obs_fields).items()})
+    return float(np.sum(data)) + model.alloc.elbo(stats, model.alloc.global_step(stats))
+
+
+def cleanup_order(model, globals_, target: int, fresh: SuffStats, local, scale: float) -> np.ndarray:
+    """Levels of a greedy agglomeration of the J fresh clusters: level 0 keeps all J, level ℓ + 1
+    merges the pair of groups of level ℓ that gives the best estimated whole-data ELBO.
+
+    The estimate replaces the target by the fresh clusters' summaries in the seeding
+    batch times ``scale`` (the target's whole-data mass over its mass in this batch).
+    The order is only a plan: each level is judged exactly at the end of the lap.
+    Returns a (J − 1, J) int array of group labels (every level keeps at least 2 groups).
+    """
+    K = globals_.K
+    labels = np.arange(fresh.K)
+    levels = [labels]
+    while labels.max() >= 2:  # 3 groups or more: one more merge still leaves 2
+        best, best_labels = -np.inf, None
+        for g in range(int(labels.max()) + 1):
+            for h in range(g + 1, int(labels.max()) + 1):
+                merged = np.unique(np.where(labels == h, g, labels), return_inverse=True)[1]
+                candidate = split(globals_.stats, target, batch_grouped(model, fresh, local, merged).scaled(scale))
+                value = _score_of_new(model, candidate, K)
+                if value > best:
+                    best, best_labels = value, merged
+        labels = best_labels
+        levels.append(labels)
+    return np.array(levels, dtype=np.int64)
 
 
 def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator, max_new: int):
@@ -71,7 +147,7 @@ def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator
         keep = N > 1e-8
         if keep.sum() < 2:
             return None
-        rows = transfer_stats(model, batch, r_target, N[keep], {n: v[keep] for n, v in fields.items()})
+        rows = transfer(model, batch, r_target, N[keep], {n: v[keep] for n, v in fields.items()})[0]
         N, fields = rows.N, rows.select(model.obs_fields)
     keep = N > 1e-8
     if keep.sum() < 2:
@@ -102,7 +178,8 @@ class BirthMove(Move):
         self.seeded = False
         self.target_uids = np.zeros(0, dtype=np.int64)
         self.seeds: list[tuple[np.ndarray, dict]] = []
-        self.tracked: dict[int, list[SuffStats]] = {}
+        self.levels: list[np.ndarray] = []  # each birth's cleanup order (see cleanup_order)
+        self.tracked: dict[int, list[tuple[SuffStats, dict]]] = {}  # per batch, per birth: fresh summaries, group terms
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
         """Eligible targets: clusters no other move uses and whose last rejected birth is not
@@ -125,26 +202,31 @@ class BirthMove(Move):
                     "room": self.cfg.Kmax - run.globals.K}
         if not self.target_uids.size:
             return None
-        return {"targets": run.ids.positions(self.target_uids), "seeds": self.seeds}
+        return {"targets": run.ids.positions(self.target_uids), "seeds": self.seeds, "levels": self.levels}
 
     def track(self, model, globals_, batch, log_lik, local, plan):
         resp = local.resp
         out = {}
         if "eligible" in plan:
-            plan = dict(plan, **self._seed(model, batch, log_lik, resp, plan))
-            out.update(targets=plan["targets"], seeds=plan["seeds"], failed=plan["failed"])
-        out["stats"] = [transfer_stats(model, batch, resp.column(int(t)), N, fields)
-                        for t, (N, fields) in zip(plan["targets"], plan["seeds"])]
+            plan = dict(plan, **self._seed(model, globals_, batch, log_lik, resp, plan))
+            out.update(targets=plan["targets"], seeds=plan["seeds"], levels=plan["levels"], failed=plan["failed"])
+        out["tracked"] = []
+        for t, (N, fields), levels in zip(plan["targets"], plan["seeds"], plan["levels"]):
+            fresh, proposal = transfer(model, batch, resp.column(int(t)), N, fields)
+            membership = partitions_membership(levels)[0]
+            terms = model.alloc.group_terms(proposal, membership) if membership.shape[1] else {}
+            out["tracked"].append((fresh, terms))
         return out
 
-    def _seed(self, model, batch, log_lik, resp, plan) -> dict:
-        """At the lap's first batch: seed births on the worst-fit eligible clusters (§4.2.4)."""
+    def _seed(self, model, globals_, batch, log_lik, resp, plan) -> dict:
+        """At the lap's first batch: seed births on the worst-fit eligible clusters (§4.2.4), and plan
+        each one's cleanup order on this batch."""
         cfg = self.cfg
         rng = np.random.default_rng(plan["seed"])
         mass, score = birth_scores(log_lik, resp)
         eligible = set(int(k) for k in plan["eligible"])
         room = plan["room"]
-        targets, seeds, failed = [], [], []
+        targets, seeds, levels, failed = [], [], [], []
         for k in np.argsort(score, kind="stable"):
             k = int(k)
             if len(targets) >= cfg.max_per_lap or room < 2:
@@ -155,46 +237,66 @@ class BirthMove(Move):
             if seed is None:
                 failed.append(k)
                 continue
+            fresh, proposal = transfer(model, batch, resp.column(k), *seed)
+            scale = float(globals_.stats.N[k]) / float(mass[k])
             targets.append(k)
             seeds.append(seed)
+            levels.append(cleanup_order(model, globals_, k, fresh, proposal, scale))
             room -= seed[0].shape[0]
-        return {"targets": np.array(targets, dtype=np.intp), "seeds": seeds, "failed": np.array(failed, dtype=np.intp)}
+        return {"targets": np.array(targets, dtype=np.intp), "seeds": seeds, "levels": levels,
+                "failed": np.array(failed, dtype=np.intp)}
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         if "targets" in tracked:
             self.seeded = True
             self.target_uids = run.ids.uids[tracked["targets"]]
             self.seeds = tracked["seeds"]
+            self.levels = tracked["levels"]
             for k in tracked["failed"]:
                 uid = int(run.ids.uids[k])
                 self.failures.record(uid, False, (float(run.globals.stats.N[k]),))
                 schedule.event(self.name, str(uid), np.nan, False)
-        self.tracked[b] = tracked["stats"]
+        self.tracked[b] = tracked["tracked"]
 
     def decide(self, run, schedule) -> None:
+        """Judge each birth at every level of its cleanup order, exactly; keep the best level if it gains."""
         if not self.target_uids.size:
             return
         self.check_complete(run, self.tracked, "birth proposal")
+        batches = sorted(self.tracked)
         for i, uid in enumerate(self.target_uids):
             target = int(run.ids.positions([uid])[0])
-            total = ordered_sum(self.tracked[b][i] for b in sorted(self.tracked))
+            levels = self.levels[i]
+            node_of = partitions_membership(levels)[1]
+            total = ordered_sum(self.tracked[b][i][0] for b in batches)
+            terms = {name: sum(self.tracked[b][i][1][name] for b in batches) for name in self.tracked[batches[0]][i][1]}
             stats = run.globals.stats
-            candidate = split(stats, target, total)
-            sources = [[k] for k in range(stats.K)] + [[] for _ in range(total.K)]
             current = run.elbo()
-            value, globals_ = run.evaluate(candidate, sources)
+            best = None
+            for level, labels in enumerate(levels):
+                candidate = split(stats, target, grouped(total, labels, terms, node_of[level]))
+                sources = [[k] for k in range(stats.K)] + [[] for _ in range(int(labels.max()) + 1)]
+                value, globals_ = run.evaluate(candidate, sources)
+                if best is None or value > best[0]:
+                    best = (value, level, sources, globals_)
+            value, level, sources, globals_ = best
             gain = value - current
             accepted = accepts(gain, current)
             if accepted:
-                run.apply(Edit(sources, lambda b, cache, t=target, i=i: split(cache, t, self.tracked[b][i]), globals_))
+                labels, nodes = levels[level], node_of[level]
+                run.apply(Edit(sources, lambda b, cache, t=target, i=i, labels=labels, nodes=nodes: split(
+                    cache, t, grouped(self.tracked[b][i][0], labels, self.tracked[b][i][1], nodes)), globals_))
             self.failures.record(uid, accepted, (float(stats.N[target]),))
-            schedule.event(self.name, str(int(uid)), gain, accepted)
+            schedule.event(self.name, str(int(uid)), gain, accepted, fresh=levels.shape[1],
+                           kept=int(levels[level].max()) + 1)
 
     def state(self) -> dict:
         return {"failures": self.failures.state(), "eligible": self.eligible, "seed": np.int64(self.seed),
                 "seeded": np.int64(self.seeded), "target_uids": self.target_uids,
                 "seeds": {str(i): {"N": N, "fields": dict(f)} for i, (N, f) in enumerate(self.seeds)},
-                "tracked": {str(b): {str(i): s.to_tree() for i, s in enumerate(v)} for b, v in self.tracked.items()}}
+                "levels": {str(i): levels for i, levels in enumerate(self.levels)},
+                "tracked": {str(b): {str(i): {"fresh": fresh.to_tree(), "terms": dict(terms)}
+                                     for i, (fresh, terms) in enumerate(v)} for b, v in self.tracked.items()}}
 
     def load_state(self, state: dict) -> None:
         self.failures.load_state(state["failures"])
@@ -205,5 +307,9 @@ class BirthMove(Move):
         seeds = state.get("seeds", {})
         self.seeds = [(np.asarray(seeds[str(i)]["N"]), {n: np.asarray(v) for n, v in seeds[str(i)]["fields"].items()})
                       for i in range(len(seeds))]
-        self.tracked = {int(b): [SuffStats.from_tree(v[str(i)]) for i in range(len(v))]
+        levels = state.get("levels", {})
+        self.levels = [np.asarray(levels[str(i)], dtype=np.int64) for i in range(len(levels))]
+        self.tracked = {int(b): [(SuffStats.from_tree(v[str(i)]["fresh"]),
+                                  {n: np.asarray(x) for n, x in v[str(i)].get("terms", {}).items()})
+                                 for i in range(len(v))]
                         for b, v in state.get("tracked", {}).items()}

@@ -125,6 +125,21 @@ class Responsibilities:
             terms = np.where(v > 0, -v * np.log(np.where(v > 0, v, 1.0)), 0.0)
         return np.bincount(self.indices.ravel(), weights=terms.ravel(), minlength=self.K)
 
+    def group_entropy(self, membership: np.ndarray) -> np.ndarray:
+        """Entropies −Σ_n s_ng ln s_ng of merged columns s_ng = Σ_k r_nk M_kg, for a (K, G) 0/1 matrix M.
+
+        The entropy a group of clusters would have if merged into one (Hughes 2016
+        thesis §4.1.2), for any groups; :meth:`pair_entropy` is the compiled case of pairs.
+        """
+        M = np.asarray(membership, dtype=np.float64)
+        if self.indices is None:
+            merged = self.values @ M
+        else:
+            merged = np.einsum("nl,nlg->ng", self.values, M[self.indices])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(merged > 0, -merged * np.log(np.where(merged > 0, merged, 1.0)), 0.0)
+        return terms.sum(axis=0)
+
     def column_sums(self, weights: np.ndarray) -> np.ndarray:
         """Σ_n r_nk w_nk for an (N, K) array w (e.g. the fit Σ_n r_nk E log p(x_n|φ_k))."""
         if self.indices is None:
