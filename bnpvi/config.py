@@ -184,6 +184,7 @@ class DeleteConfig:
     """Delete proposals (thesis §4.3): move a small cluster's mass to the others, exact test at lap end."""
 
     start_lap: int = MISSING
+    max_per_lap: int = MISSING  # deletes tracked per lap (judged in turn; a change drops the others)
     max_fails: int = MISSING  # stop targeting a cluster after this many rejections (until it changes)
     max_size_frac: float = MISSING  # only clusters holding at most this fraction of the data
     absorb: int = MISSING  # size of the absorbing set A: the clusters most alike to the target

@@ -26,7 +26,7 @@ FAMILIES = ["gauss", "diag_gauss", "zm_gauss", "mult", "bern"]
 BIRTH = {"start_lap": 2, "stop_lap": None, "max_per_lap": 3, "n_new": 8, "min_batch_mass": 10.0, "eps": 0.1,
          "max_atoms": 5000, "kmeans_iters": 10, "refine_iters": 3, "Kmax": 200, "retry_change": 0.1}
 MERGE = {"start_lap": 2, "max_pairs": 100, "max_per_cluster": 5, "retry_change": 0.1}
-DELETE = {"start_lap": 2, "max_fails": 2, "max_size_frac": 0.05, "absorb": 5, "retry_change": 0.1}
+DELETE = {"start_lap": 2, "max_per_lap": 3, "max_fails": 2, "max_size_frac": 0.05, "absorb": 5, "retry_change": 0.1}
 
 
 def obs_cfg(name):
@@ -123,8 +123,9 @@ def test_delete_gain_equals_brute_force(family):
     K = r.shape[1]
     move = DeleteMove(OmegaConf.create(DELETE))
     log_pi = model.alloc.expected_log_pi(globals_.alloc)
-    for target, absorb in [(K - 1, np.arange(K - 1)), (2, np.array([0, 4])), (0, np.array([1, 3, 5]))]:
-        rows = move.track(model, globals_, batch, log_lik, local, np.concatenate([[target], absorb]))
+    proposals = [(K - 1, np.arange(K - 1)), (2, np.array([0, 4])), (0, np.array([1, 3, 5]))]
+    tracked = move.track(model, globals_, batch, log_lik, local, [np.concatenate([[t], a]) for t, a in proposals])
+    for (target, absorb), rows in zip(proposals, tracked):
         predicted = elbo_of(model, stats.with_clusters(absorb, rows).remove([target])) - elbo_of(model, stats)
         new = r.copy()
         mass = r[:, target] + r[:, absorb].sum(axis=1)
@@ -212,7 +213,7 @@ def rebuild_caches(alg, store, visits, lap_events, moves_state):
                 ua, ub = (int(x) for x in e.target.split("+"))
                 cols[ua] = cols[ua] + cols.pop(ub)
             elif e.move == "delete":
-                t, absorb = moves_state["delete"][0], moves_state["delete"][1:]
+                t, *absorb = moves_state["delete"][int(e.target)]
                 pos = {int(u): k for k, u in enumerate(uids)}
                 mass = cols.pop(t) + sum(cols[int(a)] for a in absorb)
                 share = softmax(log_lik[:, [pos[int(a)] for a in absorb]] + log_pi[[pos[int(a)] for a in absorb]], axis=1)
@@ -257,8 +258,7 @@ def test_after_moves_the_caches_are_the_summaries_of_a_fresh_pass(tmp_path, monk
         original_birth(self, run, schedule)
 
     def delete_decide(self, run, schedule):
-        if self.uids is not None:
-            decide["delete"] = [int(u) for u in self.uids]
+        decide["delete"] = {int(uids[0]): [int(u) for u in uids] for uids in self.proposals}
         original_delete(self, run, schedule)
 
     monkeypatch.setattr(BirthMove, "decide", birth_decide)

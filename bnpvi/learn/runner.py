@@ -218,6 +218,9 @@ class Run:
         row = {"lap": result.lap, "batches_seen": self.alg.batches_seen, "elapsed_s": round(self.elapsed(), 4),
                "elbo": elbo, "K": result.K, "elbo_per_atom": elbo / self.store.n_atoms}
         row.update(result.moves)
+        schedule = getattr(self.alg, "moves", None)
+        pending = schedule.pending(self.alg) if schedule is not None else []
+        row["moves_pending"] = len(pending)
         if "hamming" in self.trace.columns:
             due = result.lap % int(self.cfg.eval_every) == 0
             row["hamming"] = self.scores()["hamming"] if due else np.nan
@@ -239,7 +242,7 @@ class Run:
             small_change = abs(elbo - prev["elbo"]) / self.store.n_atoms < thr
             stable_counts = np.max(np.abs(result.counts - self.prev_counts)) < count_thr
             no_moves = not any(v for k, v in result.moves.items() if k.endswith("_accepted"))
-            self.converged = bool(small_change and stable_counts and no_moves)
+            self.converged = bool(small_change and stable_counts and no_moves and not pending)
         self.prev_counts = result.counts
 
     def train(self) -> dict:
@@ -275,8 +278,10 @@ class Run:
     def finish(self) -> dict:
         self.checkpoint()
         globals_ = self.alg.globals
+        stop_reason = ("converged: ELBO change below alg.converge_thr, counts stable, no move accepted or left "
+                       "to try" if self.converged else f"lap limit alg.n_laps={int(self.cfg.alg.n_laps)} reached")
         summary = {"elbo": self.trace.rows[-1]["elbo"] if self.trace.rows else None,
-                   "K": globals_.K, "laps": self.alg.lap, "converged": self.converged,
+                   "K": globals_.K, "laps": self.alg.lap, "converged": self.converged, "stop_reason": stop_reason,
                    "elapsed_s": round(self.elapsed(), 4), "n_atoms": self.store.n_atoms, "D": self.store.D,
                    "counts": np.round(globals_.stats.N, 6).tolist(), "uids": self.alg.ids.uids.tolist()}
         summary.update(self.scores())
@@ -286,8 +291,8 @@ class Run:
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         score = "".join(f"  {name.upper() if name == 'ari' else name} {summary[name]:.4f}"
                         for name in ("ari", "hamming") if name in summary)
-        log.info("done: %d laps, elbo %.10g, K %d%s, %.2f s%s", self.alg.lap, summary["elbo"], globals_.K,
-                 score, summary["elapsed_s"], "" if self.converged else " (lap limit reached)")
+        log.info("done: %d laps, elbo %.10g, K %d%s, %.2f s (%s)", self.alg.lap, summary["elbo"], globals_.K,
+                 score, summary["elapsed_s"], stop_reason)
         log.info("run directory: %s", self.run_dir)
         return summary
 

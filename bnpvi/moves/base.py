@@ -106,6 +106,10 @@ class Move(ABC):
         """Forget the current lap's plan and tracked data."""
 
     @abstractmethod
+    def pending(self, run) -> bool:
+        """Whether the move would propose something at the next lap (a run does not converge while any does)."""
+
+    @abstractmethod
     def plan(self, run, rng: np.random.Generator, excluded: set[int]) -> set[int]:
         """Plan this lap's proposals (clusters by id); returns the ids it uses, which others must leave alone."""
 

@@ -184,15 +184,20 @@ class BirthMove(Move):
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
         """Eligible targets: clusters no other move uses and whose last rejected birth is not
         blocking them (§4.2.4); the seed of this lap's k-means++."""
-        stats, uids, cfg = run.globals.stats, run.ids.uids, self.cfg
-        if cfg.Kmax - stats.K < 2:
-            return set()
-        eligible = [int(u) for k, u in enumerate(uids)
-                    if int(u) not in excluded
-                    and not self.failures.blocked(u, (float(stats.N[k]),), 1, cfg.retry_change)]
-        self.eligible = np.array(eligible, dtype=np.int64)
+        self.eligible = self._eligible(run, excluded)
         self.seed = int(rng.integers(2**63 - 1))
         return set()
+
+    def pending(self, run) -> bool:
+        return self.active(run.lap + 1) and self._eligible(run, set()).size > 0
+
+    def _eligible(self, run, excluded: set[int]) -> np.ndarray:
+        stats, uids, cfg = run.globals.stats, run.ids.uids, self.cfg
+        if cfg.Kmax - stats.K < 2:
+            return np.zeros(0, dtype=np.int64)
+        return np.array([int(u) for k, u in enumerate(uids)
+                         if int(u) not in excluded
+                         and not self.failures.blocked(u, (float(stats.N[k]),), 1, cfg.retry_change)], dtype=np.int64)
 
     def batch_plan(self, run, b: int):
         if not self.seeded:
@@ -265,6 +270,8 @@ class BirthMove(Move):
         self.check_complete(run, self.tracked, "birth proposal")
         batches = sorted(self.tracked)
         for i, uid in enumerate(self.target_uids):
+            if int(uid) in schedule.changed:
+                continue
             target = int(run.ids.positions([uid])[0])
             levels = self.levels[i]
             node_of = partitions_membership(levels)[1]
@@ -286,6 +293,7 @@ class BirthMove(Move):
                 labels, nodes = levels[level], node_of[level]
                 run.apply(Edit(sources, lambda b, cache, t=target, i=i, labels=labels, nodes=nodes: split(
                     cache, t, grouped(self.tracked[b][i][0], labels, self.tracked[b][i][1], nodes)), globals_))
+                schedule.changed.add(int(uid))
             self.failures.record(uid, accepted, (float(stats.N[target]),))
             schedule.event(self.name, str(int(uid)), gain, accepted, fresh=levels.shape[1],
                            kept=int(levels[level].max()) + 1)

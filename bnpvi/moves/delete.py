@@ -4,6 +4,10 @@ r'_{n,A_j} = (r_nt + Σ_{ℓ∈A} r_nℓ) · p̃_nj with p̃_n = softmax_j(E log
 (Eq. 4.25-4.27 with E ln π, the exact local-step optimum restricted to A). The
 proposal's summaries for A are collected in every batch of the lap (§4.3.3) and
 the candidate is judged by the exact whole-data ELBO at the end of the lap.
+
+Up to ``max_per_lap`` deletes are tracked per lap, targets never tried first, and
+judged in that order; once one is accepted, the others whose clusters it changed
+are dropped (their tracked summaries describe clusters that no longer exist).
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from bnpvi.stats import SuffStats
 
 
 class DeleteMove(Move):
-    """One delete per lap: the smallest eligible cluster, absorbed by the ``absorb`` most alike clusters."""
+    """Deletes of the smallest eligible clusters, each absorbed by the ``absorb`` most alike clusters."""
 
     name = "delete"
 
@@ -26,21 +30,36 @@ class DeleteMove(Move):
         self.reset()
 
     def reset(self) -> None:
-        self.uids: np.ndarray | None = None  # [target, absorbing ...]
-        self.tracked: dict = {}
+        self.proposals: list[np.ndarray] = []  # ids [target, absorbing ...] of each delete
+        self.tracked: dict[int, list[SuffStats]] = {}
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
-        """Target t: the smallest non-empty cluster holding at most ``max_size_frac`` of the data, not
-        blocked by earlier rejections; A: the ``absorb`` clusters with the highest merge score with t
-        (so that births may still use the others)."""
+        self.proposals = self._choose(run, excluded, self.cfg.max_fails, int(self.cfg.max_per_lap))
+        return {int(uids[0]) for uids in self.proposals}
+
+    def pending(self, run) -> bool:
+        """A target never tried, or changed since it was last rejected (retries up to ``max_fails`` do
+        not hold a run that has otherwise converged)."""
+        return self.active(run.lap + 1) and bool(self._choose(run, set(), 1, 1))
+
+    def _choose(self, run, excluded: set[int], max_fails: int, limit: int) -> list[np.ndarray]:
+        """Up to ``limit`` deletes, ids [t, A...]: targets t are non-empty clusters holding at most
+        ``max_size_frac`` of the data and not blocked by earlier rejections, those tried fewer times
+        first, then the smallest; A: the ``absorb`` clusters with the highest merge score with t.
+        Only the targets are kept from other moves: births may target clusters of A too, and are
+        dropped at the lap's end if a delete changed them (see ``MoveSchedule.end_lap``)."""
         stats, uids, cfg = run.globals.stats, run.ids.uids, self.cfg
         N = stats.N
         total = max(float(N.sum()), 1.0)
         free = [k for k in range(stats.K) if int(uids[k]) not in excluded]
-        for t in np.argsort(N, kind="stable"):
+        tries = np.array([self.failures.failures(u) for u in uids])
+        chosen: list[np.ndarray] = []
+        for t in np.lexsort((N, tries)):
             t = int(t)
+            if len(chosen) >= limit:
+                break
             if (t not in free or N[t] <= 0 or N[t] > cfg.max_size_frac * total
-                    or self.failures.blocked(uids[t], (N[t],), cfg.max_fails, cfg.retry_change)):
+                    or self.failures.blocked(uids[t], (N[t],), max_fails, cfg.retry_change)):
                 continue
             others = np.array([k for k in free if k != t], dtype=np.intp)
             if others.size == 0:
@@ -48,52 +67,59 @@ class DeleteMove(Move):
             pairs = np.stack([np.minimum(others, t), np.maximum(others, t)], axis=1)
             order = np.argsort(-merge_scores(run.model, run.globals, pairs), kind="stable")
             absorb = np.sort(others[order[: cfg.absorb]])
-            self.uids = uids[np.concatenate([[t], absorb])]
-            return set(self.uids.tolist())
-        return set()
+            chosen.append(uids[np.concatenate([[t], absorb])])
+        return chosen
 
     def batch_plan(self, run, b: int):
-        return None if self.uids is None else run.ids.positions(self.uids)
+        return [run.ids.positions(uids) for uids in self.proposals] or None
 
     def track(self, model, globals_, batch, log_lik, local, plan):
-        """Summaries over A of this batch's proposal responsibilities."""
-        target, absorb = int(plan[0]), plan[1:]
+        """Per delete: summaries over A of this batch's proposal responsibilities."""
         resp = local.resp
-        mass = resp.column(target) + sum(resp.column(int(a)) for a in absorb)
         log_pi = model.alloc.expected_log_pi(globals_.alloc)
-        proposal = model.alloc.restricted_local_step(mass, np.ascontiguousarray(log_lik[:, absorb]), log_pi[absorb])
-        return model.summarize(batch, proposal)
+        out = []
+        for positions in plan:
+            target, absorb = int(positions[0]), positions[1:]
+            mass = resp.column(target) + sum(resp.column(int(a)) for a in absorb)
+            proposal = model.alloc.restricted_local_step(mass, np.ascontiguousarray(log_lik[:, absorb]), log_pi[absorb])
+            out.append(model.summarize(batch, proposal))
+        return out
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         self.tracked[b] = tracked
 
     def decide(self, run, schedule) -> None:
-        if self.uids is None:
+        if not self.proposals:
             return
         self.check_complete(run, self.tracked, "delete proposal")
-        pos = run.ids.positions(self.uids)
-        target, absorb = int(pos[0]), pos[1:]
-        total = ordered_sum(self.tracked[b] for b in sorted(self.tracked))
-        stats = run.globals.stats
-        candidate = stats.with_clusters(absorb, total).remove([target])
-        sources = [[k] for k in range(stats.K) if k != target]
-        current = run.elbo()
-        value, globals_ = run.evaluate(candidate, sources)
-        gain = value - current
-        accepted = accepts(gain, current)
-        if accepted:
-            run.apply(Edit(sources, lambda b, cache: cache.with_clusters(absorb, self.tracked[b]).remove([target]),
-                           globals_))
-        self.failures.record(self.uids[0], accepted, (float(stats.N[target]),))
-        schedule.event(self.name, str(int(self.uids[0])), gain, accepted)
+        for i, uids in enumerate(self.proposals):
+            if schedule.changed & set(uids.tolist()):
+                continue
+            pos = run.ids.positions(uids)
+            target, absorb = int(pos[0]), pos[1:]
+            total = ordered_sum(self.tracked[b][i] for b in sorted(self.tracked))
+            stats = run.globals.stats
+            candidate = stats.with_clusters(absorb, total).remove([target])
+            sources = [[k] for k in range(stats.K) if k != target]
+            current = run.elbo()
+            value, globals_ = run.evaluate(candidate, sources)
+            gain = value - current
+            accepted = accepts(gain, current)
+            if accepted:
+                run.apply(Edit(sources, lambda b, cache, absorb=absorb, target=target, i=i: cache.with_clusters(
+                    absorb, self.tracked[b][i]).remove([target]), globals_))
+                schedule.changed |= set(uids.tolist())
+            self.failures.record(uids[0], accepted, (float(stats.N[target]),))
+            schedule.event(self.name, str(int(uids[0])), gain, accepted)
 
     def state(self) -> dict:
-        state = {"failures": self.failures.state(), "tracked": {str(b): s.to_tree() for b, s in self.tracked.items()}}
-        if self.uids is not None:
-            state["uids"] = self.uids
-        return state
+        return {"failures": self.failures.state(),
+                "proposals": {str(i): uids for i, uids in enumerate(self.proposals)},
+                "tracked": {str(b): {str(i): s.to_tree() for i, s in enumerate(v)} for b, v in self.tracked.items()}}
 
     def load_state(self, state: dict) -> None:
         self.failures.load_state(state["failures"])
-        self.uids = np.asarray(state["uids"], dtype=np.int64) if "uids" in state else None
-        self.tracked = {int(b): SuffStats.from_tree(t) for b, t in state.get("tracked", {}).items()}
+        proposals = state.get("proposals", {})
+        self.proposals = [np.asarray(proposals[str(i)], dtype=np.int64) for i in range(len(proposals))]
+        self.tracked = {int(b): [SuffStats.from_tree(v[str(i)]) for i in range(len(v))]
+                        for b, v in state.get("tracked", {}).items()}

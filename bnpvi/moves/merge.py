@@ -63,18 +63,29 @@ class MergeMove(Move):
 
     # ---------------------------------------------------------------- plan
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
+        chosen = self._choose(run, excluded)
+        if not chosen.size:
+            return set()
+        self.pair_uids = run.ids.uids[chosen]
+        return set(self.pair_uids.ravel().tolist())
+
+    def pending(self, run) -> bool:
+        return self.active(run.lap + 1) and self._choose(run, set()).size > 0
+
+    def _choose(self, run, excluded: set[int]) -> np.ndarray:
         """The top ``max_pairs`` pairs by m-score > 0, at most ``max_per_cluster`` per cluster,
-        skipping pairs whose earlier rejection still stands."""
+        skipping pairs whose earlier rejection still stands; (P, 2) positions."""
         stats, uids = run.globals.stats, run.ids.uids
         K = stats.K
+        none = np.zeros((0, 2), dtype=np.intp)
         if K < 2:
-            return set()
+            return none
         a, b = np.triu_indices(K, k=1)
         allowed = np.array([int(uids[i]) not in excluded and int(uids[j]) not in excluded for i, j in zip(a, b)],
                            dtype=bool)
         pairs = np.stack([a[allowed], b[allowed]], axis=1)
         if pairs.shape[0] == 0:
-            return set()
+            return none
         scores = merge_scores(run.model, run.globals, pairs)
         chosen, used = [], {}
         for m in np.argsort(-scores, kind="stable"):
@@ -88,10 +99,7 @@ class MergeMove(Move):
             chosen.append((i, j))
             used[i] = used.get(i, 0) + 1
             used[j] = used.get(j, 0) + 1
-        if not chosen:
-            return set()
-        self.pair_uids = uids[np.array(chosen, dtype=np.intp)]
-        return set(self.pair_uids.ravel().tolist())
+        return np.array(chosen, dtype=np.intp).reshape(-1, 2)
 
     def batch_plan(self, run, b: int):
         if not self.pair_uids.shape[0]:
@@ -126,10 +134,9 @@ class MergeMove(Move):
             _, _, stats = candidate(m)
             gains.append(run.evaluate(stats, _merge_sources(run.globals.K, *run.ids.positions(self.pair_uids[m])))[0]
                          - current)
-        merged: set[int] = set()
         for m in np.argsort(-np.asarray(gains), kind="stable"):
             ua, ub = (int(u) for u in self.pair_uids[m])
-            if ua in merged or ub in merged:
+            if ua in schedule.changed or ub in schedule.changed:
                 continue  # its tracked terms were computed from clusters that no longer exist
             a, b, stats = candidate(m)
             sources = _merge_sources(run.globals.K, a, b)
@@ -142,7 +149,7 @@ class MergeMove(Move):
                 m_ = int(m)
                 run.apply(Edit(sources, lambda i, cache, a=a, b=b, m=m_: cache.merge(
                     a, b, {name: self.tracked[i][name][m] for name in names}), globals_))
-                merged |= {ua, ub}
+                schedule.changed |= {ua, ub}
             self.failures.record((ua, ub), accepted, sizes)
             schedule.event(self.name, f"{ua}+{ub}", gain, accepted)
 

@@ -41,6 +41,7 @@ class MoveSchedule:
         self.events: list[MoveEvent] = []
         self.lap = 0
         self.counts = self._zero_counts()
+        self.changed: set[int] = set()  # ids of clusters an accepted move changed at this lap's end
 
     @staticmethod
     def _zero_counts() -> dict:
@@ -84,9 +85,16 @@ class MoveSchedule:
             move.after_batch(run, self, b)
 
     def end_lap(self, run) -> None:
+        """Decide every move, in order; a proposal whose clusters an earlier accepted move changed is
+        dropped (its tracked data describe clusters that no longer exist)."""
+        self.changed = set()
         for move in self.moves:
             move.decide(run, self)
         self.drop_empty(run)
+
+    def pending(self, run) -> list[str]:
+        """The moves that would propose something at the next lap."""
+        return [move.name for move in self.moves if move.pending(run)]
 
     @staticmethod
     def drop_empty(run) -> None:
