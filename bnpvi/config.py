@@ -167,6 +167,7 @@ class BirthConfig:
     refine_iters: int = MISSING  # restricted local step / global step rounds of the proposal
     Kmax: int = MISSING  # no births beyond this many clusters
     retry_change: float = MISSING  # retry a failed target once its size changed by this fraction
+    max_stuck: int = MISSING  # when every cluster failed: retry the least recently tried for this many laps
 
 
 @dataclass

@@ -93,36 +93,46 @@ def batch_grouped(model, fresh: SuffStats, local, labels: np.ndarray) -> SuffSta
     return grouped(fresh, labels, terms, node_of)
 
 
-def _score_of_new(model, stats: SuffStats, first_new: int) -> float:
-    """The ELBO at the optimal globals of ``stats`` up to the data terms of clusters before ``first_new``
-    (which the candidates of one cleanup share): Σ over new clusters of L_data,k* plus the allocation terms."""
-    new = slice(first_new, stats.K)
-    data = model.obs.log_marginal(stats.N[new], {n: v[new] for n, v in stats.select(model.obs_fields).items()})
-    return float(np.sum(data)) + model.alloc.elbo(stats, model.alloc.global_step(stats))
-
-
 def cleanup_order(model, globals_, target: int, fresh: SuffStats, local, scale: float) -> np.ndarray:
     """Levels of a greedy agglomeration of the J fresh clusters: level 0 keeps all J, level ℓ + 1
     merges the pair of groups of level ℓ that gives the best estimated whole-data ELBO.
 
     The estimate replaces the target by the fresh clusters' summaries in the seeding
-    batch times ``scale`` (the target's whole-data mass over its mass in this batch).
-    The order is only a plan: each level is judged exactly at the end of the lap.
-    Returns a (J − 1, J) int array of group labels (every level keeps at least 2 groups).
+    batch times ``scale`` (the target's whole-data mass over its mass in this batch)
+    and scores it as a mixture's ELBO at the optimal globals, up to the terms of the
+    clusters left alone: L_alloc*(counts) + Σ_groups [L_data,g* + H_g] (Hughes 2016
+    thesis Eq. 3.41-3.44; births are offered for mixtures only). Each group's terms
+    are computed once. The order is only a plan: each level is judged exactly at the
+    end of the lap. Returns a (J − 1, J) int array of group labels (every level keeps
+    at least 2 groups).
     """
-    K = globals_.K
-    labels = np.arange(fresh.K)
-    levels = [labels]
-    while labels.max() >= 2:  # 3 groups or more: one more merge still leaves 2
-        best, best_labels = -np.inf, None
-        for g in range(int(labels.max()) + 1):
-            for h in range(g + 1, int(labels.max()) + 1):
-                merged = np.unique(np.where(labels == h, g, labels), return_inverse=True)[1]
-                candidate = split(globals_.stats, target, batch_grouped(model, fresh, local, merged).scaled(scale))
-                value = _score_of_new(model, candidate, K)
-                if value > best:
-                    best, best_labels = value, merged
-        labels = best_labels
+    others_N = globals_.stats.N.copy()
+    others_N[target] = 0.0
+    terms: dict[tuple, tuple[float, float]] = {}  # members -> (N_g, L_data,g* + H_g), scaled
+
+    def group(members: tuple) -> tuple[float, float]:
+        if members not in terms:
+            labels = np.zeros(fresh.K, dtype=np.int64)
+            labels[list(members)] = 1
+            one = batch_grouped(model, fresh, local, labels).scaled(scale)  # group 1: the members
+            data = model.obs.log_marginal(one.N[1:], {n: v[1:] for n, v in one.select(model.obs_fields).items()})
+            terms[members] = (float(one.N[1]), float(data[0] + one["H"][1]))
+        return terms[members]
+
+    def score(groups: list[tuple]) -> float:
+        values = [group(members) for members in groups]
+        counts = np.concatenate([others_N, [n for n, _ in values]])
+        return sum(v for _, v in values) + model.alloc.log_marginal(counts)
+
+    groups = [(j,) for j in range(fresh.K)]
+    levels = [np.arange(fresh.K)]
+    while len(groups) > 2:
+        candidates = [groups[:g] + [tuple(sorted(groups[g] + groups[h]))] + groups[g + 1:h] + groups[h + 1:]
+                      for g in range(len(groups)) for h in range(g + 1, len(groups))]
+        groups = max(candidates, key=score)  # the first of equal scores
+        labels = np.empty(fresh.K, dtype=np.int64)
+        for g, members in enumerate(groups):
+            labels[list(members)] = g
         levels.append(labels)
     return np.array(levels, dtype=np.int64)
 
@@ -170,6 +180,8 @@ class BirthMove(Move):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.failures = FailureLog()
+        self.last_tried: dict[int, int] = {}  # cluster id -> lap of its latest birth proposal
+        self.stuck = 0  # laps in a row that ended without an accepted birth
         self.reset()
 
     def reset(self) -> None:
@@ -182,8 +194,7 @@ class BirthMove(Move):
         self.tracked: dict[int, list[tuple[SuffStats, dict]]] = {}  # per batch, per birth: fresh summaries, group terms
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
-        """Eligible targets: clusters no other move uses and whose last rejected birth is not
-        blocking them (§4.2.4); the seed of this lap's k-means++."""
+        """Eligible targets (see ``_eligible``); the seed of this lap's k-means++."""
         self.eligible = self._eligible(run, excluded)
         self.seed = int(rng.integers(2**63 - 1))
         return set()
@@ -192,12 +203,22 @@ class BirthMove(Move):
         return self.active(run.lap + 1) and self._eligible(run, set()).size > 0
 
     def _eligible(self, run, excluded: set[int]) -> np.ndarray:
+        """Clusters no other move uses whose last rejected birth does not block them: never tried, or
+        their size changed by ``retry_change`` since (§4.2.4). When every such cluster is blocked, the
+        least recently tried one is retried with new seeds, for at most ``max_stuck`` laps in a row
+        without an accepted birth."""
         stats, uids, cfg = run.globals.stats, run.ids.uids, self.cfg
+        none = np.zeros(0, dtype=np.int64)
         if cfg.Kmax - stats.K < 2:
-            return np.zeros(0, dtype=np.int64)
-        return np.array([int(u) for k, u in enumerate(uids)
-                         if int(u) not in excluded
-                         and not self.failures.blocked(u, (float(stats.N[k]),), 1, cfg.retry_change)], dtype=np.int64)
+            return none
+        free = [(k, int(u)) for k, u in enumerate(uids) if int(u) not in excluded]
+        eligible = [u for k, u in free if not self.failures.blocked(u, (float(stats.N[k]),), 1, cfg.retry_change)]
+        if eligible:
+            return np.array(eligible, dtype=np.int64)
+        if self.stuck >= cfg.max_stuck or not free:
+            return none
+        oldest = min(free, key=lambda ku: (self.last_tried.get(ku[1], -1), ku[0]))
+        return np.array([oldest[1]], dtype=np.int64)
 
     def batch_plan(self, run, b: int):
         if not self.seeded:
@@ -260,11 +281,14 @@ class BirthMove(Move):
             for k in tracked["failed"]:
                 uid = int(run.ids.uids[k])
                 self.failures.record(uid, False, (float(run.globals.stats.N[k]),))
+                self.last_tried[uid] = schedule.lap
                 schedule.event(self.name, str(uid), np.nan, False)
         self.tracked[b] = tracked["tracked"]
 
     def decide(self, run, schedule) -> None:
         """Judge each birth at every level of its cleanup order, exactly; keep the best level if it gains."""
+        if self.active(schedule.lap):
+            self.stuck += 1
         if not self.target_uids.size:
             return
         self.check_complete(run, self.tracked, "birth proposal")
@@ -294,12 +318,16 @@ class BirthMove(Move):
                 run.apply(Edit(sources, lambda b, cache, t=target, i=i, labels=labels, nodes=nodes: split(
                     cache, t, grouped(self.tracked[b][i][0], labels, self.tracked[b][i][1], nodes)), globals_))
                 schedule.changed.add(int(uid))
+                self.stuck = 0
             self.failures.record(uid, accepted, (float(stats.N[target]),))
+            self.last_tried[int(uid)] = schedule.lap
             schedule.event(self.name, str(int(uid)), gain, accepted, fresh=levels.shape[1],
                            kept=int(levels[level].max()) + 1)
 
     def state(self) -> dict:
-        return {"failures": self.failures.state(), "eligible": self.eligible, "seed": np.int64(self.seed),
+        return {"failures": self.failures.state(), "stuck": np.int64(self.stuck),
+                "last_tried": np.array(sorted(self.last_tried.items()), dtype=np.int64).reshape(-1, 2),
+                "eligible": self.eligible, "seed": np.int64(self.seed),
                 "seeded": np.int64(self.seeded), "target_uids": self.target_uids,
                 "seeds": {str(i): {"N": N, "fields": dict(f)} for i, (N, f) in enumerate(self.seeds)},
                 "levels": {str(i): levels for i, levels in enumerate(self.levels)},
@@ -308,6 +336,8 @@ class BirthMove(Move):
 
     def load_state(self, state: dict) -> None:
         self.failures.load_state(state["failures"])
+        self.stuck = int(state["stuck"])
+        self.last_tried = {int(u): int(lap) for u, lap in np.asarray(state["last_tried"]).reshape(-1, 2)}
         self.eligible = np.asarray(state["eligible"], dtype=np.int64).reshape(-1)
         self.seed = int(state["seed"])
         self.seeded = bool(int(state["seeded"]))
