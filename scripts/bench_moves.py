@@ -6,7 +6,15 @@ is fitted by
   * vb from Bregman k-means++ at K=25 (the true number) and K=100;
 and, when ../shared/data is present, memo + moves from K=1 on asterisk_k8 and
 Old Faithful. Prints final K (all clusters, and those with > 1% of the data), ELBO
-per atom, seconds and laps. Usage: python scripts/bench_moves.py [--quick] [--n N]
+per atom, seconds and laps.
+
+Section "seeds" (births on data that defeat naive births, ``bnpvi.data.generate``):
+(a) 48-D points from 12 full-covariance clusters of 100-300 points, (b) 6,000
+documents of 6-16 tokens from 10 topics over 3,000 words; ``--seeds`` seeds from
+K = 1 (birth, merge, delete) and from K = 50 (merge, delete); final K, ELBO per atom
+(min, median, max), the largest gap to the best ELBO of any run, and training seconds.
+
+Usage: python scripts/bench_moves.py [--quick] [--n N] [--seeds 10] [--sections gen seeds]
 """
 from __future__ import annotations
 
@@ -22,7 +30,8 @@ from hydra import compose, initialize_config_module
 
 from bnpvi.config import register_configs
 from bnpvi.data.convert import convert
-from bnpvi.data.store import write_points
+from bnpvi.data.generate import gaussian_clusters, topic_documents
+from bnpvi.data.store import write_documents, write_points
 from bnpvi.learn import runner
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -59,16 +68,39 @@ def row(name: str, summary: dict) -> str:
             f"{summary['elapsed_s']:>9.2f} {summary['laps']:>5} {ari:>6}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="N=20,000 and fewer laps")
-    parser.add_argument("--n", type=int, default=None, help="number of generated points")
-    parser.add_argument("--laps", type=int, default=None, help="lap limit of every run (default 100; quick 40)")
-    args = parser.parse_args()
+def section_seeds(args) -> None:
+    """Births from K = 1 against merges and deletes from K = 50, over seeds, on the generated sets (a), (b)."""
+    header = (f"{'data':<22} {'start':<6} {'K (min-max)':>11} {'ELBO/atom min':>14} {'median':>10} {'max':>10} "
+              f"{'gap to best':>11} {'s median':>9} {'s max':>7}")
+    print(header)
+    print("-" * len(header))
+    seeds = range(1, args.seeds + 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        X, labels = gaussian_clusters(seed=0)
+        write_points(tmp / "a.h5", X, labels=labels, batches_fixed=False)
+        word_ids, word_counts, doc_range, topics = topic_documents(seed=0)
+        write_documents(tmp / "b.h5", word_ids, word_counts, doc_range, 3000, labels=topics, batches_fixed=False)
+        for name, path, extra in (("(a) points 48-D, 12", tmp / "a.h5", []),
+                                  ("(b) documents, 10", tmp / "b.h5", ["obs=mult"])):
+            results = {}
+            for start, start_args in (("K=1", ["init.K=1"]), ("K=50", ["init.K=50", "moves=[merge,delete]"])):
+                results[start] = [fit(path, tmp / f"{name[1]}{start}{seed}", "alg.n_batches=5", f"seed={seed}",
+                                      *extra, *start_args) for seed in seeds]
+            best = max(s["elbo"] / s["n_atoms"] for runs in results.values() for s in runs)
+            for start, runs in results.items():
+                elbo = np.array([s["elbo"] / s["n_atoms"] for s in runs])
+                K = [s["K"] for s in runs]
+                secs = np.array([s["elapsed_s"] for s in runs])
+                print(f"{name:<22} {start:<6} {f'{min(K)}-{max(K)}':>11} {elbo.min():14.4f} {np.median(elbo):10.4f} "
+                      f"{elbo.max():10.4f} {best - elbo.min():11.4f} {np.median(secs):9.2f} {secs.max():7.2f}",
+                      flush=True)
+
+
+def section_gen(args) -> None:
+    """Memo + moves from K = 1 against VB at fixed K on 25 generated 16-D clusters (and the shared sets)."""
     n = args.n or (20_000 if args.quick else 100_000)
     laps = args.laps or (40 if args.quick else 100)
-    logging.getLogger("bnpvi").setLevel(logging.WARNING)
-    register_configs()
     moves = ["moves=[birth,merge,delete]", "init.K=1"]
     common = [f"alg.n_laps={laps}", "seed=0"]
     header = f"{'run':<34} {'K':>4} {'K>1%':>6} {'ELBO/atom':>14} {'seconds':>9} {'laps':>5} {'ARI':>6}"
@@ -94,6 +126,25 @@ def main() -> None:
         else:
             print(f"(reference data not found at {SHARED}; shared-data rows skipped)")
     print(json.dumps({"n": n, "laps": laps}))
+
+
+SECTIONS = {"gen": section_gen, "seeds": section_seeds}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="N=20,000 and fewer laps; 3 seeds")
+    parser.add_argument("--n", type=int, default=None, help="number of generated points")
+    parser.add_argument("--laps", type=int, default=None, help="lap limit of every run (default 100; quick 40)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per start in section seeds (default 10)")
+    parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
+    args = parser.parse_args()
+    args.seeds = args.seeds or (3 if args.quick else 10)
+    logging.getLogger("bnpvi").setLevel(logging.WARNING)
+    register_configs()
+    for name in args.sections:
+        print()
+        SECTIONS[name](args)
 
 
 if __name__ == "__main__":
