@@ -1,4 +1,5 @@
 """The one exception type users see: a clear, one-line message about bad input."""
+import math
 
 
 class BnpviError(Exception):
@@ -6,3 +7,22 @@ class BnpviError(Exception):
 
     The command-line tools print ``str(error)`` on one line and exit non-zero.
     """
+
+
+def check_number(value, name: str, minimum: float = 0.0, strict: bool = True) -> float:
+    """``value`` as a finite float above ``minimum`` (or at least it, when not ``strict``).
+
+    Raises
+    ------
+    BnpviError
+        "{name} must be a number > {minimum}, got {value}" (one line).
+    """
+    rule = f"a number {'>' if strict else '>='} {minimum:g}"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise BnpviError(f"{name} must be {rule}, got {value!r}") from None
+    if not math.isfinite(number) or number < minimum or (strict and number == minimum):
+        raise BnpviError(f"{name} must be {rule}, got {value!r}")
+    return number
+

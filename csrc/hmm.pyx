@@ -134,24 +134,14 @@ cdef inline void _matvec_t(const double* P, const double* x, double* y, Py_ssize
 
 cdef inline void _matvec(const double* P, const double* PT, const double* x, double* y,
                          Py_ssize_t K, bint blas) noexcept nogil:
-    """y = Π̃ x (P row-major; PT = Pᵀ row-major for the plain loops)."""
-    cdef Py_ssize_t j, k
-    cdef double xk
-    cdef const double* prow
+    """y = Π̃ x (P row-major; PT = Pᵀ row-major for the plain loops, which are _matvec_t's on PT)."""
     cdef char tr = b'T'
     cdef int n = <int>K, one = 1
     cdef double alpha = 1.0, beta = 0.0
     if blas:
         _dgemv(&tr, &n, &n, &alpha, <double*>P, &n, <double*>x, &one, &beta, y, &one)
         return
-    for j in range(K):
-        y[j] = 0.0
-    for k in range(K):
-        xk = x[k]
-        if xk != 0.0:
-            prow = PT + k * K
-            for j in range(K):
-                y[j] = y[j] + xk * prow[j]
+    _matvec_t(PT, x, y, K, 0)
 
 
 cdef inline void _rank_update(const double* F, const double* FL, const double* V,

@@ -28,20 +28,10 @@ import numpy as np
 from scipy.special import digamma
 
 from bnpvi.alloc.base import AllocModel, Local, Params
-from bnpvi.errors import BnpviError
+from bnpvi.errors import BnpviError, check_number
 from bnpvi.kernels import hmm as fb
 from bnpvi.special import c_dir
 from bnpvi.stats import ENTROPY, ENTROPY_TABLE, PER_CLUSTER, TABLE, TOTAL, Responsibilities, SuffStats
-
-
-def _number(value, name: str, minimum: float, strict: bool) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise BnpviError(f"model.{name} must be a number, got {value!r}") from None
-    if not np.isfinite(value) or value < minimum or (strict and value == minimum):
-        raise BnpviError(f"model.{name} must be {'>' if strict else '>='} {minimum:g}, got {value}")
-    return value
 
 
 def expected_log_probs(theta: np.ndarray) -> np.ndarray:
@@ -69,9 +59,9 @@ class FiniteHMMAlloc(AllocModel):
     full_first_pass = True
 
     def __init__(self, alpha: float = 1.0, start_alpha: float = 1.0, sticky_kappa: float = 0.0):
-        self.alpha = _number(alpha, "alpha", 0.0, strict=True)
-        self.start_alpha = _number(start_alpha, "start_alpha", 0.0, strict=True)
-        self.sticky_kappa = _number(sticky_kappa, "sticky_kappa", 0.0, strict=False)
+        self.alpha = check_number(alpha, "model.alpha")
+        self.start_alpha = check_number(start_alpha, "model.start_alpha")
+        self.sticky_kappa = check_number(sticky_kappa, "model.sticky_kappa", strict=False)
 
     def layout(self):
         return {"N": ((), PER_CLUSTER), "start": ((), PER_CLUSTER), "trans": ((), TABLE),

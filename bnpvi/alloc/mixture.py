@@ -13,7 +13,7 @@ import numpy as np
 from scipy.special import digamma
 
 from bnpvi.alloc.base import AllocModel, Local, Params
-from bnpvi.errors import BnpviError
+from bnpvi.errors import check_number
 from bnpvi.special import c_beta, c_dir
 from bnpvi.stats import ENTROPY, PER_CLUSTER, Responsibilities, SuffStats
 
@@ -29,16 +29,6 @@ def counts_after(N: np.ndarray) -> np.ndarray:
     return np.concatenate([tail[..., 1:], np.zeros(N.shape[:-1] + (1,))], axis=-1)
 
 
-def _positive(value, name: str) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise BnpviError(f"model.{name} must be a positive number, got {value!r}") from None
-    if not np.isfinite(value) or value <= 0:
-        raise BnpviError(f"model.{name} must be a positive number, got {value}")
-    return value
-
-
 class MixtureAlloc(AllocModel):
     """What DP and finite mixtures share: the softmax local step, N and H, and the move helpers.
 
@@ -47,7 +37,7 @@ class MixtureAlloc(AllocModel):
     """
 
     def __init__(self, gamma: float):
-        self.gamma = _positive(gamma, "gamma")
+        self.gamma = check_number(gamma, "model.gamma")
 
     def layout(self):
         return {"N": ((), PER_CLUSTER), "H": ((), ENTROPY)}

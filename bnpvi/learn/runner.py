@@ -218,15 +218,24 @@ class Run:
         row = {"lap": result.lap, "batches_seen": self.alg.batches_seen, "elapsed_s": round(self.elapsed(), 4),
                "elbo": elbo, "K": result.K, "elbo_per_atom": elbo / self.store.n_atoms}
         row.update(result.moves)
-        schedule = getattr(self.alg, "moves", None)
-        pending = schedule.pending(self.alg) if schedule is not None else []
-        row["moves_pending"] = len(pending)
         if "hamming" in self.trace.columns:
             due = result.lap % int(self.cfg.eval_every) == 0
             row["hamming"] = self.scores()["hamming"] if due else np.nan
         if self._start is not None:  # evaluation is not training time
             self._start += time.perf_counter() - paused
         prev = self.trace.rows[-1] if self.trace.rows else None
+        thr, count_thr = float(self.cfg.alg.converge_thr), float(self.cfg.alg.count_thr)
+        if prev is not None and self.prev_counts is not None and self.prev_counts.shape == result.counts.shape:
+            small_change = abs(elbo - prev["elbo"]) / self.store.n_atoms < thr
+            stable_counts = np.max(np.abs(result.counts - self.prev_counts)) < count_thr
+            no_moves = not any(v for k, v in result.moves.items() if k.endswith("_accepted"))
+            if small_change and stable_counts and no_moves:  # otherwise converged: do the moves still have work?
+                schedule = getattr(self.alg, "moves", None)
+                row["waiting_for_moves"] = len(schedule.pending(self.alg)) if schedule is not None else 0
+                self.converged = row["waiting_for_moves"] == 0
+            else:
+                self.converged = False
+        self.prev_counts = result.counts
         self.trace.append(row)
         self.clusters.extend([{"lap": result.lap, "uid": int(u), "count": float(n)}
                               for u, n in zip(self.alg.ids.uids, result.counts)])
@@ -237,13 +246,6 @@ class Run:
                         for m in ("birth", "merge", "delete") if result.moves.get(m + "_tried"))
         score = f"  hamming {row['hamming']:.4f}" if np.isfinite(row.get("hamming", np.nan)) else ""
         log.info("lap %4d  elbo %.10g  K %3d  %8.2f s%s%s", result.lap, elbo, result.K, row["elapsed_s"], score, moves)
-        thr, count_thr = float(self.cfg.alg.converge_thr), float(self.cfg.alg.count_thr)
-        if prev is not None and self.prev_counts is not None and self.prev_counts.shape == result.counts.shape:
-            small_change = abs(elbo - prev["elbo"]) / self.store.n_atoms < thr
-            stable_counts = np.max(np.abs(result.counts - self.prev_counts)) < count_thr
-            no_moves = not any(v for k, v in result.moves.items() if k.endswith("_accepted"))
-            self.converged = bool(small_change and stable_counts and no_moves and not pending)
-        self.prev_counts = result.counts
 
     def train(self) -> dict:
         """Run laps until convergence or ``alg.n_laps``; write the final outputs."""

@@ -233,12 +233,16 @@ class BirthMove(Move):
     def track(self, model, globals_, batch, log_lik, local, plan):
         resp = local.resp
         out = {}
-        if "eligible" in plan:
-            plan = dict(plan, **self._seed(model, globals_, batch, log_lik, resp, plan))
-            out.update(targets=plan["targets"], seeds=plan["seeds"], levels=plan["levels"], failed=plan["failed"])
+        if "eligible" in plan:  # the seeding batch: its transfers were made while seeding
+            seeded = self._seed(model, globals_, batch, log_lik, resp, plan)
+            transfers = seeded.pop("transfers")
+            plan = dict(plan, **seeded)
+            out.update(seeded)
+        else:
+            transfers = [transfer(model, batch, resp.column(int(t)), N, fields)
+                         for t, (N, fields) in zip(plan["targets"], plan["seeds"])]
         out["tracked"] = []
-        for t, (N, fields), levels in zip(plan["targets"], plan["seeds"], plan["levels"]):
-            fresh, proposal = transfer(model, batch, resp.column(int(t)), N, fields)
+        for (fresh, proposal), levels in zip(transfers, plan["levels"]):
             membership = partitions_membership(levels)[0]
             terms = model.alloc.group_terms(proposal, membership) if membership.shape[1] else {}
             out["tracked"].append((fresh, terms))
@@ -252,7 +256,7 @@ class BirthMove(Move):
         mass, score = birth_scores(log_lik, resp)
         eligible = set(int(k) for k in plan["eligible"])
         room = plan["room"]
-        targets, seeds, levels, failed = [], [], [], []
+        targets, seeds, levels, failed, transfers = [], [], [], [], []
         for k in np.argsort(score, kind="stable"):
             k = int(k)
             if len(targets) >= cfg.max_per_lap or room < 2:
@@ -268,9 +272,10 @@ class BirthMove(Move):
             targets.append(k)
             seeds.append(seed)
             levels.append(cleanup_order(model, globals_, k, fresh, proposal, scale))
+            transfers.append((fresh, proposal))
             room -= seed[0].shape[0]
         return {"targets": np.array(targets, dtype=np.intp), "seeds": seeds, "levels": levels,
-                "failed": np.array(failed, dtype=np.intp)}
+                "failed": np.array(failed, dtype=np.intp), "transfers": transfers}
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         if "targets" in tracked:

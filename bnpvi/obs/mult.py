@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
-from bnpvi.errors import BnpviError
+from bnpvi.errors import BnpviError, check_number
 from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
 from bnpvi.stats.resp import Responsibilities
 
@@ -36,13 +36,7 @@ def read_positive(cfg: Mapping | None, key: str, default: float) -> float:
     value = None if cfg is None else cfg.get(key)
     if value is None:
         value = default
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise BnpviError(f"obs.{key} must be a positive number, got {value!r}") from None
-    if not np.isfinite(value) or value <= 0:
-        raise BnpviError(f"obs.{key} must be a positive number, got {value!r}")
-    return value
+    return check_number(value, f"obs.{key}")
 
 
 def clip_stats(S) -> np.ndarray:
