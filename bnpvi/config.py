@@ -46,6 +46,17 @@ class FiniteHMMConfig:
     sticky_kappa: float = MISSING  # κ ≥ 0 added to each row's self-transition (not obs.kappa)
 
 
+@dataclass
+class HDPHMMConfig:
+    """Sticky HDP-HMM: transition rows Dirichlet around shared top-level probabilities (Hughes 2016 thesis Ch. 6)."""
+
+    _target_: str = "bnpvi.alloc.HDPHMMAlloc"
+    gamma: float = MISSING  # top-level concentration γ: larger values favour more states
+    alpha: float = MISSING  # concentration α of each transition row around the top level
+    start_alpha: float = MISSING  # concentration α_0 of the start distribution around the top level
+    sticky_kappa: float = MISSING  # κ ≥ 0 added to each row's self-transition (not obs.kappa)
+
+
 # ---------------------------------------------------------------- obs
 @dataclass
 class GaussConfig:
@@ -219,7 +230,8 @@ class TrainConfig:
 
 
 SCHEMAS = {
-    "model": {"dp_mix": DPMixConfig, "finite_mix": FiniteMixConfig, "finite_hmm": FiniteHMMConfig},
+    "model": {"dp_mix": DPMixConfig, "finite_mix": FiniteMixConfig, "finite_hmm": FiniteHMMConfig,
+              "hdp_hmm": HDPHMMConfig},
     "obs": {"gauss": GaussConfig, "diag_gauss": DiagGaussConfig, "zm_gauss": ZeroMeanGaussConfig,
             "mult": MultConfig, "bern": BernConfig},
     "alg": {"vb": AlgConfig, "memo": AlgConfig, "sovb": SOVBConfig},

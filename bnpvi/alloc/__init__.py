@@ -1,6 +1,7 @@
-"""Allocation models: DP and finite mixtures, the finite sticky HMM."""
+"""Allocation models: DP and finite mixtures, the finite sticky HMM and the sticky HDP-HMM."""
 from bnpvi.alloc.base import AllocModel, Local
+from bnpvi.alloc.hdp_hmm import HDPHMMAlloc
 from bnpvi.alloc.hmm import FiniteHMMAlloc
 from bnpvi.alloc.mixture import DPMixAlloc, FiniteMixAlloc
 
-__all__ = ["AllocModel", "DPMixAlloc", "FiniteHMMAlloc", "FiniteMixAlloc", "Local"]
+__all__ = ["AllocModel", "DPMixAlloc", "FiniteHMMAlloc", "FiniteMixAlloc", "HDPHMMAlloc", "Local"]

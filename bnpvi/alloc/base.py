@@ -62,12 +62,17 @@ class AllocModel(ABC):
         summarise every batch at the initial globals before its first global step.
         Sequence batches hold whole sequences, which visit only some states; a global
         step after the first of them would send the unseen states back to the prior.
+    sort_needs_check : bool
+        True when the ELBO depends on the order of the clusters beyond what sorting by
+        size improves (an HDP's surrogate bound): a sort is then kept only if it does not
+        lower the ELBO.
     """
 
     name: str = ""
     finite: bool = False
     data_kinds: tuple[str, ...] = ("points", "bow", "seq")
     full_first_pass: bool = False
+    sort_needs_check: bool = False
 
     @abstractmethod
     def layout(self) -> dict[str, tuple[tuple, FieldSpec]]:

@@ -39,39 +39,22 @@ def expected_log_probs(theta: np.ndarray) -> np.ndarray:
     return digamma(theta) - digamma(theta.sum(axis=-1, keepdims=True))
 
 
-class FiniteHMMAlloc(AllocModel):
-    """Finite sticky HMM with symmetric Dirichlet rows (see the module docstring); name "finite_hmm".
+class HMMAlloc(AllocModel):
+    """What finite and HDP hidden Markov models share: forward-backward, the summaries, Viterbi.
 
-    Parameters
-    ----------
-    alpha : float
-        α > 0, total concentration of each transition row (each entry gets α/K).
-    start_alpha : float
-        α_0 > 0, total concentration of the start distribution.
-    sticky_kappa : float
-        κ ≥ 0, extra prior mass on each row's self-transition (0: not sticky).
-        (Unrelated to the Gaussian families' ``obs.kappa``.)
+    Subclasses give the Dirichlet parameters θ_0 (start) and θ_j (rows) in ``params``
+    ("theta_start", "theta_trans"); a row may carry one more entry than there are states
+    (the HDP's mass on inactive states), which enters only the digamma normaliser of
+    P_jℓ = E ln π_jℓ, so the exponentiated weights are sub-stochastic and are never
+    renormalised (Hughes 2016 thesis §6.3.3).
     """
 
-    name = "finite_hmm"
-    finite = True
     data_kinds = ("seq",)
     full_first_pass = True
-
-    def __init__(self, alpha: float = 1.0, start_alpha: float = 1.0, sticky_kappa: float = 0.0):
-        self.alpha = check_number(alpha, "model.alpha")
-        self.start_alpha = check_number(start_alpha, "model.start_alpha")
-        self.sticky_kappa = check_number(sticky_kappa, "model.sticky_kappa", strict=False)
 
     def layout(self):
         return {"N": ((), PER_CLUSTER), "start": ((), PER_CLUSTER), "trans": ((), TABLE),
                 "start_entropy": ((), ENTROPY), "trans_entropy": ((), ENTROPY_TABLE), "n_seqs": ((), TOTAL)}
-
-    def prior(self, K: int) -> tuple[np.ndarray, np.ndarray]:
-        """Dirichlet parameters of the start row (K,) and the transition rows (K, K)."""
-        start = np.full(K, self.start_alpha / K)
-        trans = np.full((K, K), self.alpha / K) + self.sticky_kappa * np.eye(K)
-        return start, trans
 
     # -------------------------------------------------------------- local step
     @staticmethod
@@ -83,8 +66,9 @@ class FiniteHMMAlloc(AllocModel):
         return np.ascontiguousarray(seq_range, dtype=np.int64)
 
     def _potentials(self, params: Params) -> tuple[np.ndarray, np.ndarray]:
-        log_start = np.ascontiguousarray(expected_log_probs(params["theta_start"]))
-        log_trans = np.ascontiguousarray(expected_log_probs(params["theta_trans"]))
+        K = params["theta_trans"].shape[0]
+        log_start = np.ascontiguousarray(expected_log_probs(params["theta_start"])[:K])
+        log_trans = np.ascontiguousarray(expected_log_probs(params["theta_trans"])[:, :K])
         return log_start, log_trans
 
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
@@ -107,6 +91,35 @@ class FiniteHMMAlloc(AllocModel):
         log_start, log_trans = self._potentials(params)
         return fb.viterbi(np.ascontiguousarray(log_lik, dtype=np.float64), self._sequences(batch),
                           log_start, log_trans)
+
+
+class FiniteHMMAlloc(HMMAlloc):
+    """Finite sticky HMM with symmetric Dirichlet rows (see the module docstring); name "finite_hmm".
+
+    Parameters
+    ----------
+    alpha : float
+        α > 0, total concentration of each transition row (each entry gets α/K).
+    start_alpha : float
+        α_0 > 0, total concentration of the start distribution.
+    sticky_kappa : float
+        κ ≥ 0, extra prior mass on each row's self-transition (0: not sticky).
+        (Unrelated to the Gaussian families' ``obs.kappa``.)
+    """
+
+    name = "finite_hmm"
+    finite = True
+
+    def __init__(self, alpha: float = 1.0, start_alpha: float = 1.0, sticky_kappa: float = 0.0):
+        self.alpha = check_number(alpha, "model.alpha")
+        self.start_alpha = check_number(start_alpha, "model.start_alpha")
+        self.sticky_kappa = check_number(sticky_kappa, "model.sticky_kappa", strict=False)
+
+    def prior(self, K: int) -> tuple[np.ndarray, np.ndarray]:
+        """Dirichlet parameters of the start row (K,) and the transition rows (K, K)."""
+        start = np.full(K, self.start_alpha / K)
+        trans = np.full((K, K), self.alpha / K) + self.sticky_kappa * np.eye(K)
+        return start, trans
 
     # ------------------------------------------------------------ global step
     def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:

@@ -110,13 +110,19 @@ class Algorithm(ABC):
         self.ids.remap(edit.sources)
 
     def sort_clusters(self) -> None:
-        """Sort clusters by size, largest first (Hughes 2016 thesis §3.4.3; stable, so ties keep their order)."""
+        """Sort clusters by size, largest first (Hughes 2016 thesis §3.4.3; stable, so ties keep their order).
+
+        Where the bound depends on the order in other ways (the HDP's surrogate,
+        ``AllocModel.sort_needs_check``) the sorted order is kept only if the ELBO does not drop.
+        """
         order = np.argsort(-self.globals.stats.N, kind="stable")
         if np.array_equal(order, np.arange(order.size)):
             return
         sources = [[int(k)] for k in order]
-        globals_ = self.model.global_step(self.globals.stats.reorder(order),
-                                          self.model.alloc.warm_start(self.globals.alloc, sources))
+        sorted_stats = self.globals.stats.reorder(order)
+        globals_ = self.model.global_step(sorted_stats, self.model.alloc.warm_start(self.globals.alloc, sources))
+        if self.model.alloc.sort_needs_check and self.model.elbo(sorted_stats, globals_) < self.elbo():
+            return
         self.apply(Edit(sources, lambda b, cache: cache.reorder(order), globals_))
 
     # ------------------------------------------------------------- saved state
