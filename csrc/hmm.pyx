@@ -262,8 +262,12 @@ cdef int _fb_sequence(const double* C, Py_ssize_t L, Py_ssize_t K,
                       double* F, double* E, double* nrm, double* lnrm, double* cmx,
                       double* gc, double* lgc, double* V, double* VL, double* G, double* LG,
                       Py_ssize_t B, bint blas,
-                      double* A, double* X, double* M0, double* H0, double* logz) noexcept nogil:
+                      double* A, double* X, double* M0, double* H0, double* logz,
+                      double* gout, double* vout) noexcept nogil:
     """Scaled forward-backward of one sequence; adds its summaries into A, X, M0, H0.
+
+    When ``gout`` and ``vout`` are not NULL, g_t (L, K) and v_t (L, K; row L − 1 is 0)
+    are written there (for the merge terms of moves, ``bnpvi.kernels.hmm``).
 
     F (L, K) receives f_t, then r_t in place; E (L, K), nrm, lnrm, cmx (L,) are
     scratch (E_t, n_t, ln n_t, c_t); gc, lgc (K,) carry g and ln g between backward
@@ -315,6 +319,10 @@ cdef int _fb_sequence(const double* C, Py_ssize_t L, Py_ssize_t K,
         cmx[t] = m
         lz = lz + (m + lnn)
     logz[0] = lz
+    if gout != NULL:
+        for k in range(K):
+            gout[(L - 1) * K + k] = 1.0
+            vout[(L - 1) * K + k] = 0.0
 
     # ---- backward in blocks of steps tl..th (row b = t − tl), latest block first
     for k in range(K):
@@ -356,6 +364,10 @@ cdef int _fb_sequence(const double* C, Py_ssize_t L, Py_ssize_t K,
             lgrow = LG + b * K
             for j in range(K):
                 lgrow[j] = log(grow[j]) if grow[j] > 0.0 else 0.0
+            if gout != NULL:
+                for k in range(K):
+                    gout[t * K + k] = grow[k]
+                    vout[t * K + k] = vrow[k]
         for k in range(K):
             lgc[k] = LG[k]
         # (2) the pairwise tables: LG becomes f_t ⊙ ln g_t, then rank-nb updates
@@ -387,8 +399,12 @@ def forward_backward(const double[:, ::1] log_lik, const long long[::1] seq_rang
                      const double[::1] log_start, const double[:, ::1] log_trans,
                      double[:, ::1] resp, double[::1] start_counts, double[:, ::1] trans_counts,
                      double[::1] start_entropy, double[:, ::1] trans_entropy,
-                     double[::1] log_norm, int n_threads, bint use_blas):
+                     double[::1] log_norm, int n_threads, bint use_blas,
+                     double[:, ::1] backward, double[:, ::1] scaled_next):
     """Scaled forward-backward over every sequence (see the module docstring).
+
+    ``backward`` and ``scaled_next`` receive g_t and v_t (both (T, K)) when they have
+    T rows; pass (0, K) arrays to skip them.
 
     ``use_blas`` selects SciPy's BLAS for the K × K products (ignored when it was not
     found); the caller keeps BLAS single-threaded meanwhile. Writes every output;
@@ -419,6 +435,7 @@ def forward_backward(const double[:, ::1] log_lik, const long long[::1] seq_rang
     cdef int rc
     cdef double* w
     cdef double* sv
+    cdef bint keep = backward.shape[0] == T and scaled_next.shape[0] == T and T > 0
 
     for k in range(K):
         if log_start[k] > amax:
@@ -444,7 +461,8 @@ def forward_backward(const double[:, ::1] log_lik, const long long[::1] seq_rang
                                   w, w + pk, w + 2 * pk, w + 2 * pk + pbk, w + 2 * pk + 2 * pbk,
                                   w + 2 * pk + 3 * pbk, B, blas,
                                   &tabs[c, 0], &tabs[c, pkk], &vtabs[c, 0], &vtabs[c, pk],
-                                  &log_norm[d])
+                                  &log_norm[d], &backward[t0, 0] if keep else NULL,
+                                  &scaled_next[t0, 0] if keep else NULL)
                 if rc != 0:
                     bad[c] = d
                     code[c] = rc

@@ -92,18 +92,16 @@ class HDPHMMAlloc(HMMAlloc):
         return T
 
     @staticmethod
-    def _counts(stats: SuffStats) -> tuple[np.ndarray, np.ndarray]:
+    def _padded(start: np.ndarray, trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """M_0 and M with a zero column for the states beyond K (never entered)."""
-        start = np.append(np.maximum(stats["start"], 0.0), 0.0)
-        trans = np.maximum(stats["trans"], 0.0)
-        return start, np.hstack([trans, np.zeros((trans.shape[0], 1))])
+        return np.append(start, 0.0), np.hstack([trans, np.zeros((trans.shape[0], 1))])
 
-    def _theta(self, stats: SuffStats, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """θ_0 = M_0 + α_0 β̂ and θ_j = M_j + α β̂ + κ e_j (Eq. 6.40)."""
+    def _theta(self, start: np.ndarray, trans: np.ndarray, rho: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """θ_0 = M_0 + α_0 β̂ and θ_j = M_j + α β̂ + κ e_j (Eq. 6.40), from counts M_0 (K,), M (K, K)."""
         beta = hdp_top.stick_means(rho)
-        M_start, M_trans = self._counts(stats)
+        M_start, M_trans = self._padded(start, trans)
         theta_trans = M_trans + self.alpha * beta
-        K = stats.K
+        K = trans.shape[0]
         theta_trans[np.arange(K), np.arange(K)] += self.sticky_kappa
         return M_start + self.start_alpha * beta, theta_trans
 
@@ -119,17 +117,24 @@ class HDPHMMAlloc(HMMAlloc):
         else:
             rho, omega = hdp_top.uniform_sticks(K, self.gamma)
             rounds = EDIT_ROUNDS
+        start, trans = np.maximum(stats["start"], 0.0), np.maximum(stats["trans"], 0.0)
         c = self._row_weights(K)
-        theta_start, theta_trans = self._theta(stats, rho)
+        theta_start, theta_trans = self._theta(start, trans, rho)
         for _ in range(rounds):
             T = self._linear(expected_log_probs(theta_start), expected_log_probs(theta_trans))
             new_rho, omega = hdp_top.optimize(c, T, self.gamma, rho, omega)
             moved = float(np.max(np.abs(new_rho - rho)))
             rho = new_rho
-            theta_start, theta_trans = self._theta(stats, rho)
+            theta_start, theta_trans = self._theta(start, trans, rho)
             if moved < 1e-10:
                 break
         return {"rho": rho, "omega": omega, "theta_start": theta_start, "theta_trans": theta_trans}
+
+    def quick_params(self, start: np.ndarray, trans: np.ndarray, params: Params, sources) -> dict:
+        """θ from counts at the warm-started sticks of ``sources``, without optimising q(u) (merge ranking)."""
+        warm = self.warm_start(params, sources)
+        theta_start, theta_trans = self._theta(start, trans, warm["rho"])
+        return {"rho": warm["rho"], "omega": warm["omega"], "theta_start": theta_start, "theta_trans": theta_trans}
 
     def warm_start(self, params: Params, sources: Sequence[Sequence[int]]) -> dict:
         """Sticks for an edited cluster set: a new state's β̂ is the sum of its sources' β̂ (merges,
@@ -145,21 +150,18 @@ class HDPHMMAlloc(HMMAlloc):
         return {"rho": hdp_top.sticks_from_means(kept), "omega": new_omega, "edited": np.array(True)}
 
     # ------------------------------------------------------------------ ELBO
-    def elbo(self, stats: SuffStats, params: Params) -> float:
-        """Allocation and entropy terms of the module docstring, exact for any (θ, ρ, ω)."""
-        K = stats.K
-        rho, omega = params["rho"], params["omega"]
+    def prior_terms(self, start: np.ndarray, trans: np.ndarray, params: Params) -> float:
+        """The allocation terms of the module docstring without the entropy, exact for any (θ, ρ, ω)."""
+        K = trans.shape[0]
         theta_start, theta_trans = params["theta_start"], params["theta_trans"]
         P_start, P_trans = expected_log_probs(theta_start), expected_log_probs(theta_trans)
-        M_start, M_trans = self._counts(stats)
-        sticky = np.zeros_like(theta_trans)
-        sticky[np.arange(K), np.arange(K)] = self.sticky_kappa
+        M_start, M_trans = self._padded(start, trans)
+        M_trans[np.arange(K), np.arange(K)] += self.sticky_kappa
         rows = (-float(c_dir(theta_start)) - float(np.sum(c_dir(theta_trans)))
-                + float(np.sum((M_start - theta_start) * P_start))
-                + float(np.sum((M_trans + sticky - theta_trans) * P_trans)))
-        top = hdp_top.surrogate(rho, omega, self._row_weights(K), self._linear(P_start, P_trans), self.gamma)
-        entropy = float(np.sum(stats["start_entropy"])) + float(np.sum(stats["trans_entropy"]))
-        return rows + self._constant(K) + top + entropy
+                + float(np.sum((M_start - theta_start) * P_start)) + float(np.sum((M_trans - theta_trans) * P_trans)))
+        top = hdp_top.surrogate(params["rho"], params["omega"], self._row_weights(K), self._linear(P_start, P_trans),
+                                self.gamma)
+        return rows + self._constant(K) + top
 
     def export(self, params: Params) -> dict[str, np.ndarray]:
         """E[β] (top-level probabilities), E[π_0] and E[π_j]; the last column is the mass on states beyond K."""

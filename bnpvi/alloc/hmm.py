@@ -24,6 +24,8 @@ with P_jℓ = E ln π_jℓ; the middle sum vanishes at the optimal θ.
 """
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import numpy as np
 from scipy.special import digamma
 
@@ -74,17 +76,65 @@ class HMMAlloc(AllocModel):
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
         """Forward-backward on every sequence of the batch (thesis §6.3.3, Eq. 6.48)."""
         log_start, log_trans = self._potentials(params)
-        out = fb.forward_backward(np.ascontiguousarray(log_lik, dtype=np.float64), self._sequences(batch),
-                                  log_start, log_trans)
+        seq_range = self._sequences(batch)
+        out = fb.forward_backward(np.ascontiguousarray(log_lik, dtype=np.float64), seq_range,
+                                  log_start, log_trans, keep_messages=True)
         resp = Responsibilities(out.resp, log_start.shape[0])
         return Local(resp, {"start": out.start_counts, "trans": out.trans_counts, "start_entropy": out.start_entropy,
-                            "trans_entropy": out.trans_entropy, "log_norm": out.log_norm})
+                            "trans_entropy": out.trans_entropy, "log_norm": out.log_norm,
+                            "messages": out, "seq_range": seq_range, "log_trans": log_trans})
 
     def summarize(self, local: Local) -> dict[str, np.ndarray]:
         t = local.tables
         return {"N": local.resp.counts(), "start": t["start"], "trans": t["trans"],
                 "start_entropy": t["start_entropy"], "trans_entropy": t["trans_entropy"],
                 "n_seqs": np.float64(t["log_norm"].shape[0])}
+
+    # ------------------------------------------------------------------ ELBO
+    def elbo(self, stats: SuffStats, params: Params) -> float:
+        """The allocation terms (``prior_terms``) plus the entropy of q(z): Σ start_entropy + Σ trans_entropy."""
+        total = self.prior_terms(np.maximum(stats["start"], 0.0), np.maximum(stats["trans"], 0.0), params)
+        return total + float(np.sum(stats["start_entropy"])) + float(np.sum(stats["trans_entropy"]))
+
+    @abstractmethod
+    def prior_terms(self, start: np.ndarray, trans: np.ndarray, params: Params) -> float:
+        """The allocation terms of the ELBO without the entropy, for counts M_0 = ``start``, M = ``trans``,
+        exact for any parameters."""
+
+    @abstractmethod
+    def quick_params(self, start: np.ndarray, trans: np.ndarray, params: Params, sources) -> dict:
+        """Parameters for these counts after the edit ``sources`` of ``params``' clusters, cheaply
+        (the closed-form part of the global step; used to rank merge candidates)."""
+
+    # ------------------------------------------------------------------ moves
+    def merge_terms(self, local: Local, pairs: np.ndarray) -> dict[str, np.ndarray]:
+        """Per pair (a, b): the merged state's start entropy, and its entropy-table row and column in
+        the batch's numbering (``bnpvi.kernels.hmm.merge_pair_terms``; thesis §6.5.1)."""
+        t = local.tables
+        start, table = fb.merge_pair_terms(t["messages"], t["seq_range"], t["log_trans"], pairs)
+        return {"start_entropy": start, "trans_entropy": table}
+
+    def merge_score(self, stats: SuffStats, params: Params, pairs: np.ndarray) -> np.ndarray:
+        """ΔL of merging each pair without the entropy terms, at the merged counts' quick parameters.
+
+        Unlike a mixture's, an HMM's entropy can rise under a merge, so this only ranks
+        candidates (thesis §6.5.1); the decision uses the exact or lower-bound ELBO.
+        """
+        start, trans = np.maximum(stats["start"], 0.0), np.maximum(stats["trans"], 0.0)
+        base = self.prior_terms(start, trans, self.quick_params(start, trans, params, [[k] for k in range(stats.K)]))
+        scores = np.empty(len(pairs))
+        for m, (a, b) in enumerate(np.asarray(pairs, dtype=np.intp)):
+            keep = [k for k in range(stats.K) if k != b]
+            sources = [[k] for k in keep]
+            sources[a] = [a, b]
+            s2 = start.copy()
+            s2[a] += s2[b]
+            t2 = trans.copy()
+            t2[:, a] += t2[:, b]
+            t2[a, :] += t2[b, :]
+            s2, t2 = s2[keep], t2[np.ix_(keep, keep)]
+            scores[m] = self.prior_terms(s2, t2, self.quick_params(s2, t2, params, sources)) - base
+        return scores
 
     def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
         """The Viterbi path of every sequence (the mode of q*(z_d); thesis §6.6, Stephenson 2015 §7.1)."""
@@ -124,19 +174,22 @@ class FiniteHMMAlloc(HMMAlloc):
     # ------------------------------------------------------------ global step
     def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
         """θ_0 = start + α_0/K, θ_j = trans_j + α/K + κ e_j (thesis Eq. 6.40, finite prior)."""
-        prior_start, prior_trans = self.prior(stats.K)
-        return {"theta_start": np.maximum(stats["start"], 0.0) + prior_start,
-                "theta_trans": np.maximum(stats["trans"], 0.0) + prior_trans}
+        return self.quick_params(np.maximum(stats["start"], 0.0), np.maximum(stats["trans"], 0.0), None, None)
 
-    def elbo(self, stats: SuffStats, params: Params) -> float:
-        """Allocation and entropy terms (module docstring): exact for any θ, not only the optimum."""
-        prior_start, prior_trans = self.prior(stats.K)
+    def quick_params(self, start: np.ndarray, trans: np.ndarray, params, sources) -> dict:
+        """The global step from start and transition counts (exact here: closed form)."""
+        prior_start, prior_trans = self.prior(start.shape[0])
+        return {"theta_start": start + prior_start, "theta_trans": trans + prior_trans}
+
+    def prior_terms(self, start: np.ndarray, trans: np.ndarray, params: Params) -> float:
+        """The allocation terms without the entropy, for counts M_0 = ``start``, M = ``trans``."""
+        prior_start, prior_trans = self.prior(start.shape[0])
         total = 0.0
-        for counts, prior, theta in ((np.maximum(stats["start"], 0.0), prior_start, params["theta_start"]),
-                                     (np.maximum(stats["trans"], 0.0), prior_trans, params["theta_trans"])):
+        for counts, prior, theta in ((start, prior_start, params["theta_start"]),
+                                     (trans, prior_trans, params["theta_trans"])):
             slack = (counts + prior - theta) * expected_log_probs(theta)
             total += float(np.sum(c_dir(prior) - c_dir(theta))) + float(np.sum(slack))
-        return total + float(np.sum(stats["start_entropy"])) + float(np.sum(stats["trans_entropy"]))
+        return total
 
     def export(self, params: Params) -> dict[str, np.ndarray]:
         """E[π_0] (start probabilities) and E[π_j] (transition matrix, rows j)."""

@@ -12,7 +12,7 @@ MOVES = ("birth", "merge", "delete")
 MOVE_COUNTS = [f"{move}_{what}" for move in MOVES for what in ("tried", "accepted")]
 TRACE_COLUMNS = ["lap", "batches_seen", "elapsed_s", "elbo", "K", *MOVE_COUNTS, "waiting_for_moves", "elbo_per_atom"]
 CLUSTER_COLUMNS = ["lap", "uid", "count"]
-MOVE_COLUMNS = ["lap", "move", "target", "gain", "accepted", "fresh", "kept"]
+MOVE_COLUMNS = ["lap", "move", "target", "gain", "accepted", "fresh", "kept", "exact"]
 INTEGER_COLUMNS = {"lap", "batches_seen", "K", "uid", "waiting_for_moves", *MOVE_COUNTS}
 
 

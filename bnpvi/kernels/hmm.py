@@ -15,6 +15,7 @@ order, so every result is bit-identical from call to call and for any
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from dataclasses import dataclass
 
@@ -94,6 +95,10 @@ class ForwardBackward:
         −Σ_d Σ_{t<T_d} s_dt(j, k) ln(s_dt(j, k) / r_dt(j)); every entry ≥ 0.
     log_norm : (S,) ndarray
         log Z_d of every sequence.
+    backward, scaled_next : (T, K) ndarrays, or None
+        The scaled backward messages g_t and v_t = E_{t+1} ⊙ g_{t+1} / n_{t+1} (v is 0 at
+        each sequence's last step), kept on request (``keep_messages``): with them
+        s_t(j, k) = (r_t(j) / g_t(j)) Π̃_jk v_t(k) (:func:`merge_pair_terms`).
     """
 
     resp: np.ndarray
@@ -102,6 +107,8 @@ class ForwardBackward:
     start_entropy: np.ndarray
     trans_entropy: np.ndarray
     log_norm: np.ndarray
+    backward: np.ndarray | None = None
+    scaled_next: np.ndarray | None = None
 
 
 # --------------------------------------------------------------------------- checks
@@ -169,7 +176,7 @@ def _raise_bad_sequence(log_lik, seq_range, log_trans, d: int, code: int):
 
 # -------------------------------------------------------------------------- kernels
 def forward_backward(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,
-                     log_trans: np.ndarray, *, n_threads=None) -> ForwardBackward:
+                     log_trans: np.ndarray, *, n_threads=None, keep_messages: bool = False) -> ForwardBackward:
     """Forward-backward on every sequence of a batch: the local step of an HMM.
 
     Sequence d is rows ``seq_range[d]:seq_range[d+1]`` of C = ``log_lik``; with
@@ -205,12 +212,15 @@ def forward_backward(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.n
     n_threads : int, optional
         OpenMP threads over sequences; default all available for large inputs, 1 for
         small ones. Results do not depend on it (bit for bit).
+    keep_messages : bool, default False
+        Also return the backward messages (for :func:`merge_pair_terms`).
 
     Returns
     -------
     ForwardBackward
         resp (T, K), start_counts (K,), trans_counts (K, K), start_entropy (K,),
-        trans_entropy (K, K), log_norm (S,).
+        trans_entropy (K, K), log_norm (S,), and with ``keep_messages`` backward and
+        scaled_next (T, K).
 
     Raises
     ------
@@ -227,17 +237,84 @@ def forward_backward(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.n
     thread settings either. The plain loops used otherwise agree up to rounding.
     """
     T, K, S = _check_inputs(log_lik, seq_range, log_start, log_trans)
+    rows = T if keep_messages else 0
     out = ForwardBackward(np.empty((T, K)), np.empty(K), np.empty((K, K)), np.empty(K),
-                          np.empty((K, K)), np.empty(S))
+                          np.empty((K, K)), np.empty(S), np.empty((rows, K)), np.empty((rows, K)))
     nt = _threads(n_threads, T * K * K)
     use_blas = _use_blas(K)
     with _blas_single_thread(use_blas):
         bad, code = _ext.forward_backward(log_lik, seq_range, log_start, log_trans, out.resp, out.start_counts,
                                           out.trans_counts, out.start_entropy, out.trans_entropy, out.log_norm,
-                                          nt, use_blas)
+                                          nt, use_blas, out.backward, out.scaled_next)
     if bad >= 0:
         _raise_bad_sequence(log_lik, seq_range, log_trans, bad, code)
+    if not keep_messages:
+        out = dataclasses.replace(out, backward=None, scaled_next=None)
     return out
+
+
+def _xlogx_ratio(sigma: np.ndarray, denom: np.ndarray) -> np.ndarray:
+    """−σ ln(σ / d) elementwise, 0 where σ = 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = -sigma * np.log(sigma / denom)
+    return np.where(sigma > 0.0, out, 0.0)
+
+
+def merge_pair_terms(fb: ForwardBackward, seq_range: np.ndarray, log_trans: np.ndarray,
+                     pairs: np.ndarray, block: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+    """Entropy terms of the chain in which states a and b are one state, for each pair (a, b).
+
+    Merging a and b sums rows and columns a, b of every pairwise marginal s_t
+    (Hughes 2016 thesis §6.5.1). Only the merged state's start entry, row and column of
+    the entropy table change (every other entry keeps its numerator and denominator):
+
+        start  = −Σ_d ρ_d1 ln ρ_d1,                       ρ_t = r_t(a) + r_t(b),
+        row ℓ  = −Σ_t σ ln(σ/ρ_t),     σ = s_t(a, ℓ) + s_t(b, ℓ),
+        col ℓ  = −Σ_t σ ln(σ/r_t(ℓ)),  σ = s_t(ℓ, a) + s_t(ℓ, b),
+        self   = −Σ_t σ ln(σ/ρ_t),     σ = Σ_{j,k ∈ {a,b}} s_t(j, k),
+
+    over the steps t < T_d of every sequence, with s_t(j, k) = (r_t(j) / g_t(j)) Π̃_jk v_t(k)
+    from the kept messages of :func:`forward_backward`. Vectorised over time steps in
+    blocks of ``block`` rows; O(T K) per pair.
+
+    Returns
+    -------
+    start : (P,) ndarray
+    table : (P, 2, K) ndarray
+        Row (``[:, 0]``) and column (``[:, 1]``) of the merged state, indexed by the
+        other states ℓ in the original numbering; entry a of both holds the self term
+        and entry b is 0.
+    """
+    if fb.backward is None:
+        raise ValueError("merge_pair_terms needs forward_backward(..., keep_messages=True)")
+    pairs = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
+    T, K = fb.resp.shape
+    P = pairs.shape[0]
+    trans = np.exp(log_trans)
+    start, self_terms = np.zeros(P), np.zeros(P)
+    table = np.zeros((P, 2, K))
+    firsts = fb.resp[np.asarray(seq_range[:-1], dtype=np.intp)]
+    for lo in range(0, T, block):
+        r = fb.resp[lo:lo + block]
+        g = fb.backward[lo:lo + block]
+        v = fb.scaled_next[lo:lo + block]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.where(g > 0.0, r / g, 0.0)
+        for m, (a, b) in enumerate(pairs):
+            rho = r[:, a] + r[:, b]
+            row = v * (f[:, a, None] * trans[a] + f[:, b, None] * trans[b])
+            col = f * (trans[:, a] * v[:, a, None] + trans[:, b] * v[:, b, None])
+            table[m, 0] += _xlogx_ratio(row, rho[:, None]).sum(axis=0)
+            table[m, 1] += _xlogx_ratio(col, r).sum(axis=0)
+            both = (f[:, a] * (trans[a, a] * v[:, a] + trans[a, b] * v[:, b])
+                    + f[:, b] * (trans[b, a] * v[:, a] + trans[b, b] * v[:, b]))
+            self_terms[m] += _xlogx_ratio(both, rho).sum()
+    for m, (a, b) in enumerate(pairs):
+        table[m, :, a] = self_terms[m]
+        table[m, :, b] = 0.0
+        rho = firsts[:, a] + firsts[:, b]
+        start[m] = _xlogx_ratio(rho, np.ones_like(rho)).sum()
+    return start, np.maximum(table, 0.0)
 
 
 def viterbi(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,

@@ -50,8 +50,10 @@ class Edit:
 
 @dataclass
 class MoveEvent:
-    """One proposal: lap, move, cluster ids, exact ELBO gain, accepted or not; for a birth, how many
-    fresh clusters it proposed and how many its cleanup kept (0 for other moves)."""
+    """One proposal: lap, move, cluster ids, ELBO gain, accepted or not; for a birth, how many
+    fresh clusters it proposed and how many its cleanup kept (0 for other moves); whether the
+    gain is the exact whole-data ELBO difference (False: a lower bound on it, e.g. an HMM
+    merge after another merge of the same lap, Hughes 2016 thesis §6.5.1)."""
 
     lap: int
     move: str
@@ -60,6 +62,7 @@ class MoveEvent:
     accepted: bool
     fresh: int = 0
     kept: int = 0
+    exact: bool = True
 
 
 def accepts(gain: float, elbo: float) -> bool:

@@ -5,7 +5,11 @@ merged entropy −Σ_n (r_nA + r_nB) ln(r_nA + r_nB) (Eq. 4.3), must come from t
 responsibilities, so candidate pairs are fixed at the start of a lap, their tracked
 terms are collected in every batch (§4.1.3), and at the end of the lap the pairs
 are judged greedily by the exact whole-data ELBO; a pair whose cluster took part
-in an earlier accepted merge is skipped (its tracked terms are stale).
+in an earlier accepted merge is skipped (its tracked terms are stale). A K x K
+tracked field (an HMM's entropy table) is tracked as the merged state's row and
+column; after an earlier merge of the lap, the entries at that merged state are
+unknown and taken as 0, so the gain is a lower bound (thesis §6.5.1), logged as
+not exact in ``moves.csv``.
 """
 from __future__ import annotations
 
@@ -59,6 +63,7 @@ class MergeMove(Move):
 
     def reset(self) -> None:
         self.pair_uids = np.zeros((0, 2), dtype=np.int64)
+        self.plan_uids = np.zeros(0, dtype=np.int64)
         self.tracked: dict[int, dict] = {}
 
     # ---------------------------------------------------------------- plan
@@ -67,6 +72,7 @@ class MergeMove(Move):
         if not chosen.size:
             return set()
         self.pair_uids = run.ids.uids[chosen]
+        self.plan_uids = run.ids.uids.copy()
         return set(self.pair_uids.ravel().tolist())
 
     def pending(self, run) -> bool:
@@ -121,24 +127,52 @@ class MergeMove(Move):
         self.check_complete(run, self.tracked, "merge pairs")
         batches = sorted(self.tracked)
         names = list(self.tracked[batches[0]])
+        tables = {name for name in names if run.globals.stats.specs[name].axes == (0, 1)}
         totals = {name: ordered_sum(self.tracked[b][name] for b in batches) for name in names}
+        planned = {int(u): i for i, u in enumerate(self.plan_uids)}
+        # groups[c]: the clusters of the plan that current cluster c is made of; [] when c is new
+        # or was changed by an accepted move (its tracked entries are then unknown)
+        groups = [[planned[int(u)]] if int(u) in planned and int(u) not in schedule.changed else []
+                  for u in run.ids.uids]
+
+        def tracked_values(values: dict, m: int, a: int, b: int) -> tuple[dict, bool]:
+            """Pair m's tracked values for merging current clusters a < b, and whether they are exact.
+
+            A K x K field's merged row and column were tracked in the plan's numbering; an entry
+            at a cluster that is not one cluster of the plan is unknown and set to 0, a lower
+            bound since every entry is ≥ 0 (Hughes 2016 thesis §6.5.1)."""
+            out, exact = {}, True
+            sources = _merge_sources(run.globals.K, a, b)
+            for name in names:
+                value = values[name][m]
+                if name not in tables:
+                    out[name] = value
+                    continue
+                merged = np.zeros((2, len(sources)))
+                for i, src in enumerate(sources):
+                    origin = groups[src[0]] if i != a else [groups[a][0]]
+                    if len(origin) == 1:
+                        merged[:, i] = value[:, origin[0]]
+                    else:
+                        exact = False
+                out[name] = merged
+            return out, exact
 
         def candidate(m):
             a, b = run.ids.positions(self.pair_uids[m])
-            stats = run.globals.stats.merge(a, b, {name: totals[name][m] for name in names})
-            return a, b, stats
+            values, exact = tracked_values(totals, m, a, b)
+            return a, b, run.globals.stats.merge(a, b, values), exact
 
         current = run.elbo()
         gains = []
         for m in range(self.pair_uids.shape[0]):
-            _, _, stats = candidate(m)
-            gains.append(run.evaluate(stats, _merge_sources(run.globals.K, *run.ids.positions(self.pair_uids[m])))[0]
-                         - current)
+            a, b, stats, _ = candidate(m)
+            gains.append(run.evaluate(stats, _merge_sources(run.globals.K, a, b))[0] - current)
         for m in np.argsort(-np.asarray(gains), kind="stable"):
             ua, ub = (int(u) for u in self.pair_uids[m])
             if ua in schedule.changed or ub in schedule.changed:
                 continue  # its tracked terms were computed from clusters that no longer exist
-            a, b, stats = candidate(m)
+            a, b, stats, exact = candidate(m)
             sources = _merge_sources(run.globals.K, a, b)
             current = run.elbo()
             value, globals_ = run.evaluate(stats, sources)  # the allocation term changes after each merge
@@ -146,20 +180,21 @@ class MergeMove(Move):
             sizes = (run.globals.stats.N[a], run.globals.stats.N[b])
             accepted = accepts(gain, current)
             if accepted:
-                m_ = int(m)
-                run.apply(Edit(sources, lambda i, cache, a=a, b=b, m=m_: cache.merge(
-                    a, b, {name: self.tracked[i][name][m] for name in names}), globals_))
+                per_batch = {i: tracked_values(self.tracked[i], int(m), a, b)[0] for i in batches}
+                run.apply(Edit(sources, lambda i, cache, a=a, b=b: cache.merge(a, b, per_batch[i]), globals_))
                 schedule.changed |= {ua, ub}
+                groups = [sum((groups[k] for k in src), []) for src in sources]
             self.failures.record((ua, ub), accepted, sizes)
-            schedule.event(self.name, f"{ua}+{ub}", gain, accepted)
+            schedule.event(self.name, f"{ua}+{ub}", gain, accepted, exact=exact)
 
     # ---------------------------------------------------------------- state
     def state(self) -> dict:
-        return {"pair_uids": self.pair_uids, "failures": self.failures.state(),
+        return {"pair_uids": self.pair_uids, "plan_uids": self.plan_uids, "failures": self.failures.state(),
                 "tracked": {str(b): dict(t) for b, t in self.tracked.items()}}
 
     def load_state(self, state: dict) -> None:
         self.pair_uids = np.asarray(state["pair_uids"], dtype=np.int64).reshape(-1, 2)
+        self.plan_uids = np.asarray(state["plan_uids"], dtype=np.int64)
         self.failures.load_state(state["failures"])
         self.tracked = {int(b): {n: np.asarray(v) for n, v in t.items()} for b, t in state.get("tracked", {}).items()}
 

@@ -47,11 +47,13 @@ class MoveSchedule:
     def _zero_counts() -> dict:
         return {f"{m}_{w}": 0 for m in MOVES for w in ("tried", "accepted")}
 
-    def event(self, move: str, target: str, gain: float, accepted: bool, fresh: int = 0, kept: int = 0) -> None:
+    def event(self, move: str, target: str, gain: float, accepted: bool, fresh: int = 0, kept: int = 0,
+              exact: bool = True) -> None:
         """Log one proposal (moves.csv) and count it (trace.csv)."""
         self.counts[f"{move}_tried"] += 1
         self.counts[f"{move}_accepted"] += int(accepted)
-        self.events.append(MoveEvent(self.lap, move, target, float(gain), bool(accepted), int(fresh), int(kept)))
+        self.events.append(MoveEvent(self.lap, move, target, float(gain), bool(accepted), int(fresh), int(kept),
+                                     bool(exact)))
 
     # ------------------------------------------------------------- the lap
     def start_lap(self, run) -> None:
@@ -117,7 +119,8 @@ class MoveSchedule:
 
     # -------------------------------------------------------------- state
     def state(self) -> dict:
-        events = {f: np.array([getattr(e, f) for e in self.events]) for f in ("lap", "gain", "accepted", "fresh", "kept")}
+        events = {f: np.array([getattr(e, f) for e in self.events]) for f in ("lap", "gain", "accepted", "fresh", "kept",
+                                                                       "exact")}
         for f in ("move", "target"):
             events[f] = "\n".join(getattr(e, f) for e in self.events)
         return {"lap": np.int64(self.lap), "counts": dict(self.counts), "events": events,
@@ -129,7 +132,8 @@ class MoveSchedule:
         ev, n = state["events"], int(state["n_events"])
         text = {f: (ev[f].split("\n") if n else []) for f in ("move", "target")}
         self.events = [MoveEvent(int(ev["lap"][i]), text["move"][i], text["target"][i], float(ev["gain"][i]),
-                                 bool(ev["accepted"][i]), int(ev["fresh"][i]), int(ev["kept"][i])) for i in range(n)]
+                                 bool(ev["accepted"][i]), int(ev["fresh"][i]), int(ev["kept"][i]),
+                                 bool(ev["exact"][i])) for i in range(n)]
         for move in self.moves:
             move.load_state(state["moves"][move.name])
 

@@ -1,0 +1,162 @@
+"""Moves for hidden Markov models: merged-state entropy terms, exact single-merge gains, merges in memoized runs."""
+import itertools
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from bnpvi.alloc import FiniteHMMAlloc, HDPHMMAlloc
+from bnpvi.data.batch import SeqBatch
+from bnpvi.data.store import BatchStore, write_sequences
+from bnpvi.data.toy import make_toy_sequences
+from bnpvi.kernels import hmm as fb
+from bnpvi.learn.init import initial_stats
+from bnpvi.learn.memo import MemoizedVB
+from bnpvi.metrics import hamming_distance
+from bnpvi.model import Model
+from bnpvi.obs import make_obs
+from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
+
+
+def enumerate_chain(C, log_start, log_trans, lump, K2):
+    """q*(z) of one sequence by enumerating every path; state k relabelled ``lump[k]`` (in 0..K2−1)
+    before the marginals are taken. Returns r (L, K2), pairwise s (L−1, K2, K2)."""
+    L, K = C.shape
+    paths = np.array(list(itertools.product(range(K), repeat=L)))
+    score = log_start[paths[:, 0]] + C[np.arange(L), paths].sum(axis=1)
+    if L > 1:
+        score += log_trans[paths[:, :-1], paths[:, 1:]].sum(axis=1)
+    q = np.exp(score - score.max())
+    q /= q.sum()
+    z = np.asarray(lump)[paths]
+    r = np.zeros((L, K2))
+    s = np.zeros((max(L - 1, 0), K2, K2))
+    for t in range(L):
+        np.add.at(r[t], z[:, t], q)
+    for t in range(L - 1):
+        np.add.at(s[t], (z[:, t], z[:, t + 1]), q)
+    return r, s
+
+
+def xlogx_ratio(x, d):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(x > 0, -x * np.log(x / d), 0.0)
+
+
+def tiny_batch(seed=0, lengths=(5, 1, 4, 3), K=3, D=2):
+    rng = np.random.default_rng(seed)
+    seq_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    X = rng.normal(size=(seq_range[-1], D)) * 2.0
+    return SeqBatch(X, seq_range)
+
+
+def test_merge_pair_terms_equal_enumeration():
+    rng = np.random.default_rng(0)
+    K, lengths = 3, (5, 1, 4)
+    seq_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    C = rng.normal(size=(seq_range[-1], K)) * 3.0
+    a = np.log(rng.dirichlet(np.ones(K)) * 0.9)
+    W = np.log(rng.dirichlet(np.ones(K), size=K) * 0.8)
+    out = fb.forward_backward(C, seq_range, a, W, keep_messages=True)
+    pairs = np.array([[0, 1], [0, 2], [1, 2]])
+    start, table = fb.merge_pair_terms(out, seq_range, W, pairs, block=3)  # blocks cross sequences
+    for m, (i, j) in enumerate(pairs):
+        lump = [i if k == j else k for k in range(K)]
+        want_start, row, col, self_term = 0.0, np.zeros(K), np.zeros(K), 0.0
+        for d in range(len(lengths)):
+            r, s = enumerate_chain(C[seq_range[d]:seq_range[d + 1]], a, W, lump, K)
+            want_start += xlogx_ratio(r[0, i], 1.0)
+            for t in range(s.shape[0]):
+                rows = s[t].sum(axis=1)
+                row += xlogx_ratio(s[t][i], rows[i])
+                col += xlogx_ratio(s[t][:, i], rows)
+                self_term += xlogx_ratio(s[t][i, i], rows[i])
+        row[i] = col[i] = self_term
+        row[j] = col[j] = 0.0
+        assert start[m] == pytest.approx(want_start, rel=1e-10)
+        assert np.allclose(table[m, 0], row, rtol=1e-10, atol=1e-13)
+        assert np.allclose(table[m, 1], col, rtol=1e-10, atol=1e-13)
+
+
+@pytest.mark.parametrize("alloc", [HDPHMMAlloc(gamma=5.0, alpha=0.5, start_alpha=5.0, sticky_kappa=20.0),
+                                   HDPHMMAlloc(gamma=5.0, alpha=0.5, start_alpha=5.0, sticky_kappa=0.0),
+                                   FiniteHMMAlloc(alpha=1.0, start_alpha=2.0, sticky_kappa=5.0)],
+                         ids=["hdp_sticky", "hdp", "finite"])
+def test_single_merge_gain_equals_brute_force(alloc):
+    """The gain of merging two states from tracked terms equals the ELBO difference of the merged chain's
+    summaries built by enumerating every path (Hughes 2016 thesis §6.5.1)."""
+    K = 3
+    batch = tiny_batch()
+    obs = make_obs({"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-3, "mean": [0.0, 0.0]},
+                   2, None)
+    model = Model(alloc, obs)
+    labels = np.arange(batch.n_atoms) % K
+    globals_ = model.global_step(model.hard_stats(batch, labels, K))
+    log_lik, local = model.local_step(batch, globals_)
+    stats = model.summarize(batch, local)
+    globals_ = model.global_step(stats)
+    log_lik, local = model.local_step(batch, globals_)
+    stats = model.summarize(batch, local)
+    current = model.elbo(stats, globals_)
+    log_start, log_trans = alloc._potentials(globals_.alloc)
+    for i, j in [(0, 1), (0, 2), (1, 2)]:
+        tracked = alloc.merge_terms(local, np.array([[i, j]]))
+        keep = [k for k in range(K) if k != j]
+        values = {"start_entropy": tracked["start_entropy"][0], "trans_entropy": tracked["trans_entropy"][0][:, keep]}
+        merged = stats.merge(i, j, values)
+        gain = model.evaluate(merged, alloc.warm_start(globals_.alloc, [[i, j] if k == i else [k] for k in keep]))[0]
+        # brute force: the merged chain's marginals by enumeration, its summaries from scratch
+        lump = [keep.index(i) if k == j else keep.index(k) for k in range(K)]
+        r_all, M0, M, H0, H = [], np.zeros(K - 1), np.zeros((K - 1, K - 1)), np.zeros(K - 1), np.zeros((K - 1, K - 1))
+        sr = batch.seq_range
+        for d in range(batch.n_seqs):
+            r, s = enumerate_chain(log_lik[sr[d]:sr[d + 1]], log_start, log_trans, lump, K - 1)
+            r_all.append(r)
+            M0 += r[0]
+            H0 += xlogx_ratio(r[0], 1.0)
+            for t in range(s.shape[0]):
+                M += s[t]
+                H += xlogx_ratio(s[t], s[t].sum(axis=1, keepdims=True))
+        resp = Responsibilities(np.concatenate(r_all), K - 1)
+        fields = {"N": resp.counts(), "start": M0, "trans": M, "start_entropy": H0, "trans_entropy": H,
+                  "n_seqs": np.float64(batch.n_seqs), "n_atoms": np.float64(batch.n_atoms)}
+        fields.update(obs.summarize(batch, resp))
+        brute = SuffStats(fields, merged.specs)
+        for name in fields:
+            assert np.allclose(merged[name], brute[name], rtol=1e-9, atol=1e-12), name
+        want = model.evaluate(brute, alloc.warm_start(globals_.alloc, [[i, j] if k == i else [k] for k in keep]))[0]
+        assert gain - current == pytest.approx(want - current, rel=1e-8, abs=1e-8)
+
+
+@pytest.fixture(scope="module")
+def sequences(tmp_path_factory):
+    X, seq_range, labels = make_toy_sequences(n_seqs=16, length=300, seed=5)
+    path = tmp_path_factory.mktemp("seq") / "toy.h5"
+    write_sequences(path, X, seq_range, n_batches=4, labels=labels)
+    return path
+
+
+def test_memo_merges_reduce_an_abundant_start_to_the_true_states(sequences):
+    store = BatchStore.open(sequences)
+    obs = make_obs({"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-5, "mean": None},
+                   store.D, store.moments())
+    model = Model(HDPHMMAlloc(gamma=10.0, alpha=0.5, start_alpha=5.0, sticky_kappa=50.0), obs)
+    rng = np.random.default_rng(0)
+    init = OmegaConf.create({"name": "kmeanspp", "K": 16, "n_samples": 5000, "n_trials": None, "kmeans_iters": 0})
+    globals_ = model.global_step(initial_stats(model, store, init, rng, 16))
+    moves = OmegaConf.create({"merge": {"start_lap": 2, "max_pairs": 50, "max_per_cluster": 4, "retry_change": 0.1}})
+    alg = MemoizedVB(model, store, OmegaConf.create({"n_laps": 15, "converge_thr": 0.0}), rng, globals_,
+                     ClusterIds.first(16), moves)
+    elbos = []
+    while alg.lap < 15:
+        result = alg.step()
+        if result is not None:
+            elbos.append(result.elbo)
+    elbos = np.array(elbos)
+    assert np.all(np.diff(elbos[1:]) >= -1e-9 * np.abs(elbos[2:]))
+    events = alg.moves.events
+    assert sum(e.accepted for e in events if e.move == "merge") >= 8
+    z = np.concatenate([model.decode(store.read_batch(b), alg.globals) for b in range(store.n_batches)])
+    assert alg.globals.K == 8
+    assert hamming_distance(store.labels(), z) < 0.02
+    store.close()
