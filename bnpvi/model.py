@@ -104,6 +104,21 @@ class Model:
         """The most likely cluster of every atom of ``batch``."""
         return self.alloc.decode(batch, self.obs.expected_log_lik(globals_.obs, batch), globals_.alloc)
 
+    def decode_marginals(self, batch, globals_: Globals) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`decode` of ``batch`` and the cluster of largest marginal r_nk of every atom.
+
+        Both from one expected log-likelihood; the marginals are the local step's. For an
+        HMM the first is the Viterbi path (the joint mode of q*(z_d)) and the second the
+        marginal-MAP path argmax_k r_t(k) of forward-backward (Hughes 2016 thesis §6.6).
+
+        Returns
+        -------
+        decoded, marginal_map : (N_atoms,) ndarrays of int64
+        """
+        log_lik, local = self.local_step(batch, globals_)
+        best = np.asarray(local.resp.matrix().argmax(axis=1), dtype=np.int64).ravel()  # dense or CSR
+        return self.alloc.decode(batch, log_lik, globals_.alloc), best
+
     # ------------------------------------------------------------------ ELBO
     def elbo(self, stats: SuffStats, globals_: Globals) -> float:
         """The exact ELBO of responsibilities summarised by ``stats`` under the globals ``globals_``.

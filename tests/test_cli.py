@@ -108,7 +108,9 @@ def test_finite_hmm_on_the_toy_sequences(tmp_path, env):
     train(["model=finite_hmm", "init.K=8", "data.n_seqs=16", "data.seq_length=300", "alg.n_laps=10"], tmp_path, env)
     (run,) = list((tmp_path / "outputs").glob("*/*"))
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["K"] == 8 and summary["hamming"] < 0.05
+    assert summary["K"] == 8 and summary["hamming"] < 0.05 and summary["hamming_marginal_map"] < 0.05
+    for name in ("segmentation.h5", "segmentation.csv", "transitions.csv", "segmentation.png"):
+        assert (run / name).is_file(), name
     trace = pd.read_csv(run / "trace.csv")
     assert np.all(np.diff(trace["elbo"]) >= -1e-9 * np.abs(trace["elbo"][1:]))
     assert trace["hamming"].iloc[-1] == pytest.approx(summary["hamming"])

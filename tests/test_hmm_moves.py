@@ -160,3 +160,33 @@ def test_memo_merges_reduce_an_abundant_start_to_the_true_states(sequences):
     assert alg.globals.K == 8
     assert hamming_distance(store.labels(), z) < 0.02
     store.close()
+
+
+def test_whole_data_deletes_are_exact_and_remove_extra_states(sequences):
+    """An HMM delete re-runs forward-backward on every batch without the target, so its candidate
+    summaries equal a fresh pass under the same potentials and its gain is exact."""
+    store = BatchStore.open(sequences)
+    obs = make_obs({"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-5, "mean": None},
+                   store.D, store.moments())
+    model = Model(HDPHMMAlloc(gamma=10.0, alpha=0.5, start_alpha=5.0, sticky_kappa=50.0), obs)
+    rng = np.random.default_rng(1)
+    init = OmegaConf.create({"name": "kmeanspp", "K": 10, "n_samples": 5000, "n_trials": None, "kmeans_iters": 0})
+    globals_ = model.global_step(initial_stats(model, store, init, rng, 10))
+    moves = OmegaConf.create({"delete": {"start_lap": 2, "max_per_lap": 3, "absorb": 20, "max_size_frac": 0.3,
+                                         "max_fails": 3, "retry_change": 0.1}})
+    alg = MemoizedVB(model, store, OmegaConf.create({"n_laps": 10, "converge_thr": 0.0}), rng, globals_,
+                     ClusterIds.first(10), moves)
+    elbos = []
+    while alg.lap < 10:
+        result = alg.step()
+        if result is not None:
+            elbos.append(result.elbo)
+            # the aggregate is exactly Σ of the caches, which are this lap's (or the delete's) summaries
+            total = alg.cache_total()
+            assert np.allclose(total["trans"], alg.globals.stats["trans"], rtol=1e-9, atol=1e-9)
+    elbos = np.array(elbos)
+    assert np.all(np.diff(elbos[1:]) >= -1e-9 * np.abs(elbos[2:]))
+    accepted = [e for e in alg.moves.events if e.move == "delete" and e.accepted]
+    assert accepted and all(e.exact for e in accepted)
+    assert alg.globals.K == 8
+    store.close()

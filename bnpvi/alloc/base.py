@@ -62,6 +62,9 @@ class AllocModel(ABC):
         summarise every batch at the initial globals before its first global step.
         Sequence batches hold whole sequences, which visit only some states; a global
         step after the first of them would send the unseen states back to the prior.
+    moves : tuple of str
+        The proposal moves the model supports (others listed in the config are skipped
+        with a warning).
     sort_needs_check : bool
         True when the ELBO depends on the order of the clusters beyond what sorting by
         size improves (an HDP's surrogate bound): a sort is then kept only if it does not
@@ -72,6 +75,7 @@ class AllocModel(ABC):
     finite: bool = False
     data_kinds: tuple[str, ...] = ("points", "bow", "seq")
     full_first_pass: bool = False
+    moves: tuple[str, ...] = ("birth", "merge", "delete")
     sort_needs_check: bool = False
 
     @abstractmethod

@@ -137,7 +137,7 @@ def optimize(c: np.ndarray, T: np.ndarray, gamma: float, rho: np.ndarray, omega:
     bounds = [(-logit_max, logit_max)] * K + [tuple(np.log(OMEGA_BOUNDS))] * K
     f0 = objective(start)[0]
     result = minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds,
-                      options={"maxiter": max_iter, "ftol": 1e-12, "gtol": 1e-9})
+                      options={"maxiter": max_iter, "ftol": 1e-11, "gtol": 1e-8})
     if not np.isfinite(result.fun) or result.fun > f0:
         return rho, omega
     r, w = unpack(result.x)

@@ -53,6 +53,8 @@ class HMMAlloc(AllocModel):
 
     data_kinds = ("seq",)
     full_first_pass = True
+    moves = ("merge", "delete")
+    whole_delete = True
 
     def layout(self):
         return {"N": ((), PER_CLUSTER), "start": ((), PER_CLUSTER), "trans": ((), TABLE),
@@ -113,6 +115,19 @@ class HMMAlloc(AllocModel):
         t = local.tables
         start, table = fb.merge_pair_terms(t["messages"], t["seq_range"], t["log_trans"], pairs)
         return {"start_entropy": start, "trans_entropy": table}
+
+    def local_step_without(self, batch, log_lik: np.ndarray, params: Params, target: int) -> Local:
+        """Forward-backward with state ``target`` removed (its row and column of the potentials dropped):
+        the optimal q(z) over the other K − 1 states, exact for every sequence (a delete, thesis §6.5.3)."""
+        log_start, log_trans = self._potentials(params)
+        keep = np.delete(np.arange(log_start.shape[0]), target)
+        seq_range = self._sequences(batch)
+        out = fb.forward_backward(np.ascontiguousarray(log_lik[:, keep]), seq_range,
+                                  np.ascontiguousarray(log_start[keep]),
+                                  np.ascontiguousarray(log_trans[np.ix_(keep, keep)]))
+        return Local(Responsibilities(out.resp, keep.size),
+                     {"start": out.start_counts, "trans": out.trans_counts, "start_entropy": out.start_entropy,
+                      "trans_entropy": out.trans_entropy, "log_norm": out.log_norm})
 
     def merge_score(self, stats: SuffStats, params: Params, pairs: np.ndarray) -> np.ndarray:
         """ΔL of merging each pair without the entropy terms, at the merged counts' quick parameters.

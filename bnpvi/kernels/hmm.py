@@ -32,7 +32,7 @@ except ImportError as err:  # pragma: no cover - only without a build
         "`pip install .`, or run `python setup.py build_ext --inplace` in a checkout"
     ) from err
 
-__all__ = ["ForwardBackward", "forward_backward", "viterbi"]
+__all__ = ["ForwardBackward", "blas_single_thread", "forward_backward", "merge_pair_terms", "viterbi"]
 
 BLAS_MIN_K = 12
 """From this many states on, forward-backward's K × K products use SciPy's BLAS."""
@@ -48,8 +48,8 @@ def _use_blas(K: int) -> bool:
 
 
 @contextlib.contextmanager
-def _blas_single_thread(use_blas: bool):
-    """Keep BLAS on one thread during a kernel call that uses it.
+def blas_single_thread(use_blas: bool = True):
+    """Keep BLAS on one thread during a kernel call that uses it (or any block of small BLAS calls).
 
     The kernel's own OpenMP threads call BLAS concurrently (BLAS threads on top would
     oversubscribe the cores), and BLAS results may depend on BLAS's thread count,
@@ -242,7 +242,7 @@ def forward_backward(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.n
                           np.empty((K, K)), np.empty(S), np.empty((rows, K)), np.empty((rows, K)))
     nt = _threads(n_threads, T * K * K)
     use_blas = _use_blas(K)
-    with _blas_single_thread(use_blas):
+    with blas_single_thread(use_blas):
         bad, code = _ext.forward_backward(log_lik, seq_range, log_start, log_trans, out.resp, out.start_counts,
                                           out.trans_counts, out.start_entropy, out.trans_entropy, out.log_norm,
                                           nt, use_blas, out.backward, out.scaled_next)

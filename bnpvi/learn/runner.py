@@ -24,6 +24,7 @@ from bnpvi.errors import BnpviError
 from bnpvi.io.checkpoint import load_checkpoint, save_checkpoint
 from bnpvi.io.model_file import write_model
 from bnpvi.io.plots import plot_trace
+from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
 from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, TRACE_COLUMNS, CsvTable
 from bnpvi.learn.base import LapResult
 from bnpvi.learn.init import initial_stats
@@ -84,16 +85,34 @@ def build_model(cfg: DictConfig, alloc, store: BatchStore, moments) -> Model:
     return Model(alloc, obs)
 
 
-def initial_K(cfg: DictConfig) -> int:
+def initial_K(cfg: DictConfig, moves=None) -> int:
     """``init.K``, or when it is null: 1 if births are on (they find K), else 8."""
     if cfg.init.get("K") is not None:
         return int(cfg.init.K)
-    return 1 if (cfg.get("moves") or {}).get("birth") is not None else 8
+    return 1 if (moves or {}).get("birth") is not None else 8
 
 
 def decode_all(model: Model, globals_, store: BatchStore) -> np.ndarray:
     """The most likely cluster of every atom (mixtures: argmax r_nk; HMMs: Viterbi), in file order."""
     return np.concatenate([model.decode(store.read_batch(b), globals_) for b in range(store.n_batches)])
+
+
+def segment_all(model: Model, globals_, store: BatchStore, labels: np.ndarray | None) -> Segmentation:
+    """The Viterbi and marginal-MAP paths of every sequence in file order, one batch at a time
+    (only one batch's T x K marginals are held; the paths are O(T) integers)."""
+    viterbi, marginal, lengths = [], [], []
+    n_seqs = 0
+    for b in range(store.n_batches):
+        batch = store.read_batch(b)
+        if batch.first_seq != n_seqs:
+            raise BnpviError(f"batch {b} of {store.path} starts at sequence {batch.first_seq}, expected {n_seqs}")
+        path, best = model.decode_marginals(batch, globals_)
+        viterbi.append(path)
+        marginal.append(best)
+        lengths.append(np.diff(batch.seq_range))
+        n_seqs += batch.n_seqs
+    seq_range = np.concatenate([[0], np.cumsum(np.concatenate(lengths))]).astype(np.int64)
+    return Segmentation(np.concatenate(viterbi), np.concatenate(marginal), seq_range, labels)
 
 
 class Run:
@@ -126,7 +145,7 @@ class Run:
         self._start: float | None = None  # perf_counter() when this process started training
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else [])
         if checkpoint is None:
-            stats = initial_stats(self.model, self.store, cfg.init, self.rng, initial_K(cfg))
+            stats = initial_stats(self.model, self.store, cfg.init, self.rng, initial_K(cfg, self.moves))
             self.alg = self._algorithm(self.model.global_step(stats), ClusterIds.first(stats.K))
             self.trace = CsvTable(self.run_dir / "trace.csv", columns)
             self.clusters = CsvTable(self.run_dir / "clusters.csv", CLUSTER_COLUMNS)
@@ -146,7 +165,12 @@ class Run:
         if self.model.alloc.finite:
             raise BnpviError(f"moves={chosen} change K, but model={self.model.alloc.name} is a finite model "
                              "whose prior depends on K; use moves=[] (or a nonparametric model)")
-        return moves
+        missing = [m for m in chosen if m not in self.model.alloc.moves]
+        if missing:
+            log.warning("model=%s has no %s move yet; running with moves=%s", self.model.alloc.name,
+                        " or ".join(missing), [m for m in chosen if m not in missing])
+            moves = OmegaConf.masked_copy(moves, [m for m in chosen if m not in missing])
+        return moves if any(m not in missing for m in chosen) else None
 
     def _algorithm(self, globals_, ids):
         cls = ALGORITHMS[self.cfg.alg.name]
@@ -202,10 +226,13 @@ class Run:
         return save_checkpoint(self.run_dir, self.state())
 
     # ------------------------------------------------------------ evaluation
-    def scores(self) -> dict:
-        """Agreement with the true labels: Hamming distance for sequences (Viterbi paths), ARI otherwise."""
+    def scores(self, segmentation: Segmentation | None = None) -> dict:
+        """Agreement with the true labels: the aligned Hamming distance of the Viterbi paths for sequences
+        (and of the marginal-MAP paths, from a given ``segmentation``), ARI otherwise."""
         if self.labels is None:
             return {}
+        if segmentation is not None:
+            return segmentation.scores()
         estimate = decode_all(self.model, self.alg.globals, self.store)
         if self.sequences:
             return {"hamming": hamming_distance(self.labels, estimate)}
@@ -286,8 +313,12 @@ class Run:
                    "K": globals_.K, "laps": self.alg.lap, "converged": self.converged, "stop_reason": stop_reason,
                    "elapsed_s": round(self.elapsed(), 4), "n_atoms": self.store.n_atoms, "D": self.store.D,
                    "counts": np.round(globals_.stats.N, 6).tolist(), "uids": self.alg.ids.uids.tolist()}
-        summary.update(self.scores())
+        segmentation = segment_all(self.model, globals_, self.store, self.labels) if self.sequences else None
+        summary.update(self.scores(segmentation))
         write_model(self.run_dir / "model.h5", self.model, globals_, self.alg.ids, self.cfg, summary)
+        if segmentation is not None:
+            write_segmentation_outputs(self.run_dir, segmentation, self.alg.ids.uids,
+                                       self.model.alloc.export(globals_.alloc))
         if self.trace.rows:
             plot_trace(self.trace.rows, self.run_dir / "elbo_K.png")
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -5,6 +5,11 @@ r'_{n,A_j} = (r_nt + Σ_{ℓ∈A} r_nℓ) · p̃_nj with p̃_n = softmax_j(E log
 proposal's summaries for A are collected in every batch of the lap (§4.3.3) and
 the candidate is judged by the exact whole-data ELBO at the end of the lap.
 
+A model whose states interact (an HMM, ``whole_delete``) instead re-runs its local step
+on every batch without the target (forward-backward over the other K − 1 states,
+thesis §6.5.3 with every sequence a target), so the candidate's summaries, and its
+ELBO, are exact for the whole data set; it then changes every cluster.
+
 Up to ``max_per_lap`` deletes are tracked per lap, targets never tried first, and
 judged in that order; once one is accepted, the others whose clusters it changed
 are dropped (their tracked summaries describe clusters that no longer exist).
@@ -74,7 +79,12 @@ class DeleteMove(Move):
         return [run.ids.positions(uids) for uids in self.proposals] or None
 
     def track(self, model, globals_, batch, log_lik, local, plan):
-        """Per delete: summaries over A of this batch's proposal responsibilities."""
+        """Per delete: summaries over A of this batch's proposal responsibilities, or, for a model
+        with ``whole_delete``, the batch's whole summaries without the target."""
+        if getattr(model.alloc, "whole_delete", False):
+            return [model.summarize(batch, model.alloc.local_step_without(batch, log_lik, globals_.alloc,
+                                                                         int(positions[0])))
+                    for positions in plan]
         resp = local.resp
         log_pi = model.alloc.expected_log_pi(globals_.alloc)
         out = []
@@ -92,23 +102,27 @@ class DeleteMove(Move):
         if not self.proposals:
             return
         self.check_complete(run, self.tracked, "delete proposal")
+        whole = getattr(run.model.alloc, "whole_delete", False)
         for i, uids in enumerate(self.proposals):
-            if schedule.changed & set(uids.tolist()):
-                continue
+            if schedule.changed & (set(run.ids.uids.tolist()) if whole else set(uids.tolist())):
+                continue  # a whole-data candidate was tracked under clusters that have since changed
             pos = run.ids.positions(uids)
             target, absorb = int(pos[0]), pos[1:]
             total = ordered_sum(self.tracked[b][i] for b in sorted(self.tracked))
             stats = run.globals.stats
-            candidate = stats.with_clusters(absorb, total).remove([target])
+            candidate = total if whole else stats.with_clusters(absorb, total).remove([target])
             sources = [[k] for k in range(stats.K) if k != target]
             current = run.elbo()
             value, globals_ = run.evaluate(candidate, sources)
             gain = value - current
             accepted = accepts(gain, current)
             if accepted:
-                run.apply(Edit(sources, lambda b, cache, absorb=absorb, target=target, i=i: cache.with_clusters(
-                    absorb, self.tracked[b][i]).remove([target]), globals_))
-                schedule.changed |= set(uids.tolist())
+                if whole:
+                    run.apply(Edit(sources, lambda b, cache, i=i: self.tracked[b][i], globals_))
+                else:
+                    run.apply(Edit(sources, lambda b, cache, absorb=absorb, target=target, i=i: cache.with_clusters(
+                        absorb, self.tracked[b][i]).remove([target]), globals_))
+                schedule.changed |= (set(run.ids.uids.tolist()) | {int(uids[0])}) if whole else set(uids.tolist())
             self.failures.record(uids[0], accepted, (float(stats.N[target]),))
             schedule.event(self.name, str(int(uids[0])), gain, accepted)
 

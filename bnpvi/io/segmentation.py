@@ -1,0 +1,223 @@
+"""Segmentations of sequence data: the state paths of a trained sequence model, and their evaluation.
+
+At the end of a run on sequence data the run directory gets (Hughes 2016 thesis §6.6;
+Stephenson 2015 §7.1 for Viterbi paths scored by the aligned Hamming distance):
+
+* ``segmentation.h5``: datasets ``viterbi`` and ``marginal_map`` (T,) int64 (the Viterbi
+  path, and the per-step argmax of the forward-backward marginals r_t), ``seq_range``
+  (n_seqs + 1,) int64, ``uids`` (K,) and, when the data has them, the true ``labels`` (T,);
+* ``segmentation.csv``: columns ``sequence,t,state``, the Viterbi state of every time step
+  (``sequence`` indexes the data file's sequences, ``t`` counts from 0 within each);
+* ``transitions.csv``: the expected transition matrix, a row ``start`` for E[π_0] and a row j
+  for E[π_j]; columns the next state 0..K-1, and ``other`` (the mass on the states beyond K)
+  for a nonparametric model whose rows carry it;
+* ``segmentation.png``: true (when known) and estimated segmentations of the first
+  ``MAX_PLOTTED`` sequences.
+
+States are the positions 0..K-1 of the final model: the order of model.h5 (``uids``,
+``counts``, ``start_probs``, ``trans_probs``) and of the last lap's rows of clusters.csv;
+state k has the stable cluster id ``uids[k]``.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bnpvi.errors import BnpviError
+from bnpvi.io.h5tree import write_atomic
+from bnpvi.metrics import align_labels, hamming_distance
+
+MAX_PLOTTED = 20
+"""Sequences drawn in segmentation.png (the first ones of the file)."""
+MAX_COLUMNS = 2000
+"""Time steps drawn per bar; longer sequences are subsampled at an even stride."""
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """The state paths of every sequence of a data set, in file order.
+
+    Attributes
+    ----------
+    viterbi : (T,) ndarray of int64
+        The Viterbi path (the joint mode of q*(z_d)) of every sequence.
+    marginal_map : (T,) ndarray of int64
+        argmax_k r_t(k) of the forward-backward marginals at every step.
+    seq_range : (n_seqs + 1,) ndarray of int64
+        Sequence d is steps ``seq_range[d]:seq_range[d+1]``.
+    labels : (T,) ndarray of int64, or None
+        The true states (negative: not scored), when the data has them.
+    """
+
+    viterbi: np.ndarray
+    marginal_map: np.ndarray
+    seq_range: np.ndarray
+    labels: np.ndarray | None = None
+
+    @property
+    def n_seqs(self) -> int:
+        return self.seq_range.shape[0] - 1
+
+    def scores(self) -> dict:
+        """Aligned Hamming distances of both paths to the true labels (``hamming``,
+        ``hamming_marginal_map``); empty without labels."""
+        if self.labels is None:
+            return {}
+        return {"hamming": hamming_distance(self.labels, self.viterbi),
+                "hamming_marginal_map": hamming_distance(self.labels, self.marginal_map)}
+
+    def rows(self) -> np.ndarray:
+        """(T, 3) int64 array of segmentation.csv: sequence, step within it, Viterbi state."""
+        lengths = np.diff(self.seq_range)
+        sequence = np.repeat(np.arange(self.n_seqs, dtype=np.int64), lengths)
+        t = np.arange(self.viterbi.shape[0], dtype=np.int64) - np.repeat(self.seq_range[:-1], lengths)
+        return np.column_stack([sequence, t, self.viterbi])
+
+
+def write_segmentation_outputs(run_dir: Path, seg: Segmentation, uids: np.ndarray, exported: dict) -> None:
+    """segmentation.h5, segmentation.csv, transitions.csv and segmentation.png in ``run_dir``.
+
+    Parameters
+    ----------
+    run_dir : Path
+    seg : Segmentation
+    uids : (K,) ndarray of int
+        Stable cluster id of every state (position) of the final model.
+    exported : dict
+        The allocation model's ``export``: at least ``start_probs`` and ``trans_probs``.
+    """
+    run_dir = Path(run_dir)
+    write_segmentation(run_dir / "segmentation.h5", seg, uids)
+    write_segmentation_csv(run_dir / "segmentation.csv", seg)
+    write_transitions(run_dir / "transitions.csv", exported["start_probs"], exported["trans_probs"])
+    plot_segmentation(run_dir / "segmentation.png", seg)
+
+
+def write_segmentation(path: Path, seg: Segmentation, uids: np.ndarray) -> None:
+    """segmentation.h5 (module docstring), written atomically."""
+    tree = {"viterbi": seg.viterbi, "marginal_map": seg.marginal_map, "seq_range": seg.seq_range,
+            "uids": np.asarray(uids, dtype=np.int64)}
+    if seg.labels is not None:
+        tree["labels"] = seg.labels
+    write_atomic(path, tree, attrs={"format": "bnpvi-segmentation", "format_version": 1,
+                                    "states": "positions 0..K-1 of model.h5; state k has cluster id uids[k]"})
+
+
+def write_segmentation_csv(path: Path, seg: Segmentation) -> None:
+    """segmentation.csv: ``sequence,t,state`` (Viterbi), one row per time step."""
+    np.savetxt(path, seg.rows(), fmt="%d", delimiter=",", header="sequence,t,state", comments="")
+
+
+def write_transitions(path: Path, start_probs, trans_probs) -> None:
+    """transitions.csv: a row ``start`` (E[π_0]) and rows 0..K-1 (E[π_j]) over the next state.
+
+    Parameters
+    ----------
+    path : Path
+    start_probs : (K,) or (K + 1,) array_like
+    trans_probs : (K, K) or (K, K + 1) array_like
+        Rows of a nonparametric model may end with the mass on the states beyond K: that
+        column is written as ``other``.
+    """
+    start, trans = np.asarray(start_probs, dtype=np.float64), np.asarray(trans_probs, dtype=np.float64)
+    K = trans.shape[0]
+    if trans.ndim != 2 or trans.shape[1] not in (K, K + 1) or start.shape != (trans.shape[1],):
+        raise BnpviError(f"cannot write {path}: start_probs {start.shape} and trans_probs {trans.shape} "
+                         f"do not describe {K} states")
+    header = ["from", *(str(k) for k in range(K))] + (["other"] if trans.shape[1] > K else [])
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        writer.writerow(["start", *start.tolist()])
+        writer.writerows([j, *row] for j, row in enumerate(trans.tolist()))
+
+
+# ------------------------------------------------------------------ the plot
+def colour_codes(seg: Segmentation) -> tuple[np.ndarray | None, np.ndarray, int]:
+    """Colour index of every step of the true and the estimated (Viterbi) segmentation.
+
+    With labels, the estimated states are first relabelled by the Hungarian alignment to
+    the true ones (``bnpvi.metrics.align_labels``), so a matched state takes its true
+    state's colour and an unmatched one an extra colour of its own; unscored true steps
+    (negative labels) get -1. Without labels, state k has colour k.
+
+    Returns
+    -------
+    true : (T,) ndarray of int64, or None
+    estimated : (T,) ndarray of int64
+    n_colours : int
+    """
+    if seg.labels is None:
+        return None, seg.viterbi, int(seg.viterbi.max()) + 1
+    aligned = align_labels(seg.labels, seg.viterbi)
+    scored = seg.labels >= 0
+    ids = np.unique(np.concatenate([seg.labels[scored], aligned]))
+    true = np.where(scored, np.searchsorted(ids, seg.labels), -1)
+    return true, np.searchsorted(ids, aligned), ids.shape[0]
+
+
+def _palette(n: int):
+    """n distinct colours: tab20's dark shades then its light ones, or turbo beyond 20."""
+    from matplotlib import colormaps
+    from matplotlib.colors import ListedColormap
+
+    if n <= 20:
+        tab = colormaps["tab20"].colors
+        cmap = ListedColormap((tab[0::2] + tab[1::2])[:n])
+    else:
+        cmap = colormaps["turbo"].resampled(n)
+    return cmap.with_extremes(bad="white")
+
+
+def _bars(seg: Segmentation, codes: list[np.ndarray], n_seqs: int) -> tuple[np.ndarray, int]:
+    """The image: for each of the first ``n_seqs`` sequences one row per array of ``codes``, then
+    a blank row; NaN where a sequence has ended or a step is unscored. Returns it and the stride."""
+    lengths = np.diff(seg.seq_range[:n_seqs + 1])
+    stride = -(-int(lengths.max()) // MAX_COLUMNS)
+    per_seq = len(codes) + 1
+    image = np.full((n_seqs * per_seq, -(-int(lengths.max()) // stride)), np.nan)
+    for d in range(n_seqs):
+        steps = slice(seg.seq_range[d], seg.seq_range[d + 1], stride)
+        for i, code in enumerate(codes):
+            row = code[steps].astype(np.float64)
+            image[d * per_seq + i, :row.shape[0]] = np.where(row >= 0, row, np.nan)
+    return image, stride
+
+
+def plot_title(seg: Segmentation, n_drawn: int) -> str:
+    """The title of segmentation.png; it says when only the first ``n_drawn`` sequences are drawn."""
+    title = "Viterbi states" + ("" if seg.labels is None else " (estimated coloured by the matched true state)")
+    if n_drawn < seg.n_seqs:
+        title += f"; first {n_drawn} of {seg.n_seqs} sequences"
+    return title
+
+
+def plot_segmentation(path: Path, seg: Segmentation, max_seqs: int = MAX_PLOTTED) -> None:
+    """segmentation.png: per sequence a thin bar over time of the true states (when known) above
+    one of the estimated (Viterbi) states, coloured by :func:`colour_codes`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    true, estimated, n_colours = colour_codes(seg)
+    codes, names = ([estimated], ["est"]) if true is None else ([true, estimated], ["true", "est"])
+    n = min(seg.n_seqs, max_seqs)
+    image, stride = _bars(seg, codes, n)
+    per_seq = len(codes) + 1
+    fig, ax = plt.subplots(figsize=(8, 1.0 + 0.16 * image.shape[0]))
+    width = image.shape[1] * stride
+    ax.imshow(image, aspect="auto", interpolation="nearest", cmap=_palette(n_colours), vmin=-0.5,
+              vmax=n_colours - 0.5, extent=(0, width, image.shape[0], 0))
+    if true is not None:  # a thin white line between a sequence's true and estimated bars
+        ax.hlines(np.arange(n) * per_seq + 1, 0, width, colors="white", linewidth=1)
+    ax.set_yticks([d * per_seq + i + 0.5 for d in range(n) for i in range(len(codes))],
+                  [f"{d} {name}" for d in range(n) for name in names], fontsize=6)
+    ax.set_xlabel("time step")
+    ax.set_title(plot_title(seg, n), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,218 @@
+"""Segmentations out of a run on sequence data, and their evaluation (bnpvi/io/segmentation.py).
+
+Viterbi and marginal-MAP state paths, the expected transition matrix, the plot, and the
+aligned Hamming distance (Hughes 2016 thesis §6.6; Stephenson 2015 §7.1).
+"""
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+
+from bnpvi.data.store import write_sequences
+from bnpvi.data.toy import sample_hmm
+from bnpvi.errors import BnpviError
+from bnpvi.io.checkpoint import load_checkpoint
+from bnpvi.io.model_file import read_model
+from bnpvi.io.segmentation import (MAX_PLOTTED, Segmentation, _bars, colour_codes, plot_segmentation, plot_title,
+                                   write_transitions)
+from bnpvi.learn import runner
+
+# 240 time steps of a 3-state HMM whose states overlap (so Viterbi and marginal-MAP paths
+# differ), cut into 11 sequences, three of length 1
+LENGTHS = [30, 1, 29, 1, 1, 28, 30, 30, 30, 30, 30]
+K = 3
+N_LAPS, EVAL_EVERY = 4, 2
+
+
+def compose(*overrides):
+    from hydra import compose as hydra_compose, initialize_config_module
+
+    from bnpvi.config import register_configs
+
+    register_configs()
+    with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
+        return hydra_compose(config_name="train", overrides=list(overrides))
+
+
+def train_on(tmp_path, labelled: bool):
+    trans = 0.8 * np.eye(K) + 0.1 * (1.0 - np.eye(K))
+    means = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
+    X, _, labels = sample_hmm(8, 30, np.ones(K) / K, trans, means, np.tile(np.eye(2), (K, 1, 1)),
+                              np.random.default_rng(0))
+    seq_range = np.concatenate([[0], np.cumsum(LENGTHS)])
+    path = tmp_path / "seqs.h5"
+    write_sequences(path, X, seq_range, n_batches=3, labels=labels if labelled else None)
+    cfg = compose("model=finite_hmm", f"init.K={K}", "data=hdf5", f"data.path={path}", f"alg.n_laps={N_LAPS}",
+                  "alg.converge_thr=-1", f"eval_every={EVAL_EVERY}")
+    run_dir = tmp_path / "run"
+    runner.train(cfg, run_dir)
+    return run_dir, cfg, seq_range, labels
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    return train_on(tmp_path_factory.mktemp("labelled"), labelled=True)
+
+
+@pytest.fixture(scope="module")
+def unlabelled(tmp_path_factory):
+    return train_on(tmp_path_factory.mktemp("unlabelled"), labelled=False)
+
+
+def read_h5(path):
+    with h5py.File(path, "r") as f:
+        return {key: f[key][()] for key in f}
+
+
+# ------------------------------------------------------------------ a run's files
+def test_segmentation_h5_has_every_path(labelled):
+    run_dir, _, seq_range, labels = labelled
+    seg = read_h5(run_dir / "segmentation.h5")
+    T = int(seq_range[-1])
+    assert set(seg) == {"viterbi", "marginal_map", "seq_range", "labels", "uids"}
+    for key in ("viterbi", "marginal_map"):
+        assert seg[key].shape == (T,) and seg[key].dtype == np.int64
+        assert seg[key].min() >= 0 and seg[key].max() < K
+    assert np.any(seg["viterbi"] != seg["marginal_map"]), "the paths must differ for the tests to tell them apart"
+    np.testing.assert_array_equal(seg["seq_range"], seq_range)
+    np.testing.assert_array_equal(seg["labels"], labels)
+    # states are the final model's positions: the order of model.h5 and of the last lap in clusters.csv
+    model = read_model(run_dir / "model.h5")
+    np.testing.assert_array_equal(seg["uids"], model["uids"])
+    clusters = pd.read_csv(run_dir / "clusters.csv")
+    np.testing.assert_array_equal(clusters.loc[clusters["lap"] == N_LAPS, "uid"], model["uids"])
+
+
+def test_paths_equal_the_models_decode_and_marginals_batch_by_batch(labelled):
+    run_dir, cfg, _, _ = labelled
+    seg = read_h5(run_dir / "segmentation.h5")
+    saved = runner.Run(cfg, run_dir, load_checkpoint(run_dir))
+    try:
+        model, globals_ = saved.model, saved.alg.globals
+        for b in range(saved.store.n_batches):
+            batch = saved.store.read_batch(b)
+            rows = slice(batch.start, batch.start + batch.n_atoms)
+            np.testing.assert_array_equal(seg["viterbi"][rows], model.decode(batch, globals_))
+            _, local = model.local_step(batch, globals_)
+            np.testing.assert_array_equal(seg["marginal_map"][rows], np.argmax(local.resp.values, axis=1))
+    finally:
+        saved.close()
+
+
+def test_csv_rows_equal_the_h5(labelled):
+    run_dir, _, seq_range, _ = labelled
+    seg = read_h5(run_dir / "segmentation.h5")
+    table = pd.read_csv(run_dir / "segmentation.csv")
+    assert list(table.columns) == ["sequence", "t", "state"]
+    assert len(table) == seq_range[-1]
+    np.testing.assert_array_equal(table["state"], seg["viterbi"])
+    for d, (t0, t1) in enumerate(zip(seq_range[:-1], seq_range[1:])):
+        rows = table.iloc[t0:t1]
+        assert (rows["sequence"] == d).all()
+        np.testing.assert_array_equal(rows["t"], np.arange(t1 - t0))
+    assert table.groupby("sequence").size().tolist() == LENGTHS  # length-1 sequences have one row, t = 0
+
+
+def test_transitions_csv_is_the_models_expected_transition_matrix(labelled):
+    run_dir = labelled[0]
+    table = pd.read_csv(run_dir / "transitions.csv", index_col="from")
+    assert table.index.tolist() == ["start", *map(str, range(K))]
+    assert table.columns.tolist() == [str(k) for k in range(K)]
+    np.testing.assert_allclose(table.sum(axis=1), 1.0, rtol=1e-12)
+    model = read_model(run_dir / "model.h5")
+    np.testing.assert_array_equal(table.loc["start"], model["start_probs"])
+    np.testing.assert_array_equal(table.iloc[1:], model["trans_probs"])
+
+
+def test_png_is_a_valid_image(labelled):
+    image = imread(labelled[0] / "segmentation.png")
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+    assert image[..., :3].std() > 0.05  # not blank
+
+
+def test_summary_and_trace_hold_both_hamming_distances(labelled):
+    from bnpvi.metrics import hamming_distance
+
+    run_dir, _, _, labels = labelled
+    seg = read_h5(run_dir / "segmentation.h5")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["hamming"] == hamming_distance(labels, seg["viterbi"])
+    assert summary["hamming_marginal_map"] == hamming_distance(labels, seg["marginal_map"])
+    trace = pd.read_csv(run_dir / "trace.csv")
+    due = trace["lap"] % EVAL_EVERY == 0
+    assert trace.loc[~due, "hamming"].isna().all() and trace.loc[due, "hamming"].notna().all()
+    assert trace["hamming"].iloc[-1] == pytest.approx(summary["hamming"])
+
+
+def test_data_without_labels(unlabelled):
+    run_dir, _, seq_range, _ = unlabelled
+    seg = read_h5(run_dir / "segmentation.h5")
+    assert "labels" not in seg and seg["viterbi"].shape == (seq_range[-1],)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert not {"hamming", "hamming_marginal_map"} & set(summary)
+    assert "hamming" not in pd.read_csv(run_dir / "trace.csv").columns
+    assert imread(run_dir / "segmentation.png").ndim == 3
+
+
+# ------------------------------------------------------------------ the writers
+def test_transitions_of_a_nonparametric_model_get_an_other_column(tmp_path):
+    rng = np.random.default_rng(0)
+    trans, start = rng.dirichlet(np.ones(4), size=3), rng.dirichlet(np.ones(4))  # K = 3, one column beyond
+    write_transitions(tmp_path / "t.csv", start, trans)
+    table = pd.read_csv(tmp_path / "t.csv", index_col="from")
+    assert table.columns.tolist() == ["0", "1", "2", "other"]
+    np.testing.assert_allclose(table.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(table.iloc[1:], trans)
+    with pytest.raises(BnpviError, match=r"do not describe 3 states"):
+        write_transitions(tmp_path / "bad.csv", start[:3], trans)
+
+
+def test_colours_follow_the_alignment():
+    # estimated 5 ~ true 0, 3 ~ true 1; 7 has no true state left: an extra colour
+    seg = Segmentation(viterbi=np.array([5, 5, 3, 3, 3, 7]), marginal_map=np.zeros(6, dtype=np.int64),
+                       seq_range=np.array([0, 6]), labels=np.array([0, 0, 1, 1, -1, 0]))
+    true, estimated, n_colours = colour_codes(seg)
+    assert n_colours == 3
+    np.testing.assert_array_equal(true, [0, 0, 1, 1, -1, 0])
+    np.testing.assert_array_equal(estimated, [0, 0, 1, 1, 1, 2])
+    true, estimated, n_colours = colour_codes(Segmentation(seg.viterbi, seg.marginal_map, seg.seq_range))
+    assert true is None and n_colours == 8 and np.array_equal(estimated, seg.viterbi)
+
+
+def test_plot_draws_at_most_the_first_sequences_and_says_so(tmp_path):
+    n_seqs = MAX_PLOTTED + 5
+    seq_range = np.arange(n_seqs + 1) * 3
+    states = np.repeat(np.arange(n_seqs) % 4, 3)
+    seg = Segmentation(states, states, seq_range, labels=states)
+    codes = list(colour_codes(seg)[:2])
+    image, stride = _bars(seg, codes, MAX_PLOTTED)
+    assert image.shape == (3 * MAX_PLOTTED, 3) and stride == 1  # true, estimated, blank per sequence
+    assert plot_title(seg, MAX_PLOTTED).endswith(f"first {MAX_PLOTTED} of {n_seqs} sequences")
+    assert "first" not in plot_title(seg, n_seqs)
+    plot_segmentation(tmp_path / "s.png", seg)
+    assert imread(tmp_path / "s.png").ndim == 3
+
+
+# ------------------------------------------------------------------ evaluation
+@pytest.mark.parametrize("true, est, expect", [
+    ([0, 0, 1, 1], [0, 0, 1, 1], 0.0),
+    ([0, 0, 1, 1], [0, 0, 1, 2], 0.25),  # an extra estimated state counts as an error
+    ([0, 0, 1, 1], [1, 1, 0, 0], 0.0),
+    ([-1, -1, 0, 1], [1, 2, 0, 1], 0.0),  # unlabelled steps take no part
+])
+def test_scores_of_the_worked_examples_under_any_relabelling(true, est, expect):
+    est = np.array(est)
+    relabelled = np.array([7, 3, 9, 4])[est]
+    seg = Segmentation(est, relabelled, np.array([0, 4]), np.array(true))
+    assert seg.scores() == {"hamming": expect, "hamming_marginal_map": expect}
+    assert Segmentation(est, relabelled, np.array([0, 4])).scores() == {}
+
+
+def test_each_path_is_scored_on_its_own():
+    seg = Segmentation(np.array([0, 0, 1, 1]), np.array([0, 0, 1, 2]), np.array([0, 4]), np.array([0, 0, 1, 1]))
+    assert seg.scores() == {"hamming": 0.0, "hamming_marginal_map": 0.25}
