@@ -88,6 +88,18 @@ class ZeroMeanGaussConfig:
 
 
 @dataclass
+class ARGaussConfig:
+    """First-order vector autoregression x_t ~ N(A x_{t-1}, Λ⁻¹), matrix-normal-Wishart prior (sequences only)."""
+
+    _target_: str = "bnpvi.obs.ARGauss.from_config"
+    nu: Optional[float] = MISSING  # Wishart degrees of freedom ν̄ (null: D + 2)
+    sF: float = MISSING  # prior expected noise covariance = sF x the first-difference covariance scale
+    sV: float = MISSING  # column precision of A = sV x the first-difference covariance scale
+    prior_cov: str = MISSING  # eye | diag | cov: which scale of the covariance of x_t - x_{t-1}
+    mean_matrix: str = MISSING  # eye | zero: prior mean of A
+
+
+@dataclass
 class MultConfig:
     """Multinomial over a vocabulary (bag of words), symmetric Dirichlet prior."""
 
@@ -233,7 +245,7 @@ SCHEMAS = {
     "model": {"dp_mix": DPMixConfig, "finite_mix": FiniteMixConfig, "finite_hmm": FiniteHMMConfig,
               "hdp_hmm": HDPHMMConfig},
     "obs": {"gauss": GaussConfig, "diag_gauss": DiagGaussConfig, "zm_gauss": ZeroMeanGaussConfig,
-            "mult": MultConfig, "bern": BernConfig},
+            "mult": MultConfig, "bern": BernConfig, "ar_gauss": ARGaussConfig},
     "alg": {"vb": AlgConfig, "memo": AlgConfig, "sovb": SOVBConfig},
     "init": {"kmeanspp": KmeansppConfig, "random": InitConfig},
     "data": {"toy": ToyConfig, "hdf5": HDF5Config},

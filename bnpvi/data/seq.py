@@ -2,10 +2,14 @@
 
 Sequence s is time steps ``seq_range[s]:seq_range[s+1]``; batch offsets count
 sequences, so a batch never splits one. The optional ``Xprev`` holds the
-observation before each step, for auto-regressive models.
+observation before each step, for auto-regressive models. A file without it is
+read by a *lagged* store (:meth:`SeqStore.lagged`): every step but the first of
+each sequence, with the step before it as Xprev (never across sequences).
 """
 from __future__ import annotations
 
+import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterator
 
@@ -16,8 +20,10 @@ from bnpvi.data.base import chunk_1d, chunk_rows, split_offsets, write_batch_fil
 from bnpvi.data.batch import SeqBatch
 from bnpvi.data.checks import check_labels, check_n_batches, check_points, check_seq_range
 from bnpvi.data.moments import DataMoments
-from bnpvi.data.points import RowStore
+from bnpvi.data.points import RowStore, _MomentSum
 from bnpvi.errors import BnpviError
+
+_log = logging.getLogger("bnpvi.data")
 
 
 class SeqStore(RowStore, kind="seq"):
@@ -25,20 +31,29 @@ class SeqStore(RowStore, kind="seq"):
 
     ``n_atoms`` is the number of time steps T and ``batch_sizes()`` counts time
     steps; ``offsets`` and ``n_batches`` count whole sequences. ``iter_blocks``
-    and the moments run over the rows of X, as for points.
+    and the moments run over the rows of X, as for points; the moments add the
+    covariance of the first differences (``DataMoments.diff_cov``).
+
+    A lagged store (:meth:`lagged`) drops the first step of every sequence:
+    ``n_atoms``, ``batch_sizes()``, ``read_batch``, ``labels()``, ``iter_blocks``
+    and the moments all count the steps kept (T − n_seqs), numbered in file order;
+    ``offsets`` and ``n_seqs`` still count the file's sequences, including those of
+    length 1, which hold no step any more.
 
     Attributes
     ----------
     n_seqs : int
-        Number of sequences.
+        Number of sequences in the file.
     has_xprev : bool
         Whether the file holds Xprev.
+    is_lagged : bool
+        Whether Xprev is made from the step before (see :meth:`lagged`).
     """
 
     unit = "sequences"
     unit_count = "n_seqs"
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, lagged: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         steps = np.asarray(self._handle()["seq_range"][self._offsets], dtype=np.int64)
         if np.any(np.diff(steps) <= 0):
@@ -46,6 +61,38 @@ class SeqStore(RowStore, kind="seq"):
             raise BnpviError(f"data file {self._path} has an inconsistent seq_range (batch {b} would hold time "
                              f"steps {steps[b]}..{steps[b + 1]})")
         self._steps = steps
+        self._lagged = bool(lagged)
+
+    def lagged(self) -> "SeqStore":
+        """The same file and split read for a first-order auto-regressive family, when it holds no Xprev.
+
+        The regressor of step t is x_{t−1} of the same sequence, so the first step of
+        every sequence is dropped (it has none) and sequences of length 1 vanish
+        (their number is logged). This store stays open; the new one opens its own handle.
+
+        Returns
+        -------
+        SeqStore
+            With ``is_lagged`` True.
+
+        Raises
+        ------
+        BnpviError
+            A batch holds only sequences of length 1 (it would be empty).
+        ValueError
+            The file holds Xprev (read it as it is).
+        """
+        if self.has_xprev:
+            raise ValueError(f"data file {self._path} holds Xprev; read it as it is")
+        empty = np.flatnonzero(np.diff(self._steps) == np.diff(self._offsets))
+        if empty.size:
+            raise BnpviError(f"data file {self._path}: batch {int(empty[0])} holds only sequences of length 1, "
+                             "which have no previous step to regress on (use fewer batches)")
+        short = sum(int(np.count_nonzero(np.diff(sr) == 1)) for _, sr in self._seq_pieces())
+        _log.info("%s has no Xprev: regressing each step on the one before; dropped the first step of each of "
+                  "its %d sequences (%d of length 1 entirely)", self._path, self.n_seqs, short)
+        return SeqStore(self._path, self._attrs, self._layout, self._offsets, self._batches_fixed,
+                        self._has_labels, lagged=True)
 
     @classmethod
     def _read_layout(cls, f: h5py.File, attrs: dict, fail) -> dict:
@@ -80,29 +127,104 @@ class SeqStore(RowStore, kind="seq"):
     def has_xprev(self) -> bool:
         return self._layout["has_xprev"]
 
+    @property
+    def is_lagged(self) -> bool:
+        return self._lagged
+
+    @property
+    def n_atoms(self) -> int:
+        """Time steps: T, or T − n_seqs for a lagged store."""
+        return self._layout["n_atoms"] - (self.n_seqs if self._lagged else 0)
+
     def batch_sizes(self) -> np.ndarray:
-        """(B,) int64 array: time steps in each batch of the current split."""
-        return np.diff(self._steps)
+        """(B,) int64 array: time steps in each batch of the current split (those kept, when lagged)."""
+        return np.diff(self._steps) - (np.diff(self._offsets) if self._lagged else 0)
+
+    def labels(self) -> np.ndarray | None:
+        """(n_atoms,) int64 true labels, one per step (kept step, when lagged), or None."""
+        labels = super().labels()
+        if labels is None or not self._lagged:
+            return labels
+        return labels[_later_steps(np.asarray(self._handle()["seq_range"][()], dtype=np.int64))]
 
     def _read(self, lo: int, hi: int) -> SeqBatch:
-        """Sequences ``lo:hi`` as one SeqBatch (seq_range rebased to 0)."""
+        """Sequences ``lo:hi`` as one SeqBatch (seq_range rebased to 0; lagged: see ``lag_sequences``)."""
         sr = np.asarray(self._handle()["seq_range"][lo:hi + 1], dtype=np.int64)
         first, last = int(sr[0]), int(sr[-1])
+        X = self._read_rows(first, last)
+        if self._lagged:
+            X, Xprev, seq_range = lag_sequences(X, sr - first)
+            return SeqBatch(X=X, seq_range=seq_range, Xprev=Xprev, start=first - lo, first_seq=lo)
         Xprev = self._read_rows(first, last, "Xprev") if self.has_xprev else None
-        return SeqBatch(X=self._read_rows(first, last), seq_range=sr - first, Xprev=Xprev, start=first, first_seq=lo)
+        return SeqBatch(X=X, seq_range=sr - first, Xprev=Xprev, start=first, first_seq=lo)
 
     def _seq_pieces(self) -> Iterator[tuple[int, np.ndarray]]:
         return self._range_pieces("seq_range", "sequence", "is empty", self._limit())
 
+    def _row_blocks(self, limit: int) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """Yield ``(start, X, later, above)`` over the rows of X in file order, in blocks of bounded size.
+
+        ``later`` (bool) marks the rows that are not the first step of their sequence and
+        ``above`` holds the row before each row (x_{t−1} where ``later``). seq_range is read
+        (and checked) piece by piece alongside, so memory stays bounded.
+        """
+        T = self._layout["n_atoms"]
+        rows = max(1, limit // self.D)
+        starts = (sr[:-1] for _, sr in self._seq_pieces())
+        pending = np.empty(0, dtype=np.int64)
+        last = None
+        for start in range(0, T, rows):
+            stop = min(T, start + rows)
+            X = self._read_rows(start, stop)
+            while pending.size == 0 or pending[-1] < stop:
+                piece = next(starts, None)
+                if piece is None:
+                    break
+                pending = np.concatenate([pending, piece])
+            cut = int(np.searchsorted(pending, stop))
+            later = np.ones(X.shape[0], dtype=bool)
+            later[pending[:cut] - start] = False
+            pending = pending[cut:]
+            above = np.concatenate([X[:1] if last is None else last, X[:-1]])
+            last = X[-1:]
+            yield start, X, later, above
+
+    def _blocks(self, limit: int, name: str = "X") -> Iterator[tuple[int, np.ndarray]]:
+        """Row blocks of X (as for points); a lagged store's hold only the steps kept, numbered as kept."""
+        if not self._lagged:
+            yield from super()._blocks(limit, name)
+            return
+        dropped = 0
+        for start, X, later, _ in self._row_blocks(limit):
+            if later.any():
+                yield start - dropped, X[later]
+            dropped += int(np.count_nonzero(~later))
+
     def _scan(self, check: bool, moments: bool) -> DataMoments | None:
-        """seq_range strictly increasing and every value of Xprev finite (``check``), then X as for points."""
-        if check:
-            for _ in self._seq_pieces():  # each piece is checked as it is read
-                pass
+        """One pass: seq_range strictly increasing and every value of X and Xprev finite (``check``);
+        moments of the steps (kept ones, when lagged) and of their first differences (``moments``).
+
+        A first difference is x_t − Xprev_t when the file holds Xprev, else x_t − x_{t−1} within
+        a sequence. Blocks are combined as for points (Chan et al.'s parallel update).
+        """
+        total, diffs = (_MomentSum(self.D), _MomentSum(self.D)) if moments else (None, None)
+        for start, X, later, above in self._row_blocks(self._limit()):
+            if check:
+                self._check_finite("X", start, X)
             if self.has_xprev:
-                for start, block in self._blocks(self._limit(), "Xprev"):
-                    self._check_finite("Xprev", start, block)
-        return super()._scan(check, moments)
+                above = self._read_rows(start, start + X.shape[0], "Xprev")
+                if check:
+                    self._check_finite("Xprev", start, above)
+            if total is None:
+                continue
+            kept = X[later] if self._lagged else X
+            diff = X - above if self.has_xprev else (X - above)[later]
+            for running, rows in ((total, kept), (diffs, diff)):
+                if rows.shape[0]:
+                    running.add(rows)
+        if total is None:
+            return None
+        return replace(total.moments(), diff_cov=diffs.moments().cov if diffs.n else None)
 
     def _locate(self, name: str, row: int, col: int) -> str:
         seq = next(start + int(np.searchsorted(sr, row, side="right")) - 1
@@ -115,7 +237,39 @@ class SeqStore(RowStore, kind="seq"):
                 "seq_length_max": int(extremes[:, 1].max()), "xprev": self.has_xprev}
 
     def _describe(self) -> str:
-        return f"N={self.n_atoms}, D={self.D}, n_seqs={self.n_seqs}, xprev={self.has_xprev}"
+        lagged = ", lagged" if self._lagged else ""
+        return f"N={self.n_atoms}, D={self.D}, n_seqs={self.n_seqs}, xprev={self.has_xprev}{lagged}"
+
+
+def _later_steps(seq_range: np.ndarray) -> np.ndarray:
+    """(T,) bool: True for every step but the first of its sequence (``seq_range`` from 0 to T)."""
+    later = np.ones(int(seq_range[-1]), dtype=bool)
+    later[seq_range[:-1]] = False
+    return later
+
+
+def lag_sequences(X: np.ndarray, seq_range: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sequences as first-order auto-regressive data: each step with the step before it as Xprev.
+
+    Parameters
+    ----------
+    X : (T, D) ndarray
+    seq_range : (n_seqs + 1,) int64 ndarray
+        Sequence s is rows ``seq_range[s]:seq_range[s+1]`` (0 first, T last, strictly increasing).
+
+    Returns
+    -------
+    X : (T − n_seqs, D) ndarray
+        Every step but the first of each sequence, in order.
+    Xprev : (T − n_seqs, D) ndarray
+        The step before each of them, in the same sequence.
+    seq_range : int64 ndarray
+        The kept steps' sequences, one shorter each; sequences of length 1 vanish.
+    """
+    later = _later_steps(seq_range)
+    above = np.roll(later, -1)  # row t is x_{t−1} of a kept step iff row t + 1 is kept
+    kept_range = np.unique(seq_range - np.arange(seq_range.shape[0], dtype=np.int64))
+    return np.ascontiguousarray(X[later]), np.ascontiguousarray(X[above]), kept_range
 
 
 def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=None, batches_fixed: bool = True,

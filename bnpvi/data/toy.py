@@ -15,6 +15,12 @@ covariance Gaussians with means far apart ((0, 20), (20, 0), (-30, -30), ...);
 a state persists with probability 0.999 per step and otherwise moves on to the
 next state (i + 1 mod 8). Sequence s starts in state s mod 8, so every state is
 visited from the first step on; the seed draws the state paths and the noise.
+
+Auto-regressive sequences (:func:`make_toy_ar_sequences`, for tests; not cached): 2-D
+sequences from a sticky 4-state AR-HMM, x_t = A_k x_{t−1} + e_t with e_t ~ N(0, σ_k² I).
+Each A_k is a damped rotation r_k R(θ_k) with its own radius and angle (all |r_k| < 1, so
+every state is stable), e.g. a slow spiral, a fast spin, a sign flip; a state persists with
+probability 0.98 per step and otherwise moves to one of the others at random.
 """
 from __future__ import annotations
 
@@ -35,6 +41,11 @@ TOY_SEQ_VERSION = 1  # the same, for the sequences
 SEQ_MEANS = ((0.0, 20.0), (20.0, 0.0), (-30.0, -30.0), (30.0, -30.0), (-20.0, 0.0), (0.0, -20.0), (30.0, 30.0),
              (-30.0, 30.0))
 SEQ_STAY = 0.999
+
+TOY_AR_VERSION = 1
+# AR toy: radius r_k and angle θ_k (degrees) of each state's A_k = r_k R(θ_k), and its noise std σ_k
+AR_DYNAMICS = ((0.99, 4.0, 0.5), (0.9, -50.0, 0.5), (0.7, 120.0, 1.0), (0.95, 180.0, 0.3))
+AR_STAY = 0.98
 
 RING_RADIUS = 8.0
 # weight, center angle on the ring in degrees (None = near the origin), axis std devs, axis rotation (degrees)
@@ -166,22 +177,72 @@ def sample_hmm(n_seqs: int, length: int, start_prob, trans, means, covs,
     n_seqs, length = _positive(n_seqs, "n_seqs"), _positive(length, "length")
     trans, means, covs = np.asarray(trans, float), np.asarray(means, float), np.asarray(covs, float)
     K, D = means.shape
-    start = np.broadcast_to(np.asarray(start_prob, float), (n_seqs, K))
     if trans.shape != (K, K) or covs.shape != (K, D, D):
         raise BnpviError(f"toy data: inconsistent HMM parameters (trans {trans.shape}, means {means.shape}, "
                          f"covs {covs.shape})")
-    start_cdf, trans_cdf = np.cumsum(start, axis=1), np.cumsum(trans, axis=1)
-    z = np.empty((n_seqs, length), dtype=np.int64)
-    z[:, 0] = _draw(start_cdf, rng)
-    for t in range(1, length):
-        z[:, t] = _draw(trans_cdf[z[:, t - 1]], rng)
-    labels = z.reshape(-1)
+    labels = _state_paths(n_seqs, length, start_prob, trans, rng).reshape(-1)
     noise = rng.standard_normal((labels.shape[0], D))
     X = np.empty_like(noise)
     for k, chol in enumerate(np.linalg.cholesky(covs)):
         rows = labels == k
         X[rows] = means[k] + noise[rows] @ chol.T
     return X, np.arange(0, n_seqs * length + 1, length, dtype=np.int64), labels
+
+
+def sample_ar_hmm(n_seqs: int, length: int, start_prob, trans, A, covs,
+                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Draw ``n_seqs`` sequences of ``length`` steps from a first-order auto-regressive HMM.
+
+    x_t = A_{z_t} x_{t−1} + e_t, e_t ~ N(0, covs[z_t]) (Hughes 2016 thesis Eq. 6.3), from x_0 ~ N(0, I)
+    before each sequence's first step. The state paths are drawn as in :func:`sample_hmm`, then
+    x_0 and the noise; the recursion runs over time for all sequences at once.
+
+    Parameters
+    ----------
+    n_seqs, length, start_prob, trans, rng
+        As for :func:`sample_hmm`.
+    A : array_like, shape (K, D, D)
+        Regression matrix of each state.
+    covs : array_like, shape (K, D, D)
+        Symmetric positive definite noise covariances.
+
+    Returns
+    -------
+    X : (n_seqs * length, D) float64 ndarray
+        Sequence s is rows ``s * length:(s + 1) * length``.
+    seq_range : (n_seqs + 1,) int64 ndarray
+    labels : (n_seqs * length,) int64 ndarray
+        The state of every step.
+    Xprev : (n_seqs * length, D) float64 ndarray
+        x_{t−1} of every step (x_0 for the first step of a sequence).
+    """
+    n_seqs, length = _positive(n_seqs, "n_seqs"), _positive(length, "length")
+    trans, A, covs = np.asarray(trans, float), np.asarray(A, float), np.asarray(covs, float)
+    K, D = A.shape[:2]
+    if trans.shape != (K, K) or A.shape != (K, D, D) or covs.shape != (K, D, D):
+        raise BnpviError(f"toy data: inconsistent AR-HMM parameters (trans {trans.shape}, A {A.shape}, "
+                         f"covs {covs.shape})")
+    z = _state_paths(n_seqs, length, start_prob, trans, rng)
+    chols = np.linalg.cholesky(covs)
+    path = np.empty((n_seqs, length + 1, D))
+    path[:, 0] = rng.standard_normal((n_seqs, D))
+    noise = rng.standard_normal((n_seqs, length, D))
+    for t in range(length):
+        k = z[:, t]
+        path[:, t + 1] = np.einsum("sde,se->sd", A[k], path[:, t]) + np.einsum("sde,se->sd", chols[k], noise[:, t])
+    seq_range = np.arange(0, n_seqs * length + 1, length, dtype=np.int64)
+    return path[:, 1:].reshape(-1, D), seq_range, z.reshape(-1), path[:, :-1].reshape(-1, D)
+
+
+def _state_paths(n_seqs: int, length: int, start_prob, trans: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """(n_seqs, length) state paths of a Markov chain, drawn one time step at a time for all sequences at once."""
+    start = np.broadcast_to(np.asarray(start_prob, float), (n_seqs, trans.shape[0]))
+    start_cdf, trans_cdf = np.cumsum(start, axis=1), np.cumsum(trans, axis=1)
+    z = np.empty((n_seqs, length), dtype=np.int64)
+    z[:, 0] = _draw(start_cdf, rng)
+    for t in range(1, length):
+        z[:, t] = _draw(trans_cdf[z[:, t - 1]], rng)
+    return z
 
 
 def _draw(cdf: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -213,6 +274,55 @@ def make_toy_sequences(n_seqs: int = 32, length: int = 1000,
     trans, means, covs = toy_sequence_parameters()
     start = np.eye(len(means))[np.arange(n_seqs) % len(means)]
     return sample_hmm(n_seqs, length, start, trans, means, covs, rng)
+
+
+def toy_ar_parameters() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The true AR-HMM behind :func:`make_toy_ar_sequences` (start states aside).
+
+    Returns
+    -------
+    trans : (4, 4) ndarray
+        ``trans[i, i] = 0.98``, the rest of each row spread evenly over the other states.
+    A : (4, 2, 2) ndarray
+        ``A[k] = r_k R(θ_k)``, spectral radius r_k < 1.
+    covs : (4, 2, 2) ndarray
+        σ_k² I.
+    """
+    K = len(AR_DYNAMICS)
+    trans = AR_STAY * np.eye(K) + (1.0 - AR_STAY) / (K - 1) * (1.0 - np.eye(K))
+    A, covs = [], []
+    for radius, angle, std in AR_DYNAMICS:
+        a = np.deg2rad(angle)
+        A.append(radius * np.array([[np.cos(a), -np.sin(a)], [np.sin(a), np.cos(a)]]))
+        covs.append(std**2 * np.eye(2))
+    return trans, np.array(A), np.array(covs)
+
+
+def make_toy_ar_sequences(n_seqs: int = 16, length: int = 500,
+                          seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Draw the toy auto-regressive sequences (module docstring): sequence s starts in state s mod 4.
+
+    Parameters
+    ----------
+    n_seqs : int, default 16
+    length : int, default 500
+        Time steps per sequence.
+    seed : int, default 0
+        The same seed gives the same data.
+
+    Returns
+    -------
+    X : (n_seqs * length, 2) float64 ndarray
+    seq_range : (n_seqs + 1,) int64 ndarray
+    labels : (n_seqs * length,) int64 ndarray with values in 0..3
+    Xprev : (n_seqs * length, 2) float64 ndarray
+        x_{t−1} of every step (a draw of N(0, I) before each sequence's first step).
+    """
+    n_seqs = _positive(n_seqs, "n_seqs")
+    rng = np.random.default_rng([TOY_AR_VERSION, _as_int(seed, "seed")])
+    trans, A, covs = toy_ar_parameters()
+    start = np.eye(len(A))[np.arange(n_seqs) % len(A)]
+    return sample_ar_hmm(n_seqs, length, start, trans, A, covs, rng)
 
 
 def default_cache_dir() -> Path:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from bnpvi.data.store import BatchStore
@@ -48,7 +48,9 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
     """The data set named by the ``data`` node, split as ``alg.n_batches`` asks.
 
     ``data=toy`` is the built-in toy set that fits the model: 2-D points from 8
-    Gaussians for mixtures, 8-state sticky sequences for HMMs.
+    Gaussians for mixtures, 8-state sticky sequences for HMMs. When the ``obs`` family
+    regresses each step on the one before (``needs_xprev``) and a sequence file holds
+    no Xprev, the store is lagged (``SeqStore.lagged``: each sequence's first step dropped).
     """
     data = cfg.data
     if data.name == "toy":
@@ -67,6 +69,12 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
     else:
         raise BnpviError(f"unknown data {data.name!r}; choose toy or hdf5")
     store = BatchStore.open(path, n_batches=cfg.alg.get("n_batches"))
+    family = get_object(cfg.obs._target_)  # the family's from_config (bound to its class) or the class
+    needs_xprev = getattr(getattr(family, "__self__", family), "needs_xprev", False)
+    if needs_xprev and store.kind == "seq" and not store.has_xprev:
+        with store:  # the plain store is closed once the lagged one is made
+            lagged = store.lagged()
+        store = lagged
     if store.n_atoms < 2:
         store.close()
         raise BnpviError(f"data file {store.path} has {store.n_atoms} atom(s); need at least 2")

@@ -1,6 +1,6 @@
-"""Shared machinery of the Gaussian families: Wishart, Normal-Wishart and per-dimension Normal-Gamma priors.
+"""Shared machinery of the Gaussian families: Wishart, Normal-Wishart, matrix-normal-Wishart and Normal-Gamma priors.
 
-Everything the three Gaussian families have in common lives here once:
+Everything the Gaussian families (and the Wishart part of the autoregressive one) have in common lives here once:
 
 * reading and validating the ``obs`` config node and the data-driven prior defaults;
 * Cholesky factors of SPD scale matrices, with a tiny logged ridge when round-off makes one indefinite;
@@ -9,7 +9,7 @@ Everything the three Gaussian families have in common lives here once:
   Gamma(shape ν/2, rate b/2), so the diagonal (Normal-Gamma) family uses the same functions with
   D = 1, elementwise per dimension;
 * the Normal part of the Normal-Wishart KL and of E_q log p(x | m, Λ);
-* summaries Σ_n r_nk y_n y_nᵀ, whitened distances ‖L_k⁻¹(y_n − μ_k)‖², and the Bregman
+* summaries Σ_n r_nk y_n y_nᵀ, whitened distances ‖L_k⁻¹(y_n − μ_k)‖² (generally ‖G_k z_n − c_k‖²), and the Bregman
   divergence (= KL between Gaussians) from smoothed atoms to centers for the full-covariance
   families (zero-mean Wishart and Normal-Wishart).
 
@@ -118,14 +118,9 @@ def prior_from_config(cfg: Mapping, D: int, moments, *, wishart_dim: int, zero_m
     B̄ = (ν̄ − d − 1)·sF·C if ν̄ > d + 1 (so that E[Λ⁻¹] = B̄/(ν̄ − d − 1) = sF·C), otherwise
     B̄ = ν̄·sF·C (so that E[Λ]⁻¹ = sF·C), with d = ``wishart_dim``.
     """
-    nu = check_nu(_as_float(cfg, "nu", D + 2.0), wishart_dim - 1.0, D)
-    sF = _as_float(cfg, "sF", 1.0)
-    if sF <= 0:
-        raise BnpviError(f"obs.sF must be a positive number, got {sF:g}")
-    kind = _cfg_get(cfg, "prior_cov")
-    kind = "diag" if kind is None else str(kind)
-    if kind not in PRIOR_COV_CHOICES:
-        raise BnpviError(f"obs.prior_cov must be one of {list(PRIOR_COV_CHOICES)}, got {kind!r}")
+    nu = nu_option(cfg, D, wishart_dim)
+    sF = positive_option(cfg, "sF", 1.0)
+    kind = prior_cov_option(cfg)
     kappa = np.nan if zero_mean else check_kappa(_as_float(cfg, "kappa", 1e-4))
 
     if moments is None:
@@ -138,10 +133,37 @@ def prior_from_config(cfg: Mapping, D: int, moments, *, wishart_dim: int, zero_m
     if zero_mean:
         cov = cov + np.outer(data_mean, data_mean)
     C = scale_matrix(kind, cov)
-    factor = nu - wishart_dim - 1.0 if nu > wishart_dim + 1.0 else nu
     mean_cfg = _cfg_get(cfg, "mean")
     m = np.zeros(D) if zero_mean else (data_mean.copy() if mean_cfg is None else check_mean(mean_cfg, D))
-    return {"nu": nu, "kappa": kappa, "m": m, "B": factor * sF * C}
+    return {"nu": nu, "kappa": kappa, "m": m, "B": inverse_scale(nu, sF, C, wishart_dim)}
+
+
+def nu_option(cfg: Mapping, D: int, wishart_dim: int) -> float:
+    """ν̄ = obs.nu (default D + 2), checked to exceed wishart_dim − 1 (see ``check_nu``)."""
+    return check_nu(_as_float(cfg, "nu", D + 2.0), wishart_dim - 1.0, D)
+
+
+def positive_option(cfg: Mapping, key: str, default: float) -> float:
+    """obs.<key> as a positive finite number (``default`` when unset)."""
+    value = _as_float(cfg, key, default)
+    if value <= 0:
+        raise BnpviError(f"obs.{key} must be a positive number, got {value:g}")
+    return value
+
+
+def prior_cov_option(cfg: Mapping) -> str:
+    """obs.prior_cov, one of PRIOR_COV_CHOICES (default "diag")."""
+    kind = _cfg_get(cfg, "prior_cov")
+    kind = "diag" if kind is None else str(kind)
+    if kind not in PRIOR_COV_CHOICES:
+        raise BnpviError(f"obs.prior_cov must be one of {list(PRIOR_COV_CHOICES)}, got {kind!r}")
+    return kind
+
+
+def inverse_scale(nu: float, sF: float, C: np.ndarray, wishart_dim: int) -> np.ndarray:
+    """B̄ = (ν̄ − d − 1)·sF·C if ν̄ > d + 1 (E[Λ⁻¹] = sF·C), else ν̄·sF·C (E[Λ]⁻¹ = sF·C); d = wishart_dim."""
+    factor = nu - wishart_dim - 1.0 if nu > wishart_dim + 1.0 else nu
+    return factor * sF * C
 
 
 def scale_matrix(kind: str, cov: np.ndarray) -> np.ndarray:
@@ -168,12 +190,12 @@ def data_matrix(batch, D: int, family: str) -> np.ndarray:
     return X
 
 
-def prior_scale(B) -> tuple[np.ndarray, np.ndarray, float]:
-    """Validated prior inverse scale B̄ (square, SPD): returns (B̄, its Cholesky factor, ln|B̄|)."""
+def prior_scale(B, key: str = "B", what: str = "the prior scale matrix") -> tuple[np.ndarray, np.ndarray, float]:
+    """Validated prior SPD matrix obs.<key> (B̄ by default): returns (matrix, its Cholesky factor, ln|matrix|)."""
     B = np.asarray(B, dtype=np.float64)
     if B.ndim != 2 or B.shape[0] != B.shape[1]:
-        raise BnpviError(f"obs.B must be a square matrix, got shape {B.shape}")
-    L, B = chol_spd(B, what="the prior scale matrix obs.B")
+        raise BnpviError(f"obs.{key} must be a square matrix, got shape {B.shape}")
+    L, B = chol_spd(B, what=f"{what} obs.{key}")
     return B, L, float(logdet_chol(L))
 
 
@@ -253,23 +275,29 @@ def inv_quad(L: np.ndarray, v: np.ndarray) -> np.ndarray:
 def whitened_sq_norms(Y: np.ndarray, L: np.ndarray, mu: np.ndarray | None = None) -> np.ndarray:
     """(N, K) ‖L_k⁻¹ (y_n − μ_k)‖² for all atoms n and clusters k.
 
-    One triangular inverse per cluster, then the clusters' inverses side by side as one
-    (N × D)·(D × kD) BLAS product per block of clusters (blocks sized to ~32 MB) — no
-    loop over N, and few Python steps over K.
+    One triangular inverse per cluster, then ``map_sq_norms`` with the inverses as maps.
     """
-    N, D = Y.shape
-    K = L.shape[0]
     Linv = chol_inverse(L)
-    shift = None if mu is None else np.einsum("kde,ke->kd", Linv, mu)
+    return map_sq_norms(Y, Linv, None if mu is None else np.einsum("kde,ke->kd", Linv, mu))
+
+
+def map_sq_norms(Z: np.ndarray, G: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
+    """(N, K) ‖G_k z_n − c_k‖² for (N, F) rows z_n, (K, R, F) maps G_k and optional (K, R) shifts c_k.
+
+    The maps side by side as one (N × F)·(F × kR) BLAS product per block of maps (blocks sized
+    to ~32 MB): no loop over N, and few Python steps over K.
+    """
+    N, F = Z.shape
+    K, R = G.shape[:2]
     out = np.empty((N, K))
-    step = max(1, _CHUNK_ELEMS // max(N * D, 1))
+    step = max(1, _CHUNK_ELEMS // max(N * R, 1))
     for k0 in range(0, K, step):
         k1 = min(K, k0 + step)
-        block = Linv[k0:k1].transpose(2, 0, 1).reshape(D, (k1 - k0) * D)
-        Z = (Y @ block).reshape(N, k1 - k0, D)
+        block = G[k0:k1].transpose(2, 0, 1).reshape(F, (k1 - k0) * R)
+        W = (Z @ block).reshape(N, k1 - k0, R)
         if shift is not None:
-            Z -= shift[k0:k1]
-        out[:, k0:k1] = np.einsum("nkd,nkd->nk", Z, Z)
+            W -= shift[k0:k1]
+        out[:, k0:k1] = np.einsum("nkd,nkd->nk", W, W)
     return out
 
 

@@ -43,6 +43,9 @@ class ObsFamily(ABC):
     data_kinds: tuple[str, ...] = ("points", "seq")
     """Kinds of batch files the family models: "points" (rows, also the time steps of
     sequences: "seq") or "bow" (bag-of-words documents)."""
+    needs_xprev: bool = False
+    """Whether the family regresses each step on the one before (``SeqBatch.Xprev``): sequences only,
+    read with ``SeqStore.lagged()`` when the file holds no Xprev."""
 
     @classmethod
     @abstractmethod
@@ -112,6 +115,10 @@ class ObsFamily(ABC):
         """A one-line reason why a data file of this kind cannot be modelled by the family, or None."""
         if kind in self.data_kinds:
             return None
+        if self.needs_xprev:
+            held = "bag-of-words documents" if kind == "bow" else "points"
+            return (f"obs={self.name} needs sequences (each step is regressed on the one before), but the data file "
+                    f"holds {held}")
         if kind == "bow":
             return (f"obs={self.name} models vectors of numbers, but the data file holds bag-of-words documents "
                     "(use obs=mult)")
