@@ -65,6 +65,10 @@ class AllocModel(ABC):
     moves : tuple of str
         The proposal moves the model supports (others listed in the config are skipped
         with a warning).
+    whole_delete : bool
+        True when a delete must re-run the local step on every batch without the target
+        (``local_step_without``) instead of re-dividing the target's mass among a few
+        clusters (``restricted_local_step``).
     sort_needs_check : bool
         True when the ELBO depends on the order of the clusters beyond what sorting by
         size improves (an HDP's surrogate bound): a sort is then kept only if it does not
@@ -76,6 +80,7 @@ class AllocModel(ABC):
     data_kinds: tuple[str, ...] = ("points", "bow", "seq")
     full_first_pass: bool = False
     moves: tuple[str, ...] = ("birth", "merge", "delete")
+    whole_delete: bool = False
     sort_needs_check: bool = False
 
     @abstractmethod

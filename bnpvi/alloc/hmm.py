@@ -54,7 +54,7 @@ class HMMAlloc(AllocModel):
     data_kinds = ("seq",)
     full_first_pass = True
     moves = ("merge", "delete")
-    whole_delete = True
+    whole_delete = True  # a state's removal changes every transition row: deletes re-run forward-backward
 
     def layout(self):
         return {"N": ((), PER_CLUSTER), "start": ((), PER_CLUSTER), "trans": ((), TABLE),
@@ -76,15 +76,21 @@ class HMMAlloc(AllocModel):
         return log_start, log_trans
 
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
-        """Forward-backward on every sequence of the batch (thesis §6.3.3, Eq. 6.48)."""
+        """Forward-backward on every sequence of the batch (thesis §6.3.3, Eq. 6.48); the scaled messages
+        are kept for the merge terms."""
         log_start, log_trans = self._potentials(params)
+        return self._forward_backward(batch, log_lik, log_start, log_trans, keep_messages=True)
+
+    def _forward_backward(self, batch, log_lik, log_start, log_trans, keep_messages: bool = False) -> Local:
         seq_range = self._sequences(batch)
         out = fb.forward_backward(np.ascontiguousarray(log_lik, dtype=np.float64), seq_range,
-                                  log_start, log_trans, keep_messages=True)
-        resp = Responsibilities(out.resp, log_start.shape[0])
-        return Local(resp, {"start": out.start_counts, "trans": out.trans_counts, "start_entropy": out.start_entropy,
-                            "trans_entropy": out.trans_entropy, "log_norm": out.log_norm,
-                            "messages": out, "seq_range": seq_range, "log_trans": log_trans})
+                                  np.ascontiguousarray(log_start), np.ascontiguousarray(log_trans),
+                                  keep_messages=keep_messages)
+        tables = {"start": out.start_counts, "trans": out.trans_counts, "start_entropy": out.start_entropy,
+                  "trans_entropy": out.trans_entropy, "log_norm": out.log_norm}
+        if keep_messages:
+            tables.update(messages=out, seq_range=seq_range, log_trans=log_trans)
+        return Local(Responsibilities(out.resp, log_start.shape[0]), tables)
 
     def summarize(self, local: Local) -> dict[str, np.ndarray]:
         t = local.tables
@@ -121,13 +127,7 @@ class HMMAlloc(AllocModel):
         the optimal q(z) over the other K − 1 states, exact for every sequence (a delete, thesis §6.5.3)."""
         log_start, log_trans = self._potentials(params)
         keep = np.delete(np.arange(log_start.shape[0]), target)
-        seq_range = self._sequences(batch)
-        out = fb.forward_backward(np.ascontiguousarray(log_lik[:, keep]), seq_range,
-                                  np.ascontiguousarray(log_start[keep]),
-                                  np.ascontiguousarray(log_trans[np.ix_(keep, keep)]))
-        return Local(Responsibilities(out.resp, keep.size),
-                     {"start": out.start_counts, "trans": out.trans_counts, "start_entropy": out.start_entropy,
-                      "trans_entropy": out.trans_entropy, "log_norm": out.log_norm})
+        return self._forward_backward(batch, log_lik[:, keep], log_start[keep], log_trans[np.ix_(keep, keep)])
 
     def merge_score(self, stats: SuffStats, params: Params, pairs: np.ndarray) -> np.ndarray:
         """ΔL of merging each pair without the entropy terms, at the merged counts' quick parameters.
@@ -135,20 +135,18 @@ class HMMAlloc(AllocModel):
         Unlike a mixture's, an HMM's entropy can rise under a merge, so this only ranks
         candidates (thesis §6.5.1); the decision uses the exact or lower-bound ELBO.
         """
-        start, trans = np.maximum(stats["start"], 0.0), np.maximum(stats["trans"], 0.0)
-        base = self.prior_terms(start, trans, self.quick_params(start, trans, params, [[k] for k in range(stats.K)]))
+        names = ("N", "start", "trans")  # the linear fields the allocation terms need
+        counts = SuffStats({n: np.maximum(stats[n], 0.0) for n in names}, {n: stats.specs[n] for n in names})
+        K = counts.K
+        base = self.prior_terms(counts["start"], counts["trans"],
+                                self.quick_params(counts["start"], counts["trans"], params, [[k] for k in range(K)]))
         scores = np.empty(len(pairs))
         for m, (a, b) in enumerate(np.asarray(pairs, dtype=np.intp)):
-            keep = [k for k in range(stats.K) if k != b]
-            sources = [[k] for k in keep]
+            sources = [[k] for k in range(K) if k != b]
             sources[a] = [a, b]
-            s2 = start.copy()
-            s2[a] += s2[b]
-            t2 = trans.copy()
-            t2[:, a] += t2[:, b]
-            t2[a, :] += t2[b, :]
-            s2, t2 = s2[keep], t2[np.ix_(keep, keep)]
-            scores[m] = self.prior_terms(s2, t2, self.quick_params(s2, t2, params, sources)) - base
+            merged = counts.merge(a, b)
+            scores[m] = self.prior_terms(merged["start"], merged["trans"],
+                                         self.quick_params(merged["start"], merged["trans"], params, sources)) - base
         return scores
 
     def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:

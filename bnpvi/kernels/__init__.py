@@ -13,17 +13,26 @@ The extension is built by ``pip install .`` (or ``python setup.py build_ext
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 from bnpvi.errors import BnpviError
 
-try:
-    from bnpvi.kernels import _local_step as _ext
-except ImportError as err:  # pragma: no cover - only without a build
-    raise ImportError(
-        "bnpvi's compiled kernels (bnpvi.kernels._local_step) are not built: install with "
-        "`pip install .`, or run `python setup.py build_ext --inplace` in a checkout"
-    ) from err
+
+
+def compiled(name: str, what: str):
+    """The built extension module ``bnpvi.kernels.<name>``, or an ImportError that says how to build it."""
+    try:
+        return importlib.import_module(f"bnpvi.kernels.{name}")
+    except ImportError as err:  # pragma: no cover - only without a build
+        raise ImportError(
+            f"bnpvi's compiled {what} (bnpvi.kernels.{name}) are not built: install with "
+            "`pip install .`, or run `python setup.py build_ext --inplace` in a checkout"
+        ) from err
+
+
+_ext = compiled("_local_step", "kernels")
 
 __all__ = [
     "KernelInputError",

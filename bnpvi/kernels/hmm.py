@@ -22,15 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from bnpvi.kernels import KernelInputError, _check_array, _row_preview, _threads
+from bnpvi.kernels import KernelInputError, _check_array, _row_preview, _threads, compiled
 
-try:
-    from bnpvi.kernels import _hmm as _ext
-except ImportError as err:  # pragma: no cover - only without a build
-    raise ImportError(
-        "bnpvi's compiled HMM kernels (bnpvi.kernels._hmm) are not built: install with "
-        "`pip install .`, or run `python setup.py build_ext --inplace` in a checkout"
-    ) from err
+_ext = compiled("_hmm", "HMM kernels")
 
 __all__ = ["ForwardBackward", "blas_single_thread", "forward_backward", "merge_pair_terms", "viterbi"]
 

@@ -15,9 +15,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from hydra.utils import get_object, instantiate
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from bnpvi.config import schema_of
 from bnpvi.data.store import BatchStore
 from bnpvi.data.toy import ensure_toy, ensure_toy_sequences
 from bnpvi.errors import BnpviError
@@ -33,6 +34,7 @@ from bnpvi.learn.sovb import StochasticVB
 from bnpvi.learn.vb import FullVB
 from bnpvi.metrics import adjusted_rand_index, hamming_distance
 from bnpvi.model import Model
+from bnpvi.obs import FAMILIES
 from bnpvi.stats import ClusterIds, SuffStats
 
 log = logging.getLogger("bnpvi")
@@ -69,9 +71,8 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
     else:
         raise BnpviError(f"unknown data {data.name!r}; choose toy or hdf5")
     store = BatchStore.open(path, n_batches=cfg.alg.get("n_batches"))
-    family = get_object(cfg.obs._target_)  # the family's from_config (bound to its class) or the class
-    needs_xprev = getattr(getattr(family, "__self__", family), "needs_xprev", False)
-    if needs_xprev and store.kind == "seq" and not store.has_xprev:
+    family = FAMILIES.get(schema_of("obs", cfg.obs)[0])
+    if family is not None and family.needs_xprev and store.kind == "seq" and not store.has_xprev:
         with store:  # the plain store is closed once the lagged one is made
             lagged = store.lagged()
         store = lagged
@@ -173,12 +174,11 @@ class Run:
         if self.model.alloc.finite:
             raise BnpviError(f"moves={chosen} change K, but model={self.model.alloc.name} is a finite model "
                              "whose prior depends on K; use moves=[] (or a nonparametric model)")
-        missing = [m for m in chosen if m not in self.model.alloc.moves]
-        if missing:
+        kept = [m for m in chosen if m in self.model.alloc.moves]
+        if kept != chosen:
             log.warning("model=%s has no %s move yet; running with moves=%s", self.model.alloc.name,
-                        " or ".join(missing), [m for m in chosen if m not in missing])
-            moves = OmegaConf.masked_copy(moves, [m for m in chosen if m not in missing])
-        return moves if any(m not in missing for m in chosen) else None
+                        " or ".join(m for m in chosen if m not in kept), kept)
+        return OmegaConf.masked_copy(moves, kept) if kept else None
 
     def _algorithm(self, globals_, ids):
         cls = ALGORITHMS[self.cfg.alg.name]

@@ -81,7 +81,7 @@ class DeleteMove(Move):
     def track(self, model, globals_, batch, log_lik, local, plan):
         """Per delete: summaries over A of this batch's proposal responsibilities, or, for a model
         with ``whole_delete``, the batch's whole summaries without the target."""
-        if getattr(model.alloc, "whole_delete", False):
+        if model.alloc.whole_delete:
             return [model.summarize(batch, model.alloc.local_step_without(batch, log_lik, globals_.alloc,
                                                                          int(positions[0])))
                     for positions in plan]
@@ -102,7 +102,7 @@ class DeleteMove(Move):
         if not self.proposals:
             return
         self.check_complete(run, self.tracked, "delete proposal")
-        whole = getattr(run.model.alloc, "whole_delete", False)
+        whole = run.model.alloc.whole_delete
         for i, uids in enumerate(self.proposals):
             if schedule.changed & (set(run.ids.uids.tolist()) if whole else set(uids.tolist())):
                 continue  # a whole-data candidate was tracked under clusters that have since changed
