@@ -177,19 +177,22 @@ class HDF5Config:
 @dataclass
 class BirthConfig:
     """Birth proposals (Hughes 2016 thesis §4.2): split a poorly fit cluster, seeded by k-means on
-    its data in the lap's first batch and judged after the lap has refreshed every batch."""
+    its data in the lap's first batch and judged after the lap has refreshed every batch. For HMMs
+    (thesis §6.5.2): new states cut from a run of one state in a sequence, judged at the batch;
+    n_new, min_batch_mass, eps, max_atoms and kmeans_iters do not apply there."""
 
     start_lap: int = MISSING  # first lap with births
     stop_lap: Optional[int] = None  # last lap with births (null: no limit)
-    max_per_lap: int = MISSING  # births proposed per lap (distinct targets)
+    max_per_lap: int = MISSING  # births proposed per lap (distinct targets; HMMs: spread over the batches)
     n_new: int = MISSING  # J': fresh clusters per birth (fewer if the target has little data)
     min_batch_mass: float = MISSING  # skip targets with less mass N_bk in the batch
     eps: float = MISSING  # atoms with r_nk > eps form the k-means subset
     max_atoms: int = MISSING  # cap on that subset
     kmeans_iters: int = MISSING  # Bregman k-means iterations on the subset
-    refine_iters: int = MISSING  # restricted local step / global step rounds of the proposal
+    refine_iters: int = MISSING  # local step / global step rounds of the proposal
     Kmax: int = MISSING  # no births beyond this many clusters
     retry_change: float = MISSING  # retry a failed target once its size changed by this fraction
+    min_block: int = MISSING  # HMMs: births cut new states from a run of one state this long or longer
     max_stuck: int = MISSING  # when every cluster failed: retry the least recently tried for this many laps
 
 

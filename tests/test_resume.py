@@ -16,6 +16,10 @@ CASES = {
     "sovb": ["alg=sovb", "init.K=6", "data.n_atoms=1500"],
     "memo_moves": ["init.K=1", "data.n_atoms=1500"],  # alg=memo's default birth, merge and delete
     "finite_hmm": ["model=finite_hmm", "init.K=8", "data.n_seqs=8", "data.seq_length=200", "data.n_batches=4"],
+    # HMM births are made and accepted at the first batch of lap 2, just before the cut
+    "hdp_hmm_births": ["model=hdp_hmm", "init.K=1", "data.n_seqs=8", "data.seq_length=300", "data.n_batches=4"],
+    # merges and deletes tracked over lap 2 when the run is cut, and a birth tried at its first batch
+    "hdp_hmm_moves": ["model=hdp_hmm", "init.K=12", "data.n_seqs=8", "data.seq_length=300", "data.n_batches=4"],
 }
 
 
@@ -70,5 +74,7 @@ def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, case):
     assert summary == ref_summary
     pd.testing.assert_frame_equal(trace, ref_trace, check_exact=True)
     assert_same_tree(model, ref_model)
-    if case == "memo_moves":
+    if case in ("memo_moves", "hdp_hmm_births"):
         assert trace["birth_accepted"].sum() > 0
+    if case == "hdp_hmm_moves":
+        assert trace["merge_tried"].iloc[1] + trace["delete_tried"].iloc[1] > 0 and trace["birth_tried"].iloc[1] > 0

@@ -65,6 +65,10 @@ class AllocModel(ABC):
     moves : tuple of str
         The proposal moves the model supports (others listed in the config are skipped
         with a warning).
+    birth_kind : str
+        How a birth makes new clusters: "split" (a poorly fit cluster's atoms re-divided
+        among fresh clusters, judged after a lap) or "interval" (an HMM: fresh states cut
+        from one interval of a sequence, judged at the batch).
     whole_delete : bool
         True when a delete must re-run the local step on every batch without the target
         (``local_step_without``) instead of re-dividing the target's mass among a few
@@ -80,6 +84,7 @@ class AllocModel(ABC):
     data_kinds: tuple[str, ...] = ("points", "bow", "seq")
     full_first_pass: bool = False
     moves: tuple[str, ...] = ("birth", "merge", "delete")
+    birth_kind: str = "split"
     whole_delete: bool = False
     sort_needs_check: bool = False
 

@@ -53,7 +53,8 @@ class HMMAlloc(AllocModel):
 
     data_kinds = ("seq",)
     full_first_pass = True
-    moves = ("merge", "delete")
+    moves = ("birth", "merge", "delete")
+    birth_kind = "interval"
     whole_delete = True  # a state's removal changes every transition row: deletes re-run forward-backward
 
     def layout(self):

@@ -16,11 +16,12 @@ a state persists with probability 0.999 per step and otherwise moves on to the
 next state (i + 1 mod 8). Sequence s starts in state s mod 8, so every state is
 visited from the first step on; the seed draws the state paths and the noise.
 
-Auto-regressive sequences (:func:`make_toy_ar_sequences`, for tests; not cached): 2-D
-sequences from a sticky 4-state AR-HMM, x_t = A_k x_{t−1} + e_t with e_t ~ N(0, σ_k² I).
-Each A_k is a damped rotation r_k R(θ_k) with its own radius and angle (all |r_k| < 1, so
-every state is stable), e.g. a slow spiral, a fast spin, a sign flip; a state persists with
-probability 0.98 per step and otherwise moves to one of the others at random.
+Auto-regressive sequences (:func:`make_toy_ar_sequences`, :func:`ensure_toy_sequences` with
+``ar=True``): 2-D sequences from a sticky 8-state AR-HMM, x_t = A_k x_{t−1} + e_t with
+e_t ~ N(0, σ_k² I). Each A_k is a damped rotation r_k R(θ_k) with its own radius and angle
+(all |r_k| < 1, so every state is stable), e.g. a slow spiral, a fast spin, a sign flip; a
+state persists with probability 0.99 per step and otherwise moves to one of the others at
+random. The states differ only in their dynamics: every one has mean 0.
 """
 from __future__ import annotations
 
@@ -42,10 +43,12 @@ SEQ_MEANS = ((0.0, 20.0), (20.0, 0.0), (-30.0, -30.0), (30.0, -30.0), (-20.0, 0.
              (-30.0, 30.0))
 SEQ_STAY = 0.999
 
-TOY_AR_VERSION = 1
+TOY_AR_NAME = "toyar8"
+TOY_AR_VERSION = 3
 # AR toy: radius r_k and angle θ_k (degrees) of each state's A_k = r_k R(θ_k), and its noise std σ_k
-AR_DYNAMICS = ((0.99, 4.0, 0.5), (0.9, -50.0, 0.5), (0.7, 120.0, 1.0), (0.95, 180.0, 0.3))
-AR_STAY = 0.98
+AR_DYNAMICS = ((0.99, 4.0, 0.5), (0.9, -50.0, 0.5), (0.7, 140.0, 1.0), (0.95, 180.0, 0.3),
+               (0.8, 50.0, 0.8), (0.9, -120.0, 0.4), (0.5, 0.0, 2.0), (0.97, 95.0, 0.6))
+AR_STAY = 0.99
 
 RING_RADIUS = 8.0
 # weight, center angle on the ring in degrees (None = near the origin), axis std devs, axis rotation (degrees)
@@ -281,11 +284,11 @@ def toy_ar_parameters() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
     Returns
     -------
-    trans : (4, 4) ndarray
-        ``trans[i, i] = 0.98``, the rest of each row spread evenly over the other states.
-    A : (4, 2, 2) ndarray
+    trans : (8, 8) ndarray
+        ``trans[i, i] = 0.99``, the rest of each row spread evenly over the other states.
+    A : (8, 2, 2) ndarray
         ``A[k] = r_k R(θ_k)``, spectral radius r_k < 1.
-    covs : (4, 2, 2) ndarray
+    covs : (8, 2, 2) ndarray
         σ_k² I.
     """
     K = len(AR_DYNAMICS)
@@ -298,14 +301,14 @@ def toy_ar_parameters() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return trans, np.array(A), np.array(covs)
 
 
-def make_toy_ar_sequences(n_seqs: int = 16, length: int = 500,
+def make_toy_ar_sequences(n_seqs: int = 32, length: int = 1000,
                           seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Draw the toy auto-regressive sequences (module docstring): sequence s starts in state s mod 4.
+    """Draw the toy auto-regressive sequences (module docstring): sequence s starts in state s mod 8.
 
     Parameters
     ----------
-    n_seqs : int, default 16
-    length : int, default 500
+    n_seqs : int, default 32
+    length : int, default 1000
         Time steps per sequence.
     seed : int, default 0
         The same seed gives the same data.
@@ -314,7 +317,7 @@ def make_toy_ar_sequences(n_seqs: int = 16, length: int = 500,
     -------
     X : (n_seqs * length, 2) float64 ndarray
     seq_range : (n_seqs + 1,) int64 ndarray
-    labels : (n_seqs * length,) int64 ndarray with values in 0..3
+    labels : (n_seqs * length,) int64 ndarray with values in 0..7
     Xprev : (n_seqs * length, 2) float64 ndarray
         x_{t−1} of every step (a draw of N(0, I) before each sequence's first step).
     """
@@ -356,17 +359,18 @@ def toy_path(n_atoms: int, seed: int, n_batches: int, cache_dir=None) -> Path:
     return _cache_base(cache_dir) / f"{TOY_NAME}_n{n_atoms}_s{seed}_b{n_batches}.h5"
 
 
-def toy_sequences_path(n_seqs: int, length: int, seed: int, n_batches: int, cache_dir=None) -> Path:
-    """Where the toy sequences with these parameters are cached.
+def toy_sequences_path(n_seqs: int, length: int, seed: int, n_batches: int, cache_dir=None, ar: bool = False) -> Path:
+    """Where the toy sequences (auto-regressive ones if ``ar``) with these parameters are cached.
 
     Returns
     -------
     Path
-        ``CACHE/toyseq8_n{n_seqs}_t{length}_s{seed}_b{n_batches}.h5``.
+        ``CACHE/toyseq8_n{n_seqs}_t{length}_s{seed}_b{n_batches}.h5`` (``toyar8_...`` if ``ar``).
     """
     n_seqs, length = _as_int(n_seqs, "n_seqs"), _as_int(length, "length")
     seed, n_batches = _as_int(seed, "seed"), _as_int(n_batches, "n_batches")
-    return _cache_base(cache_dir) / f"{TOY_SEQ_NAME}_n{n_seqs}_t{length}_s{seed}_b{n_batches}.h5"
+    name = TOY_AR_NAME if ar else TOY_SEQ_NAME
+    return _cache_base(cache_dir) / f"{name}_n{n_seqs}_t{length}_s{seed}_b{n_batches}.h5"
 
 
 def ensure_toy(n_atoms: int = 5000, seed: int = 0, n_batches: int = 5, cache_dir=None) -> Path:
@@ -401,10 +405,11 @@ def ensure_toy(n_atoms: int = 5000, seed: int = 0, n_batches: int = 5, cache_dir
 
 
 def ensure_toy_sequences(n_seqs: int = 32, length: int = 1000, seed: int = 0, n_batches: int = 8,
-                         cache_dir=None) -> Path:
+                         cache_dir=None, ar: bool = False) -> Path:
     """Path of the cached toy sequences (with their true states as labels), writing them first if needed.
 
-    Cached exactly like :func:`ensure_toy`.
+    Cached exactly like :func:`ensure_toy`. With ``ar`` the auto-regressive toy sequences,
+    stored with their Xprev.
 
     Parameters
     ----------
@@ -416,6 +421,8 @@ def ensure_toy_sequences(n_seqs: int = 32, length: int = 1000, seed: int = 0, n_
         Stored batch count (1..n_seqs, whole sequences per batch); the split is not fixed.
     cache_dir : str or Path, optional
         Defaults to :func:`default_cache_dir`.
+    ar : bool, default False
+        The auto-regressive toy sequences instead.
 
     Returns
     -------
@@ -423,13 +430,18 @@ def ensure_toy_sequences(n_seqs: int = 32, length: int = 1000, seed: int = 0, n_
     """
     n_seqs, length, seed = _positive(n_seqs, "n_seqs"), _positive(length, "length"), _as_int(seed, "seed")
     n_batches = _batch_count(n_batches, n_seqs, "n_seqs")
-    source = f"{TOY_SEQ_NAME} v{TOY_SEQ_VERSION} n_seqs={n_seqs} length={length} seed={seed}"
+    name, version = (TOY_AR_NAME, TOY_AR_VERSION) if ar else (TOY_SEQ_NAME, TOY_SEQ_VERSION)
+    source = f"{name} v{version} n_seqs={n_seqs} length={length} seed={seed}"
 
     def write(path: Path) -> None:
-        X, seq_range, labels = make_toy_sequences(n_seqs, length, seed)
-        write_sequences(path, X, seq_range, n_batches=n_batches, labels=labels, batches_fixed=False, source=source)
+        if ar:
+            X, seq_range, labels, Xprev = make_toy_ar_sequences(n_seqs, length, seed)
+        else:
+            (X, seq_range, labels), Xprev = make_toy_sequences(n_seqs, length, seed), None
+        write_sequences(path, X, seq_range, n_batches=n_batches, labels=labels, batches_fixed=False, source=source,
+                        Xprev=Xprev)
 
-    path = toy_sequences_path(n_seqs, length, seed, n_batches, cache_dir)
+    path = toy_sequences_path(n_seqs, length, seed, n_batches, cache_dir, ar)
     return _ensure_cached(path, "seq", source, n_seqs * length, n_batches, write)
 
 

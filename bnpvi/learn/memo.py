@@ -31,13 +31,18 @@ class MemoizedVB(Algorithm):
         super().__init__(model, store, cfg, rng, globals_, ids)
         self.caches = [None] * self.n_batches
         self.aggregate: SuffStats = model.empty_stats(globals_.K)
-        self.moves = MoveSchedule(moves, rng) if moves is not None else None
+        self.moves = MoveSchedule(moves, rng, model.alloc.birth_kind) if moves is not None else None
 
     def start_lap(self) -> None:
         if self.moves is not None:
             self.moves.start_lap(self)
 
     def visit(self, b, batch) -> None:
+        if self._visit_once(b, batch):
+            self._visit_once(b, batch)  # a move rewrote this batch's cache mid-lap: refresh it
+
+    def _visit_once(self, b, batch) -> bool:
+        """One memoized update of batch b; whether a move then rewrote its cache."""
         plans = self.moves.batch_plans(self, b) if self.moves is not None else {}
         result = process_batch(self.model, self.globals, batch, plans, self.moves)
         new, old = result.stats, self.caches[b]
@@ -45,8 +50,7 @@ class MemoizedVB(Algorithm):
         self.caches[b] = new
         if self.lap > 0 or not self.model.alloc.full_first_pass or self.pos == self.n_batches - 1:
             self.globals = self.model.global_step(self.aggregate, self.globals.alloc)
-        if self.moves is not None:
-            self.moves.after_batch(self, b, result.tracked)
+        return self.moves is not None and self.moves.after_batch(self, b, result.tracked)
 
     def apply(self, edit: Edit) -> None:
         super().apply(edit)

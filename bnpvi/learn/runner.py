@@ -50,11 +50,14 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
     """The data set named by the ``data`` node, split as ``alg.n_batches`` asks.
 
     ``data=toy`` is the built-in toy set that fits the model: 2-D points from 8
-    Gaussians for mixtures, 8-state sticky sequences for HMMs. When the ``obs`` family
+    Gaussians for mixtures, 8-state sticky sequences for HMMs (auto-regressive ones
+    when the ``obs`` family regresses on the previous step). When the ``obs`` family
     regresses each step on the one before (``needs_xprev``) and a sequence file holds
     no Xprev, the store is lagged (``SeqStore.lagged``: each sequence's first step dropped).
     """
     data = cfg.data
+    family = FAMILIES.get(schema_of("obs", cfg.obs)[0])
+    needs_xprev = family is not None and family.needs_xprev
     if data.name == "toy":
         seed = int(data.seed)
         if "points" in alloc.data_kinds:
@@ -63,7 +66,7 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
         else:
             n_batches = 8 if data.n_batches is None else int(data.n_batches)
             path = ensure_toy_sequences(n_seqs=int(data.n_seqs), length=int(data.seq_length), seed=seed,
-                                        n_batches=n_batches)
+                                        n_batches=n_batches, ar=needs_xprev)
     elif data.name == "hdf5":
         if data.get("path") in (None, "", "???"):
             raise BnpviError("data=hdf5 needs data.path=FILE (a file written by `bnpvi-data convert`)")
@@ -71,8 +74,7 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
     else:
         raise BnpviError(f"unknown data {data.name!r}; choose toy or hdf5")
     store = BatchStore.open(path, n_batches=cfg.alg.get("n_batches"))
-    family = FAMILIES.get(schema_of("obs", cfg.obs)[0])
-    if family is not None and family.needs_xprev and store.kind == "seq" and not store.has_xprev:
+    if needs_xprev and store.kind == "seq" and not store.has_xprev:
         with store:  # the plain store is closed once the lagged one is made
             lagged = store.lagged()
         store = lagged

@@ -128,8 +128,10 @@ class Move(ABC):
     def collect(self, run, schedule, b: int, tracked) -> None:
         """Keep what batch ``b``'s work tracked (driver)."""
 
-    def after_batch(self, run, schedule, b: int) -> None:
-        """Decisions a move takes in the middle of a lap (none by default)."""
+    def after_batch(self, run, schedule, b: int) -> bool:
+        """Decisions a move takes in the middle of a lap (none by default); returns whether it
+        rewrote batch ``b``'s cache."""
+        return False
 
     @abstractmethod
     def decide(self, run, schedule) -> None:

@@ -172,10 +172,17 @@ def split(stats: SuffStats, target: int, new: SuffStats) -> SuffStats:
     return emptied.with_clusters(np.arange(K, K + new.K), new)
 
 
-class BirthMove(Move):
-    """Births for memoized VI: seeded in the lap's first batch, tracked every batch, judged at lap end."""
+class TargetedBirths(Move):
+    """What every birth move shares: the rejection history of its targets and the retry rules.
 
-    name = "birth"
+    A cluster whose birth was rejected is not targeted again until its size changes by
+    ``retry_change`` (thesis §4.2.4); when every cluster is blocked, the least recently
+    tried one is retried with new seeds, for at most ``max_stuck`` laps in a row without
+    an accepted birth.
+    """
+
+    min_new = 2
+    """Fresh clusters the smallest proposal makes (no birth with less room under ``Kmax``)."""
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -183,6 +190,43 @@ class BirthMove(Move):
         self.last_tried: dict[int, int] = {}  # cluster id -> lap of its latest birth proposal
         self.stuck = 0  # laps in a row that ended without an accepted birth
         self.reset()
+
+    def pending(self, run) -> bool:
+        return self.active(run.lap + 1) and self._eligible(run, set()).size > 0
+
+    def _eligible(self, run, excluded: set[int]) -> np.ndarray:
+        """Ids of the clusters that may be targeted: not used by another move, and not blocked by a
+        rejection (class docstring)."""
+        stats, uids, cfg = run.globals.stats, run.ids.uids, self.cfg
+        none = np.zeros(0, dtype=np.int64)
+        if cfg.Kmax - stats.K < self.min_new:
+            return none
+        free = [(k, int(u)) for k, u in enumerate(uids) if int(u) not in excluded]
+        eligible = [u for k, u in free if not self.failures.blocked(u, (float(stats.N[k]),), 1, cfg.retry_change)]
+        if eligible:
+            return np.array(eligible, dtype=np.int64)
+        if self.stuck >= cfg.max_stuck or not free:
+            return none
+        oldest = min(free, key=lambda ku: (self.last_tried.get(ku[1], -1), ku[0]))
+        return np.array([oldest[1]], dtype=np.int64)
+
+    def state(self) -> dict:
+        return {"failures": self.failures.state(), "stuck": np.int64(self.stuck),
+                "last_tried": np.array(sorted(self.last_tried.items()), dtype=np.int64).reshape(-1, 2),
+                "eligible": self.eligible, "seed": np.int64(self.seed)}
+
+    def load_state(self, state: dict) -> None:
+        self.failures.load_state(state["failures"])
+        self.stuck = int(state["stuck"])
+        self.last_tried = {int(u): int(lap) for u, lap in np.asarray(state["last_tried"]).reshape(-1, 2)}
+        self.eligible = np.asarray(state["eligible"], dtype=np.int64).reshape(-1)
+        self.seed = int(state["seed"])
+
+
+class BirthMove(TargetedBirths):
+    """Births for memoized VI: seeded in the lap's first batch, tracked every batch, judged at lap end."""
+
+    name = "birth"
 
     def reset(self) -> None:
         self.eligible = np.zeros(0, dtype=np.int64)  # ids that may be targeted this lap
@@ -198,27 +242,6 @@ class BirthMove(Move):
         self.eligible = self._eligible(run, excluded)
         self.seed = int(rng.integers(2**63 - 1))
         return set()
-
-    def pending(self, run) -> bool:
-        return self.active(run.lap + 1) and self._eligible(run, set()).size > 0
-
-    def _eligible(self, run, excluded: set[int]) -> np.ndarray:
-        """Clusters no other move uses whose last rejected birth does not block them: never tried, or
-        their size changed by ``retry_change`` since (§4.2.4). When every such cluster is blocked, the
-        least recently tried one is retried with new seeds, for at most ``max_stuck`` laps in a row
-        without an accepted birth."""
-        stats, uids, cfg = run.globals.stats, run.ids.uids, self.cfg
-        none = np.zeros(0, dtype=np.int64)
-        if cfg.Kmax - stats.K < 2:
-            return none
-        free = [(k, int(u)) for k, u in enumerate(uids) if int(u) not in excluded]
-        eligible = [u for k, u in free if not self.failures.blocked(u, (float(stats.N[k]),), 1, cfg.retry_change)]
-        if eligible:
-            return np.array(eligible, dtype=np.int64)
-        if self.stuck >= cfg.max_stuck or not free:
-            return none
-        oldest = min(free, key=lambda ku: (self.last_tried.get(ku[1], -1), ku[0]))
-        return np.array([oldest[1]], dtype=np.int64)
 
     def batch_plan(self, run, b: int):
         if not self.seeded:
@@ -330,21 +353,14 @@ class BirthMove(Move):
                            kept=int(levels[level].max()) + 1)
 
     def state(self) -> dict:
-        return {"failures": self.failures.state(), "stuck": np.int64(self.stuck),
-                "last_tried": np.array(sorted(self.last_tried.items()), dtype=np.int64).reshape(-1, 2),
-                "eligible": self.eligible, "seed": np.int64(self.seed),
-                "seeded": np.int64(self.seeded), "target_uids": self.target_uids,
-                "seeds": {str(i): {"N": N, "fields": dict(f)} for i, (N, f) in enumerate(self.seeds)},
-                "levels": {str(i): levels for i, levels in enumerate(self.levels)},
-                "tracked": {str(b): {str(i): {"fresh": fresh.to_tree(), "terms": dict(terms)}
-                                     for i, (fresh, terms) in enumerate(v)} for b, v in self.tracked.items()}}
+        return dict(super().state(), seeded=np.int64(self.seeded), target_uids=self.target_uids,
+                    seeds={str(i): {"N": N, "fields": dict(f)} for i, (N, f) in enumerate(self.seeds)},
+                    levels={str(i): levels for i, levels in enumerate(self.levels)},
+                    tracked={str(b): {str(i): {"fresh": fresh.to_tree(), "terms": dict(terms)}
+                                      for i, (fresh, terms) in enumerate(v)} for b, v in self.tracked.items()})
 
     def load_state(self, state: dict) -> None:
-        self.failures.load_state(state["failures"])
-        self.stuck = int(state["stuck"])
-        self.last_tried = {int(u): int(lap) for u, lap in np.asarray(state["last_tried"]).reshape(-1, 2)}
-        self.eligible = np.asarray(state["eligible"], dtype=np.int64).reshape(-1)
-        self.seed = int(state["seed"])
+        super().load_state(state)
         self.seeded = bool(int(state["seeded"]))
         self.target_uids = np.asarray(state["target_uids"], dtype=np.int64).reshape(-1)
         seeds = state.get("seeds", {})

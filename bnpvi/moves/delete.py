@@ -108,8 +108,11 @@ class DeleteMove(Move):
                 continue  # a whole-data candidate was tracked under clusters that have since changed
             pos = run.ids.positions(uids)
             target, absorb = int(pos[0]), pos[1:]
-            total = ordered_sum(self.tracked[b][i] for b in sorted(self.tracked))
             stats = run.globals.stats
+            if whole:  # batches visited before a mid-lap birth have no mass on the fresh states
+                for b in self.tracked:
+                    self.tracked[b][i] = self.tracked[b][i].pad_to(stats.K - 1)
+            total = ordered_sum(self.tracked[b][i] for b in sorted(self.tracked))
             candidate = total if whole else stats.with_clusters(absorb, total).remove([target])
             sources = [[k] for k in range(stats.K) if k != target]
             current = run.elbo()

@@ -119,6 +119,16 @@ class MergeMove(Move):
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         self.tracked[b] = tracked
+        uids, n = run.ids.uids, self.plan_uids.shape[0]
+        if uids.shape[0] > n and np.array_equal(uids[:n], self.plan_uids):
+            self.plan_uids = uids.copy()  # states born mid-lap: appended, tracked from here on
+
+    def _padded(self, tracked: dict, tables: set) -> dict:
+        """A batch's tracked values with K x K rows and columns padded to the plan's states: a batch
+        visited before a mid-lap birth has no mass on the fresh states, so their entries are 0 exactly."""
+        K = self.plan_uids.shape[0]
+        return {name: np.pad(v, [(0, 0)] * (v.ndim - 1) + [(0, K - v.shape[-1])]) if name in tables else v
+                for name, v in tracked.items()}
 
     # --------------------------------------------------------------- decide
     def decide(self, run, schedule) -> None:
@@ -128,6 +138,7 @@ class MergeMove(Move):
         batches = sorted(self.tracked)
         names = list(self.tracked[batches[0]])
         tables = {name for name in names if run.globals.stats.specs[name].axes == (0, 1)}
+        self.tracked = {b: self._padded(self.tracked[b], tables) for b in batches}
         totals = {name: ordered_sum(self.tracked[b][name] for b in batches) for name in names}
         planned = {int(u): i for i, u in enumerate(self.plan_uids)}
         # groups[c]: the clusters of the plan that current cluster c is made of; [] when c is new

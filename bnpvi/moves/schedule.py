@@ -20,9 +20,13 @@ from bnpvi.moves.base import ACCEPT_RTOL, Edit, MoveEvent
 from bnpvi.moves.birth import BirthMove
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove
+from bnpvi.moves.seq_birth import SequenceBirthMove
 
 MOVES = {cls.name: cls for cls in (MergeMove, DeleteMove, BirthMove)}
 """Every move, in the order they plan and decide."""
+
+BIRTHS = {"split": BirthMove, "interval": SequenceBirthMove}
+"""Birth moves by the allocation model's ``birth_kind``."""
 
 
 class MoveSchedule:
@@ -33,10 +37,13 @@ class MoveSchedule:
     cfg : the ``moves`` config node (one sub-node per move switched on)
     rng : numpy.random.Generator
         The run's generator: every random choice of the moves is drawn from it by the driver.
+    birth_kind : str
+        The allocation model's kind of birth (``AllocModel.birth_kind``).
     """
 
-    def __init__(self, cfg, rng: np.random.Generator):
-        self.moves = [cls(cfg.get(name)) for name, cls in MOVES.items() if cfg.get(name) is not None]
+    def __init__(self, cfg, rng: np.random.Generator, birth_kind: str = "split"):
+        classes = dict(MOVES, birth=BIRTHS[birth_kind])
+        self.moves = [cls(cfg.get(name)) for name, cls in classes.items() if cfg.get(name) is not None]
         self.rng = rng
         self.events: list[MoveEvent] = []
         self.lap = 0
@@ -79,12 +86,17 @@ class MoveSchedule:
         return {move.name: move.track(model, globals_, batch, log_lik, local, plans[move.name])
                 for move in self.moves if move.name in plans}
 
-    def after_batch(self, run, b: int, tracked: dict) -> None:
+    def after_batch(self, run, b: int, tracked: dict) -> bool:
+        """Keep batch ``b``'s tracked data and take the mid-lap decisions; returns whether one of them
+        rewrote the batch's cache (the driver then refreshes the batch, so that every move's
+        tracked data describe its cache)."""
         for move in self.moves:
             if move.name in tracked:
                 move.collect(run, self, b, tracked[move.name])
+        rewritten = False
         for move in self.moves:
-            move.after_batch(run, self, b)
+            rewritten |= bool(move.after_batch(run, self, b))
+        return rewritten
 
     def end_lap(self, run) -> None:
         """Decide every move, in order; a proposal whose clusters an earlier accepted move changed is

@@ -1,0 +1,317 @@
+"""Births of hidden Markov states (Hughes 2016 thesis §6.5.2): new states cut from one interval of
+one sequence, judged and accepted at the batch where they are made.
+
+At a visit of batch b in memoized VI, after the ordinary local step:
+
+1. **target**: of the eligible states, the one whose time steps in the batch are worst
+   explained (b-score, thesis Eq. 4.24) among those with a run of at least ``min_block``
+   steps in the batch's marginal-MAP path;
+2. **interval**: one such run [a, e) of the target, drawn at random;
+3. **cut**: [a, m) and [m, e) become fresh states (one state when m = a), the cut m
+   maximising L_data of the two blocks, each as a hard-assigned state with its own
+   posterior (the thesis' linear-time search, here over every ⌈(e − a)/25⌉-th step);
+4. **refinement**: a global step on the batch's summaries with the blocks as fresh
+   states seeds the fresh states' parameters; then forward-backward over the whole
+   batch with the K + J states, summaries, global step, ``refine_iters`` times.
+   Fresh states left with less than one time step are dropped before the last round;
+5. **judgement**: every other batch keeps its memo cache (no mass on the fresh
+   states) and batch b gets a forward-backward output, so the candidate is a valid
+   q(z) for the whole data set and its ELBO is the exact whole-data ELBO. The
+   birth is accepted iff it beats the ELBO after batch b's ordinary local step (the
+   memoized objective the driver reaches next), and the rest of the lap uses the new
+   states (thesis §6.5.2: "the expanded state set is used for all remaining updates").
+
+Up to ``max_per_lap`` proposals per lap, spread over the lap's batches in visiting
+order; a target is tried at most once per batch visit. The retry rules are those of
+mixture births (``birth.TargetedBirths``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bnpvi.moves.base import Edit, accepts
+from bnpvi.moves.birth import TargetedBirths, birth_scores
+from bnpvi.obs.bregman import hard_summaries, kmeans, kmeanspp_seeds
+from bnpvi.stats import Responsibilities, SuffStats
+
+N_CUTS = 25
+"""Cut points scanned per interval (every ⌈length / N_CUTS⌉-th step)."""
+
+MIN_FRESH_MASS = 1.0
+"""Fresh states with less mass (time steps) in the batch are dropped before the final round."""
+
+
+def state_runs(labels: np.ndarray, seq_range: np.ndarray, min_len: int) -> np.ndarray:
+    """Maximal runs of one label inside one sequence, at least ``min_len`` steps long.
+
+    Returns
+    -------
+    (R, 3) int64 array of (start, end, label), runs [start, end) in time-step order.
+    """
+    T = labels.shape[0]
+    change = np.ones(T, dtype=bool)
+    change[1:] = labels[1:] != labels[:-1]
+    change[seq_range[:-1]] = True
+    starts = np.flatnonzero(change)
+    ends = np.append(starts[1:], T)
+    keep = ends - starts >= min_len
+    return np.stack([starts[keep], ends[keep], labels[starts[keep]]], axis=1).astype(np.int64)
+
+
+def best_cut(model, batch, a: int, e: int) -> np.ndarray:
+    """Labels (0 or 1) of the steps [a, e) for the two contiguous blocks [a, m), [m, e) with the
+    largest L_data,1*(x_{a:m}) + L_data,2*(x_{m:e}); all 0 when one block wins (m = a).
+
+    Every candidate cut's two blocks are summarised in one call, as 2C hard clusters.
+    """
+    length = e - a
+    stride = -(-length // N_CUTS)
+    cuts = np.arange(0, length, stride)  # 0: one block
+    C = cuts.shape[0]
+    steps = np.arange(length)[:, None]
+    resp = np.zeros((length, 2 * C))
+    resp[:, 0::2] = steps < cuts[None, :]
+    resp[:, 1::2] = steps >= cuts[None, :]
+    hard = Responsibilities(resp, 2 * C)
+    blocks = model.obs.log_marginal(hard.counts(), model.obs.summarize(batch.take(np.arange(a, e)), hard))
+    best = int(np.argmax(blocks[0::2] + blocks[1::2]))
+    return (steps[:, 0] >= cuts[best]).astype(np.int64) if best else np.zeros(length, dtype=np.int64)
+
+
+def path_counts(path: np.ndarray, seq_range: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start counts (K,) and transition counts (K, K) of hard state paths, one per sequence."""
+    inside = np.ones(max(path.shape[0] - 1, 0), dtype=bool)
+    inside[seq_range[1:-1] - 1] = False
+    trans = np.zeros((K, K))
+    np.add.at(trans, (path[:-1][inside], path[1:][inside]), 1.0)
+    return np.bincount(path[seq_range[:-1]], minlength=K).astype(np.float64), trans
+
+
+def seeded(model, stats: SuffStats, batch, path: np.ndarray, new_path: np.ndarray) -> SuffStats:
+    """``stats`` (K states) with fresh states K, K+1, ... appended for the steps that ``new_path``
+    moves to them from the batch's marginal-MAP ``path``: each holds its steps' data statistics,
+    and the start and transition counts change by the difference of the two hard paths' counts
+    (thesis §6.5.2, the direct construction, in hard form). The states that lose steps keep their
+    data statistics. Only used to seed the fresh states' parameters."""
+    K, K2 = stats.K, int(new_path.max()) + 1
+    seq_range = np.asarray(batch.seq_range)
+    moved = np.flatnonzero(new_path >= K)
+    blocks = model.hard_stats(batch.take(moved), new_path[moved] - K, K2 - K)
+    out = stats.pad_to(K2)
+    fresh = np.arange(K, K2)
+    fields = {name: out[name].copy() for name in ("N", *model.obs_fields)}
+    for name in fields:
+        fields[name][fresh] = blocks[name]
+    (start_new, trans_new), (start_old, trans_old) = path_counts(new_path, seq_range, K2), path_counts(path, seq_range, K2)
+    fields["start"] = np.maximum(out["start"] + start_new - start_old, 0.0)
+    fields["trans"] = np.maximum(out["trans"] + trans_new - trans_old, 0.0)
+    return out.with_fields(**fields)
+
+
+def interval_path(model, batch, path: np.ndarray, K: int, interval, max_new: int) -> np.ndarray:
+    """``path`` with the run ``interval`` = (a, e, state) cut into two contiguous blocks at the best
+    cut (``best_cut``), each block a fresh state K, K + 1 (one state when the cut is at a or
+    ``max_new`` is 1)."""
+    a, e = int(interval[0]), int(interval[1])
+    labels = best_cut(model, batch, a, e) if max_new > 1 else np.zeros(e - a, dtype=np.int64)
+    new_path = path.copy()
+    new_path[a:e] = K + labels
+    return new_path
+
+
+def split_path(model, batch, path: np.ndarray, K: int, target: int, n_new: int, kmeans_iters: int,
+               rng: np.random.Generator) -> np.ndarray | None:
+    """``path`` with the steps of state ``target`` divided among fresh states K, ..., K + J − 1 by
+    Bregman k-means++ and k-means on their observations (Hughes 2016 thesis Alg. 2.1-2.2; bnpy's
+    split of one state's time steps); None when there are too few steps for two states."""
+    rows = np.flatnonzero(path == target)
+    J = min(int(n_new), rows.size // 2)
+    if J < 2:
+        return None
+    obs = model.obs
+    sample = batch.take(rows)
+    seeds = kmeanspp_seeds(obs, sample, J, rng)
+    N, fields = hard_summaries(obs, sample.take(seeds), np.arange(J), J)
+    N, fields = kmeans(obs, sample, N, fields, kmeans_iters)
+    labels = np.argmax(obs.point_log_lik(sample, obs.posterior(N, fields)) + np.log(N + 1.0 / J), axis=1)
+    used, labels = np.unique(labels, return_inverse=True)
+    if used.size < 2:
+        return None
+    new_path = path.copy()
+    new_path[rows] = K + labels
+    return new_path
+
+
+def refine(model, batch, rest: SuffStats, globals_, rounds: int):
+    """Forward-backward over the batch under ``globals_``, summaries, global step on ``rest`` plus
+    them, ``rounds`` times. Returns the best round's (ELBO, batch summaries, globals, log-lik, local)."""
+    best = None
+    for _ in range(rounds):
+        log_lik, local = model.local_step(batch, globals_)
+        stats = model.summarize(batch, local)
+        value, candidate = model.evaluate(rest.pad_to(stats.K) + stats, globals_.alloc)
+        if best is None or value > best[0]:
+            best = (value, stats, candidate, log_lik, local)
+        globals_ = candidate
+    return best
+
+
+def propose(model, batch, rest: SuffStats, globals_, stats: SuffStats, path: np.ndarray, new_path: np.ndarray,
+            refine_iters: int):
+    """One birth: the fresh states of ``new_path`` (see ``seeded``) refined by forward-backward over
+    the batch (module docstring, step 4), with batch summaries ``stats`` under ``globals_``.
+
+    Returns (ELBO, batch summaries, globals, log-lik, local, fresh proposed, fresh kept), or
+    None when every fresh state emptied.
+    """
+    K, K2 = globals_.K, int(new_path.max()) + 1
+    J = K2 - K
+    seed_stats = seeded(model, rest.pad_to(K) + stats, batch, path, new_path)
+    start = model.global_step(seed_stats, model.alloc.warm_start(globals_.alloc, [[k] for k in range(K)] + [[]] * J))
+    value, stats, candidate, log_lik, local = refine(model, batch, rest, start, refine_iters)
+    tiny = [k for k in range(K, K2) if stats.N[k] < MIN_FRESH_MASS]
+    if len(tiny) == J:
+        return None
+    if tiny:
+        sources = [[k] for k in range(K2) if k not in tiny]
+        start = model.global_step(candidate.stats.remove(tiny), model.alloc.warm_start(candidate.alloc, sources))
+        value, stats, candidate, log_lik, local = refine(model, batch, rest, start, 1)
+    return value, stats, candidate, log_lik, local, J, J - len(tiny)
+
+
+class SequenceBirthMove(TargetedBirths):
+    """Births for hidden Markov models in memoized VI, made and judged at a batch (module docstring)."""
+
+    name = "birth"
+    min_new = 1
+
+    def reset(self) -> None:
+        self.eligible = np.zeros(0, dtype=np.int64)
+        self.seed = 0
+        self.budget = 0  # proposals left in this lap
+        self.batches_left = 0  # batch visits left in this lap
+        self.visited: set[int] = set()  # batches whose visit in this lap made its proposals
+        self.born = False  # whether a birth was accepted in this lap
+        self.usable: set[int] = set()  # ids with a run of ``min_block`` steps in a batch visited this lap
+        self.outcome = None  # the current batch's tracked proposals, until ``after_batch``
+
+    def plan(self, run, rng, excluded: set[int]) -> set[int]:
+        self.eligible = self._eligible(run, excluded)
+        self.seed = int(rng.integers(2**63 - 1))
+        self.budget = int(self.cfg.max_per_lap) if self.eligible.size else 0
+        self.batches_left = run.n_batches
+        return set()
+
+    def batch_plan(self, run, b: int):
+        if b in self.visited or not self.budget or not self.active(run.lap + 1):
+            return None
+        self.visited.add(b)
+        tries = -(-self.budget // max(self.batches_left, 1))
+        self.batches_left -= 1
+        positions = run.ids.positions(self.eligible[np.isin(self.eligible, run.ids.uids)])
+        if not positions.size:
+            return None
+        old = run.caches[b]
+        return {"eligible": positions, "tries": tries, "seed": [self.seed, b],
+                "rest": run.aggregate - old.pad_to(run.aggregate.K), "room": int(self.cfg.Kmax) - run.globals.K}
+
+    def track(self, model, globals_, batch, log_lik, local, plan):
+        """Proposals at this batch, each judged against the best state so far (pure: a function of
+        the plan, which holds the other batches' summaries, and the batch)."""
+        cfg = self.cfg
+        rng = np.random.default_rng(plan["seed"])
+        rest = plan["rest"]
+        stats = model.summarize(batch, local)
+        current, state = model.evaluate(rest.pad_to(stats.K) + stats, globals_.alloc)
+        room = plan["room"]
+        tried, events, born = set(), [], False
+        seq_range = np.asarray(batch.seq_range, dtype=np.int64)
+        usable = np.unique(state_runs(np.asarray(local.resp.values.argmax(axis=1), dtype=np.int64), seq_range,
+                                      int(cfg.min_block))[:, 2])
+        for _ in range(int(plan["tries"])):
+            if room < 1:
+                break
+            resp = local.resp
+            mass, score = birth_scores(log_lik, resp)
+            labels = np.asarray(resp.values.argmax(axis=1), dtype=np.int64)
+            runs = state_runs(labels, seq_range, int(cfg.min_block))
+            candidates = [int(k) for k in np.argsort(score, kind="stable")
+                          if int(k) in plan["eligible"] and int(k) not in tried and np.any(runs[:, 2] == k)]
+            if not candidates:
+                break
+            target = candidates[0]
+            tried.add(target)
+            mine = runs[runs[:, 2] == target]
+            K = state.K
+            paths = [interval_path(model, batch, labels, K, mine[rng.integers(mine.shape[0])], room)]
+            if room > 1:
+                paths.append(split_path(model, batch, labels, K, target, min(int(cfg.n_new), room),
+                                        int(cfg.kmeans_iters), rng))
+            proposals = [propose(model, batch, rest, state, stats, labels, p, int(cfg.refine_iters))
+                         for p in paths if p is not None]
+            proposals = [p for p in proposals if p is not None]
+            if not proposals:
+                events.append((target, np.nan, False, 0, 0))
+                continue
+            value, new_stats, new_state, new_log_lik, new_local, fresh, kept = max(proposals, key=lambda p: p[0])
+            gain = value - current
+            accepted = accepts(gain, current)
+            events.append((target, gain, accepted, fresh, kept))
+            if accepted:
+                current, state, log_lik, local, stats = value, new_state, new_log_lik, new_local, new_stats
+                room -= kept
+                born = True
+        return {"events": events, "stats": stats if born else None, "globals": state if born else None,
+                "usable": usable}
+
+    def collect(self, run, schedule, b: int, tracked) -> None:
+        self.outcome = tracked
+
+    def after_batch(self, run, schedule, b: int) -> bool:
+        """Log this batch's proposals; apply the accepted ones. Returns whether batch b's cache was
+        rewritten (the driver then refreshes the batch so every move's tracked data describe it)."""
+        outcome, self.outcome = self.outcome, None
+        if outcome is None:
+            return False
+        sizes = run.globals.stats.N
+        uids = run.ids.uids.copy()
+        self.usable |= {int(u) for u in uids[outcome["usable"]]}
+        for target, gain, accepted, fresh, kept in outcome["events"]:
+            uid = int(uids[target])
+            self.failures.record(uid, accepted, (float(sizes[target]),))
+            self.last_tried[uid] = schedule.lap
+            self.budget = max(self.budget - 1, 0)
+            schedule.event(self.name, str(uid), gain, accepted, fresh=fresh, kept=kept)
+        if outcome["stats"] is None:
+            return False
+        new, K = outcome["globals"], run.globals.K
+        sources = [[k] for k in range(K)] + [[] for _ in range(new.K - K)]
+        stats_b = outcome["stats"]
+        run.apply(Edit(sources, lambda i, cache: stats_b if i == b else cache.pad_to(new.K), new))
+        self.born = True
+        self.stuck = 0
+        return True
+
+    def decide(self, run, schedule) -> None:
+        """Births were decided at their batches; count a lap without one towards ``max_stuck``. An
+        eligible state with no run of ``min_block`` steps in any batch visited with a proposal counts
+        as a failed target (it is tried again once its size changes)."""
+        if self.active(schedule.lap) and not self.born:
+            self.stuck += 1
+        if self.visited:
+            for k, uid in enumerate(run.ids.uids):
+                if int(uid) in self.eligible and int(uid) not in self.usable:
+                    self.failures.record(int(uid), False, (float(run.globals.stats.N[k]),))
+
+    def state(self) -> dict:
+        return dict(super().state(), budget=np.int64(self.budget), batches_left=np.int64(self.batches_left),
+                    visited=np.array(sorted(self.visited), dtype=np.int64), born=np.int64(self.born),
+                    usable=np.array(sorted(self.usable), dtype=np.int64))
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        self.budget = int(state["budget"])
+        self.batches_left = int(state["batches_left"])
+        self.visited = {int(b) for b in np.asarray(state["visited"]).reshape(-1)}
+        self.born = bool(int(state["born"]))
+        self.usable = {int(u) for u in np.asarray(state["usable"]).reshape(-1)}

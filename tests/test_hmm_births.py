@@ -1,0 +1,193 @@
+"""Births of HMM states (Hughes 2016 thesis §6.5.2): runs, cuts, the exact gain, and runs from K = 1."""
+import numpy as np
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from bnpvi.alloc import HDPHMMAlloc
+from bnpvi.data.batch import SeqBatch
+from bnpvi.data.store import BatchStore, write_sequences
+from bnpvi.learn import runner
+from bnpvi.learn.memo import MemoizedVB
+from bnpvi.learn.work import process_batch
+from bnpvi.model import Model
+from bnpvi.moves.seq_birth import best_cut, state_runs
+from bnpvi.obs import make_obs
+from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
+
+from test_hmm_moves import enumerate_chain, xlogx_ratio
+
+GAUSS = {"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-3, "mean": [0.0, 0.0]}
+BIRTH = {"start_lap": 2, "stop_lap": None, "max_per_lap": 3, "n_new": 8, "min_batch_mass": 10.0, "eps": 0.1,
+         "max_atoms": 5000, "kmeans_iters": 10, "refine_iters": 3, "Kmax": 50, "retry_change": 0.1,
+         "min_block": 3, "max_stuck": 2}
+
+
+def test_state_runs_are_the_maximal_runs_inside_each_sequence():
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, size=200)
+    labels[40:80] = 1
+    seq_range = np.array([0, 50, 51, 120, 200])
+    got = state_runs(labels, seq_range, 3)
+    want = []
+    for s in range(4):
+        lo, hi = seq_range[s], seq_range[s + 1]
+        t = lo
+        while t < hi:
+            e = t
+            while e < hi and labels[e] == labels[t]:
+                e += 1
+            if e - t >= 3:
+                want.append((t, e, labels[t]))
+            t = e
+    np.testing.assert_array_equal(got, np.array(want).reshape(-1, 3))
+    # the 40 steps of state 1 from 40 to 80 cross two sequence starts (50 and 51): two runs, not one
+    assert any(a <= 40 and e == 50 for a, e, _ in got) and any(a == 51 and e >= 80 for a, e, _ in got)
+
+
+@pytest.mark.parametrize("length", [12, 60])
+def test_best_cut_maximises_the_two_blocks_data_term(length):
+    """The cut is the best of the scanned cut points by L_data of the two hard blocks, each block
+    summarised on its own; with a clear change point in a short interval it is found exactly."""
+    rng = np.random.default_rng(length)
+    X = rng.normal(size=(length, 2))
+    change = length // 3
+    X[change:] += 6.0
+    batch = SeqBatch(X, np.array([0, length]))
+    model = Model(HDPHMMAlloc(), make_obs(GAUSS, 2, None))
+    labels = best_cut(model, batch, 0, length)
+
+    def score(m):
+        parts = [np.arange(0, m), np.arange(m, length)]
+        total = 0.0
+        for rows in parts:
+            if rows.size:
+                stats = model.hard_stats(batch.take(rows), np.zeros(rows.size, dtype=np.int64), 1)
+                total += float(model.obs.log_marginal(stats.N, stats.select(model.obs_fields))[0])
+        return total
+
+    stride = -(-length // 25)
+    cuts = list(range(0, length, stride))
+    chosen = int(np.argmax(labels)) if labels.any() else 0
+    assert chosen in cuts and score(chosen) == pytest.approx(max(score(m) for m in cuts), rel=1e-12)
+    if stride == 1:
+        assert chosen == change
+    np.testing.assert_array_equal(labels, (np.arange(length) >= chosen).astype(np.int64))
+
+
+def two_regime_store(tmp_path, n_batches=2):
+    """Short sequences that each start near (−5, 0) and end near (5, 0) (a birth's clear case)."""
+    rng = np.random.default_rng(3)
+    lengths = (6, 7, 5, 6, 7, 6, 5, 6, 7, 6)
+    seq_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    X = rng.normal(size=(seq_range[-1], 2)) * 0.5
+    for d, L in enumerate(lengths):
+        X[seq_range[d]:seq_range[d] + L // 2, 0] -= 5.0
+        X[seq_range[d] + L // 2:seq_range[d + 1], 0] += 5.0
+    return write_sequences(tmp_path / "two.h5", X, seq_range, n_batches=n_batches)
+
+
+def test_birth_gain_is_the_exact_whole_data_elbo_difference(tmp_path, monkeypatch):
+    """An accepted birth's gain equals L(after) − L(before), with L(after) computed from scratch: the
+    other batch's cache plus batch b's summaries rebuilt by enumerating every path of its sequences
+    under the globals of the local step that made them (so the candidate is a genuine q(z))."""
+    store = BatchStore.open(two_regime_store(tmp_path))
+    model = Model(HDPHMMAlloc(gamma=5.0, alpha=0.5, start_alpha=5.0, sticky_kappa=10.0), make_obs(GAUSS, 2, None))
+    rng = np.random.default_rng(0)
+    stats = sum((model.hard_stats(store.read_batch(b), np.zeros(store.read_batch(b).n_atoms, dtype=np.int64), 1)
+                 for b in range(1, store.n_batches)), model.hard_stats(store.read_batch(0),
+                                                                        np.zeros(store.read_batch(0).n_atoms, np.int64), 1))
+    alg = MemoizedVB(model, store, OmegaConf.create({}), rng, model.global_step(stats), ClusterIds.first(1),
+                     OmegaConf.create({"birth": BIRTH}))
+    while alg.lap < 1:
+        alg.step()
+    alg.start_lap()
+    b = 0
+    batch = store.read_batch(b)
+    plans = alg.moves.batch_plans(alg, b)
+    calls = []
+    local_step = model.local_step
+
+    def recording(batch_, globals_):
+        out = local_step(batch_, globals_)
+        calls.append((globals_, model.summarize(batch_, out[1])))
+        return out
+    monkeypatch.setattr(model, "local_step", recording)
+    result = process_batch(model, alg.globals, batch, plans, alg.moves)
+    monkeypatch.undo()
+    outcome = result.tracked["birth"]
+    assert outcome["stats"] is not None, "the clear two-regime birth must be accepted"
+    target, gain, accepted, fresh, kept = outcome["events"][0]
+    assert accepted and target == 0 and kept == 2
+
+    before_stats = alg.aggregate - alg.caches[b] + result.stats
+    before = model.evaluate(before_stats, alg.globals.alloc)[0]
+
+    new_stats, new_globals = outcome["stats"], outcome["globals"]
+    K2 = new_globals.K
+    made_by = [g for g, s in calls if g.K == K2 and s.allclose(new_stats, rtol=0, atol=0)]
+    assert made_by, "batch b's candidate summaries come from one local step"
+    log_lik = model.obs.expected_log_lik(made_by[0].obs, batch)
+    log_start, log_trans = model.alloc._potentials(made_by[0].alloc)
+    r_all, M0, M = [], np.zeros(K2), np.zeros((K2, K2))
+    H0, H = np.zeros(K2), np.zeros((K2, K2))
+    sr = batch.seq_range
+    for d in range(batch.n_seqs):
+        r, s = enumerate_chain(log_lik[sr[d]:sr[d + 1]], log_start, log_trans, list(range(K2)), K2)
+        r_all.append(r)
+        M0 += r[0]
+        H0 += xlogx_ratio(r[0], 1.0)
+        for t in range(s.shape[0]):
+            M += s[t]
+            H += xlogx_ratio(s[t], s[t].sum(axis=1, keepdims=True))
+    resp = Responsibilities(np.concatenate(r_all), K2)
+    fields = {"N": resp.counts(), "start": M0, "trans": M, "start_entropy": H0, "trans_entropy": H,
+              "n_seqs": np.float64(batch.n_seqs), "n_atoms": np.float64(batch.n_atoms)}
+    fields.update(model.obs.summarize(batch, resp))
+    brute_b = SuffStats(fields, new_stats.specs)
+    assert brute_b.allclose(new_stats, rtol=1e-9, atol=1e-10)
+    whole = alg.caches[1].pad_to(K2) + brute_b
+    after = model.elbo(whole, new_globals)
+    assert gain == pytest.approx(after - before, rel=1e-8, abs=1e-6)
+    assert gain > 0
+    store.close()
+
+
+def test_memo_with_births_never_decreases_the_elbo_after_any_batch(tmp_path):
+    store = BatchStore.open(two_regime_store(tmp_path))
+    model = Model(HDPHMMAlloc(gamma=5.0, alpha=0.5, start_alpha=5.0, sticky_kappa=10.0), make_obs(GAUSS, 2, None))
+    rng = np.random.default_rng(1)
+    stats = sum((model.hard_stats(store.read_batch(b), np.zeros(store.read_batch(b).n_atoms, dtype=np.int64), 1)
+                 for b in range(store.n_batches)), model.empty_stats(1))
+    moves = {"birth": BIRTH, "merge": {"start_lap": 2, "max_pairs": 10, "max_per_cluster": 3, "retry_change": 0.1},
+             "delete": {"start_lap": 2, "max_per_lap": 2, "absorb": 5, "max_size_frac": 0.5, "max_fails": 2,
+                        "retry_change": 0.1}}
+    alg = MemoizedVB(model, store, OmegaConf.create({}), rng, model.global_step(stats), ClusterIds.first(1),
+                     OmegaConf.create(moves))
+    values = []
+    while alg.lap < 6:
+        alg.step()
+        if alg.lap >= 1:
+            values.append(alg.elbo())
+            assert alg.cache_total().allclose(alg.aggregate, rtol=1e-9, atol=1e-9)
+    values = np.array(values)
+    assert np.all(np.diff(values) >= -1e-9 * np.abs(values[1:]))
+    assert any(e.move == "birth" and e.accepted for e in alg.moves.events)
+    store.close()
+
+
+@pytest.mark.parametrize("obs", ["gauss", "ar_gauss"])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_births_from_one_state_find_the_eight_toy_states(compose_cfg, tmp_path, obs, seed):
+    """The default command's run, from K = 1 with birth, merge and delete (Hughes 2016 thesis §6.6.1):
+    8 states holding more than 1 % of the time steps each, Hamming distance below 0.02, within 30 laps."""
+    cfg = compose_cfg("model=hdp_hmm", "alg=memo", f"obs={obs}", f"seed={seed}", "alg.n_laps=30")
+    summary = runner.train(cfg, tmp_path / "run")
+    counts = np.array(summary["counts"])
+    assert np.sum(counts > 0.01 * counts.sum()) == 8  # (a state with less may stay where the ELBO keeps it)
+    assert summary["hamming"] < 0.02
+    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    assert trace["K"].iloc[0] == 1 and trace["birth_accepted"].sum() >= 1
+    assert np.all(np.diff(trace["elbo"]) >= -1e-9 * np.abs(trace["elbo"].iloc[1:]))
+    moves = pd.read_csv(tmp_path / "run" / "moves.csv")
+    assert moves["exact"][moves["accepted"] & (moves["move"] != "merge")].all()
