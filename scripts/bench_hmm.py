@@ -16,6 +16,16 @@ package's own sticky-HMM generator (``--lap-seqs`` x ``--lap-len`` steps of the
 8-state toy geometry, 10 batches), under ``memo`` and ``vb`` at several K, with
 the final ELBO and the normalized Hamming distance to the true states.
 
+Section "mocap6": the sticky HDP-HMM with auto-regressive Gaussian states on the six
+labelled motion-capture sequences (Hughes 2016 thesis §6.6.3; Fox et al. 2014), as
+users run it: ``--seeds`` runs of memo with birth, merge and delete from K = 1 and as
+many with merge and delete from K = 20, default hyperparameters. Per run: final K,
+states holding more than 1 % of the steps, ELBO per step, normalized Hamming distance
+to the labels (Viterbi path, Hungarian alignment) and the trace's training seconds;
+then median and best per start. Where ``hmmlearn`` is installed, its GaussianHMM told
+K = 12 (full covariance, 100 EM iterations, same seeds) is scored on the same frames.
+It needs the NPZ file of the reference data (``--mocap6``); it is skipped otherwise.
+
 Each section is one function taking the parsed arguments, listed in ``SECTIONS``.
 
 Usage::
@@ -24,6 +34,7 @@ Usage::
     python scripts/bench_hmm.py --quick          # 20 × 500 steps
     python scripts/bench_hmm.py --ks 5 20 100 --n-seqs 50 --seq-len 2000
     python scripts/bench_hmm.py --sections laps --lap-ks 8 20
+    python scripts/bench_hmm.py --sections mocap6 --mocap6 ../shared/data/mocap6/dataset.npz
 """
 from __future__ import annotations
 
@@ -145,7 +156,75 @@ def section_laps(args) -> None:
                       f"{summary['elbo'] / X.shape[0]:10.5f} {summary['hamming']:8.4f}", flush=True)
 
 
-SECTIONS = {"kernels": section_kernels, "laps": section_laps}
+def section_mocap6(args) -> None:
+    """HDP-HMM (ar_gauss) on mocap6: births from K = 1 vs merge/delete from K = 20; hmmlearn told K = 12."""
+    from hydra import compose, initialize_config_module
+
+    from bnpvi.config import register_configs
+    from bnpvi.data.convert import convert
+    from bnpvi.data.store import BatchStore
+    from bnpvi.learn import runner
+    from bnpvi.metrics import hamming_distance
+
+    source = Path(args.mocap6)
+    if not source.is_file():
+        print(f"mocap6: skipped ({source} not found; pass --mocap6 PATH/dataset.npz)")
+        return
+    register_configs()
+    logging.getLogger("bnpvi").setLevel(logging.WARNING)
+    starts = {"K=1 birth+merge+delete": ["init.K=1", "moves=[birth,merge,delete]"],
+              "K=20 merge+delete": ["init.K=20", "moves=[merge,delete]"]}
+    head = f"{'start':<24} {'seed':>4} | {'K':>3} {'K>1%':>4} {'elbo/step':>10} {'hamming':>8} {'train s':>8}"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "mocap6.h5"
+        convert(source, path, sequences="doc_range", labels="TrueZ")
+        print(f"mocap6: hdp_hmm obs=ar_gauss alg=memo, default hyperparameters, {args.seeds} seeds per start")
+        print(head)
+        print("-" * len(head))
+        table = {}
+        for name, overrides in starts.items():
+            for seed in range(1, args.seeds + 1):
+                with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
+                    cfg = compose(config_name="train", overrides=[
+                        "model=hdp_hmm", "obs=ar_gauss", "alg=memo", "data=hdf5", f"data.path={path}",
+                        f"seed={seed}", f"eval_every={args.mocap_laps}", f"alg.n_laps={args.mocap_laps}", *overrides])
+                s = runner.train(cfg, Path(tmp) / f"{name.split()[0]}_{seed}")
+                counts = np.asarray(s["counts"])
+                big = int(np.sum(counts > 0.01 * counts.sum()))
+                table.setdefault(name, []).append((s["K"], s["elbo"] / s["n_atoms"], s["hamming"], s["elapsed_s"]))
+                print(f"{name:<24} {seed:>4} | {s['K']:>3} {big:>4} {s['elbo'] / s['n_atoms']:10.5f} "
+                      f"{s['hamming']:8.4f} {s['elapsed_s']:8.2f}", flush=True)
+        print()
+        head = f"{'start':<24} | {'K med':>5} {'elbo med':>9} {'elbo best':>9} {'ham med':>8} {'ham best':>8} {'s med':>6}"
+        print(head)
+        print("-" * len(head))
+        for name, rows in table.items():
+            K, elbo, ham, sec = (np.array(c) for c in zip(*rows))
+            print(f"{name:<24} | {np.median(K):5.1f} {np.median(elbo):9.4f} {elbo.max():9.4f} {np.median(ham):8.4f} "
+                  f"{ham.min():8.4f} {np.median(sec):6.2f}")
+        try:
+            from hmmlearn.hmm import GaussianHMM
+        except ImportError:
+            print("hmmlearn: not installed (pip install hmmlearn to add its GaussianHMM to the table)")
+            return
+        with BatchStore.open(path) as store:
+            batches = [store.read_batch(b) for b in range(store.n_batches)]
+            labels = store.labels()
+        X = np.concatenate([batch.X for batch in batches])
+        lengths = np.concatenate([np.diff(batch.seq_range) for batch in batches])
+        hams, secs = [], []
+        for seed in range(1, args.seeds + 1):
+            model = GaussianHMM(n_components=12, covariance_type="full", n_iter=100, random_state=seed)
+            start = time.perf_counter()
+            model.fit(X, lengths)
+            secs.append(time.perf_counter() - start)
+            hams.append(hamming_distance(labels, model.predict(X, lengths)))
+        hams = np.array(hams)
+        print(f"{'hmmlearn GaussianHMM K=12':<24} | {12:5.1f} {'-':>9} {'-':>9} {np.median(hams):8.4f} "
+              f"{hams.min():8.4f} {np.median(secs):6.2f}")
+
+
+SECTIONS = {"kernels": section_kernels, "laps": section_laps, "mocap6": section_mocap6}
 
 
 def main(argv=None) -> None:
@@ -161,6 +240,10 @@ def main(argv=None) -> None:
     p.add_argument("--lap-seqs", type=int, default=100, help="sequences of the per-lap data set (default 100)")
     p.add_argument("--lap-len", type=int, default=1000, help="steps per sequence there (default 1000)")
     p.add_argument("--lap-laps", type=int, default=5, help="laps per run (default 5)")
+    p.add_argument("--mocap6", default=str(Path(__file__).resolve().parents[2] / "shared/data/mocap6/dataset.npz"),
+                   help="the mocap6 NPZ file (default ../shared/data/mocap6/dataset.npz)")
+    p.add_argument("--seeds", type=int, default=10, help="seeds per start on mocap6 (default 10)")
+    p.add_argument("--mocap-laps", type=int, default=200, help="lap limit of the mocap6 runs (default 200)")
     p.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS),
                    help="which sections to run (default all)")
     args = p.parse_args(argv)

@@ -13,9 +13,9 @@ from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
 from bnpvi.moves.seq_birth import best_cut, state_runs
 from bnpvi.obs import make_obs
-from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
+from bnpvi.stats import ClusterIds
 
-from test_hmm_moves import enumerate_chain, xlogx_ratio
+from test_hmm_moves import enumerated_stats
 
 GAUSS = {"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-3, "mean": [0.0, 0.0]}
 BIRTH = {"start_lap": 2, "stop_lap": None, "max_per_lap": 3, "n_new": 8, "min_batch_mass": 10.0, "eps": 0.1,
@@ -129,22 +129,7 @@ def test_birth_gain_is_the_exact_whole_data_elbo_difference(tmp_path, monkeypatc
     assert made_by, "batch b's candidate summaries come from one local step"
     log_lik = model.obs.expected_log_lik(made_by[0].obs, batch)
     log_start, log_trans = model.alloc._potentials(made_by[0].alloc)
-    r_all, M0, M = [], np.zeros(K2), np.zeros((K2, K2))
-    H0, H = np.zeros(K2), np.zeros((K2, K2))
-    sr = batch.seq_range
-    for d in range(batch.n_seqs):
-        r, s = enumerate_chain(log_lik[sr[d]:sr[d + 1]], log_start, log_trans, list(range(K2)), K2)
-        r_all.append(r)
-        M0 += r[0]
-        H0 += xlogx_ratio(r[0], 1.0)
-        for t in range(s.shape[0]):
-            M += s[t]
-            H += xlogx_ratio(s[t], s[t].sum(axis=1, keepdims=True))
-    resp = Responsibilities(np.concatenate(r_all), K2)
-    fields = {"N": resp.counts(), "start": M0, "trans": M, "start_entropy": H0, "trans_entropy": H,
-              "n_seqs": np.float64(batch.n_seqs), "n_atoms": np.float64(batch.n_atoms)}
-    fields.update(model.obs.summarize(batch, resp))
-    brute_b = SuffStats(fields, new_stats.specs)
+    brute_b = enumerated_stats(batch, model.obs, log_lik, log_start, log_trans, list(range(K2)), K2, new_stats.specs)
     assert brute_b.allclose(new_stats, rtol=1e-9, atol=1e-10)
     whole = alg.caches[1].pad_to(K2) + brute_b
     after = model.elbo(whole, new_globals)

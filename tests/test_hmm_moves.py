@@ -38,6 +38,25 @@ def enumerate_chain(C, log_start, log_trans, lump, K2):
     return r, s
 
 
+def enumerated_stats(batch, obs, log_lik, log_start, log_trans, lump, K2, specs) -> SuffStats:
+    """A batch's HMM summaries from q*(z) of every sequence by path enumeration (``enumerate_chain``)."""
+    r_all, M0, M, H0, H = [], np.zeros(K2), np.zeros((K2, K2)), np.zeros(K2), np.zeros((K2, K2))
+    sr = batch.seq_range
+    for d in range(batch.n_seqs):
+        r, s = enumerate_chain(log_lik[sr[d]:sr[d + 1]], log_start, log_trans, lump, K2)
+        r_all.append(r)
+        M0 += r[0]
+        H0 += xlogx_ratio(r[0], 1.0)
+        for t in range(s.shape[0]):
+            M += s[t]
+            H += xlogx_ratio(s[t], s[t].sum(axis=1, keepdims=True))
+    resp = Responsibilities(np.concatenate(r_all), K2)
+    fields = {"N": resp.counts(), "start": M0, "trans": M, "start_entropy": H0, "trans_entropy": H,
+              "n_seqs": np.float64(batch.n_seqs), "n_atoms": np.float64(batch.n_atoms)}
+    fields.update(obs.summarize(batch, resp))
+    return SuffStats(fields, specs)
+
+
 def xlogx_ratio(x, d):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(x > 0, -x * np.log(x / d), 0.0)
@@ -107,22 +126,8 @@ def test_single_merge_gain_equals_brute_force(alloc):
         gain = model.evaluate(merged, alloc.warm_start(globals_.alloc, [[i, j] if k == i else [k] for k in keep]))[0]
         # brute force: the merged chain's marginals by enumeration, its summaries from scratch
         lump = [keep.index(i) if k == j else keep.index(k) for k in range(K)]
-        r_all, M0, M, H0, H = [], np.zeros(K - 1), np.zeros((K - 1, K - 1)), np.zeros(K - 1), np.zeros((K - 1, K - 1))
-        sr = batch.seq_range
-        for d in range(batch.n_seqs):
-            r, s = enumerate_chain(log_lik[sr[d]:sr[d + 1]], log_start, log_trans, lump, K - 1)
-            r_all.append(r)
-            M0 += r[0]
-            H0 += xlogx_ratio(r[0], 1.0)
-            for t in range(s.shape[0]):
-                M += s[t]
-                H += xlogx_ratio(s[t], s[t].sum(axis=1, keepdims=True))
-        resp = Responsibilities(np.concatenate(r_all), K - 1)
-        fields = {"N": resp.counts(), "start": M0, "trans": M, "start_entropy": H0, "trans_entropy": H,
-                  "n_seqs": np.float64(batch.n_seqs), "n_atoms": np.float64(batch.n_atoms)}
-        fields.update(obs.summarize(batch, resp))
-        brute = SuffStats(fields, merged.specs)
-        for name in fields:
+        brute = enumerated_stats(batch, obs, log_lik, log_start, log_trans, lump, K - 1, merged.specs)
+        for name in brute.fields:
             assert np.allclose(merged[name], brute[name], rtol=1e-9, atol=1e-12), name
         want = model.evaluate(brute, alloc.warm_start(globals_.alloc, [[i, j] if k == i else [k] for k in keep]))[0]
         assert gain - current == pytest.approx(want - current, rel=1e-8, abs=1e-8)

@@ -137,6 +137,13 @@ def cleanup_order(model, globals_, target: int, fresh: SuffStats, local, scale: 
     return np.array(levels, dtype=np.int64)
 
 
+def kmeans_clusters(obs, sample, J: int, kmeans_iters: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+    """Summaries (N, fields) of J clusters of ``sample`` by Bregman k-means++ and k-means (thesis Alg. 2.1-2.2)."""
+    seeds = kmeanspp_seeds(obs, sample, J, rng)
+    N, fields = hard_summaries(obs, sample.take(seeds), np.arange(J), J)
+    return kmeans(obs, sample, N, fields, kmeans_iters)
+
+
 def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator, max_new: int):
     """Summaries (N, fields) of J' ≤ min(n_new, max_new) fresh clusters from the target's atoms in ``batch``.
 
@@ -148,11 +155,7 @@ def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator
     J = min(int(cfg.n_new), subset.size // 2, int(max_new))
     if J < 2:
         return None
-    obs = model.obs
-    sample = batch.take(subset)
-    seeds = kmeanspp_seeds(obs, sample, J, rng)
-    N, fields = hard_summaries(obs, sample.take(seeds), np.arange(J), J)
-    N, fields = kmeans(obs, sample, N, fields, cfg.kmeans_iters)
+    N, fields = kmeans_clusters(model.obs, batch.take(subset), J, cfg.kmeans_iters, rng)
     for _ in range(int(cfg.refine_iters)):
         keep = N > 1e-8
         if keep.sum() < 2:

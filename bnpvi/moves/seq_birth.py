@@ -30,8 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from bnpvi.moves.base import Edit, accepts
-from bnpvi.moves.birth import TargetedBirths, birth_scores
-from bnpvi.obs.bregman import hard_summaries, kmeans, kmeanspp_seeds
+from bnpvi.moves.birth import TargetedBirths, birth_scores, kmeans_clusters
 from bnpvi.stats import Responsibilities, SuffStats
 
 N_CUTS = 25
@@ -130,9 +129,7 @@ def split_path(model, batch, path: np.ndarray, K: int, target: int, n_new: int, 
         return None
     obs = model.obs
     sample = batch.take(rows)
-    seeds = kmeanspp_seeds(obs, sample, J, rng)
-    N, fields = hard_summaries(obs, sample.take(seeds), np.arange(J), J)
-    N, fields = kmeans(obs, sample, N, fields, kmeans_iters)
+    N, fields = kmeans_clusters(obs, sample, J, kmeans_iters, rng)
     labels = np.argmax(obs.point_log_lik(sample, obs.posterior(N, fields)) + np.log(N + 1.0 / J), axis=1)
     used, labels = np.unique(labels, return_inverse=True)
     if used.size < 2:
