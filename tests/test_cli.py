@@ -224,6 +224,12 @@ def test_unknown_config_key_or_bad_value(tmp_path, env, arg, name):
     assert not (tmp_path / "outputs").exists()
 
 
+def test_model_kappa_points_to_sticky_kappa(tmp_path, env):
+    proc = train(["model=hdp_hmm", "model.kappa=300"], tmp_path, env, check=False)
+    assert_one_line_error(proc, "model.kappa", "model.sticky_kappa")
+    assert not (tmp_path / "outputs").exists()
+
+
 def test_unknown_option_in_group(tmp_path, env):
     proc = train(["alg=vbb"], tmp_path, env, check=False)
     assert_one_line_error(proc, "alg/vbb", "memo")

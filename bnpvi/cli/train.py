@@ -56,6 +56,8 @@ def _one_line(err: BaseException) -> str:
         first += f" ({str(cause).strip().splitlines()[0]})"
     if options:
         first += " (available: " + ", ".join(options) + ")"
+    if re.search(r"Key 'kappa' not in '\w*HMMConfig'", first):
+        first += "; an HMM's sticky self-transition bias is model.sticky_kappa (obs.kappa is the Gaussian prior's)"
     return first
 
 
