@@ -1,7 +1,8 @@
 """Build the Cython kernels in csrc/ (metadata lives in pyproject.toml).
 
-OpenMP is used for the row loops of ``bnpvi.kernels._local_step`` and the sequence
-loops of ``bnpvi.kernels._hmm`` (results do not depend on the thread count). Set
+OpenMP is used for the row loops of ``bnpvi.kernels._local_step``, the sequence
+loops of ``bnpvi.kernels._hmm`` and the document loops of ``bnpvi.kernels._topic_step``
+(results do not depend on the thread count). Set
 ``BNPVI_NO_OPENMP=1`` to build without it (e.g. Apple clang); the kernels then run
 serially and give the same numbers.
 """
@@ -15,24 +16,15 @@ from setuptools import Extension, setup
 use_openmp = os.environ.get("BNPVI_NO_OPENMP", "") in ("", "0") and sys.platform != "darwin"
 omp_flags = ["-fopenmp"] if use_openmp else []
 
-extensions = [
-    Extension(
-        "bnpvi.kernels._local_step",
-        ["csrc/local_step.pyx"],
-        include_dirs=[np.get_include()],
-        extra_compile_args=["-O3", *omp_flags],
-        extra_link_args=omp_flags,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
-    Extension(
-        "bnpvi.kernels._hmm",
-        ["csrc/hmm.pyx"],
-        include_dirs=[np.get_include()],
-        extra_compile_args=["-O3", *omp_flags],
-        extra_link_args=omp_flags,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
-]
+
+def kernel(name: str) -> Extension:
+    """The extension ``bnpvi.kernels._<name>`` from ``csrc/<name>.pyx``."""
+    return Extension(f"bnpvi.kernels._{name}", [f"csrc/{name}.pyx"], include_dirs=[np.get_include()],
+                     extra_compile_args=["-O3", *omp_flags], extra_link_args=omp_flags,
+                     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
+
+
+extensions = [kernel("local_step"), kernel("hmm"), kernel("topic_step")]
 
 setup(
     ext_modules=cythonize(

@@ -57,6 +57,33 @@ class HDPHMMConfig:
     sticky_kappa: float = MISSING  # κ ≥ 0 added to each row's self-transition (not obs.kappa)
 
 
+@dataclass
+class TopicLocalConfig:
+    """The document-level local step of the topic models (Hughes 2016 thesis Alg. 5.1-5.2)."""
+
+    max_iters: int = MISSING  # cap on a document's iterations
+    conv_thr: float = MISSING  # a document stops when no N_dk moves by more than this
+    n_restarts: int = MISSING  # sparse restart proposals per document (0: none)
+    restart_iters: int = MISSING  # local iterations of each restart proposal
+
+
+@dataclass
+class HDPTopicConfig(TopicLocalConfig):
+    """HDP topic model: document topic weights Dirichlet around shared top-level probabilities (thesis Ch. 5)."""
+
+    _target_: str = "bnpvi.alloc.HDPTopicAlloc"
+    gamma: float = MISSING  # top-level concentration γ: larger values favour more topics
+    alpha: float = MISSING  # concentration α of each document's topic weights around the top level
+
+
+@dataclass
+class LDAConfig(TopicLocalConfig):
+    """Latent Dirichlet allocation: K topics, document weights Dirichlet(α/K, ..., α/K) (K fixed)."""
+
+    _target_: str = "bnpvi.alloc.LDAAlloc"
+    alpha: float = MISSING  # total concentration α of each document's topic weights (each topic α/K)
+
+
 # ---------------------------------------------------------------- obs
 @dataclass
 class GaussConfig:
@@ -155,12 +182,14 @@ class KmeansppConfig(InitConfig):
 # ---------------------------------------------------------------- data
 @dataclass
 class ToyConfig:
-    """The built-in toy set that fits the model (points for mixtures, sequences for HMMs)."""
+    """The built-in toy set that fits the model (points for mixtures, bars documents for topic models,
+    sequences for HMMs)."""
 
     name: str = MISSING
     seed: int = MISSING
-    n_batches: Optional[int] = MISSING  # batches of the generated file (null: 5 for points, 8 for sequences)
+    n_batches: Optional[int] = MISSING  # batches of the generated file (null: 5 points, 4 documents, 8 sequences)
     n_atoms: int = MISSING  # points: how many
+    n_docs: int = MISSING  # topic models: documents of the bars corpus (10 % held out)
     n_seqs: int = MISSING  # sequences: how many ...
     seq_length: int = MISSING  # ... and how long
 
@@ -246,7 +275,7 @@ class TrainConfig:
 
 SCHEMAS = {
     "model": {"dp_mix": DPMixConfig, "finite_mix": FiniteMixConfig, "finite_hmm": FiniteHMMConfig,
-              "hdp_hmm": HDPHMMConfig},
+              "hdp_hmm": HDPHMMConfig, "hdp_topic": HDPTopicConfig, "lda": LDAConfig},
     "obs": {"gauss": GaussConfig, "diag_gauss": DiagGaussConfig, "zm_gauss": ZeroMeanGaussConfig,
             "mult": MultConfig, "bern": BernConfig, "ar_gauss": ARGaussConfig},
     "alg": {"vb": AlgConfig, "memo": AlgConfig, "sovb": SOVBConfig},

@@ -80,13 +80,13 @@ class Model:
     # ------------------------------------------------------------- local step
     def local_step(self, batch, globals_: Globals) -> tuple[np.ndarray, Local]:
         """E log p(x_n | φ_k) (N_atoms, K) and the allocation model's local step under ``globals_``."""
-        log_lik = self.obs.expected_log_lik(globals_.obs, batch)
+        log_lik = self.obs.expected_log_lik(globals_.obs, self.alloc.atoms(batch))
         return log_lik, self.alloc.local_step(batch, log_lik, globals_.alloc)
 
     def summarize(self, batch, local: Local) -> SuffStats:
         """A batch's summaries: the allocation model's, the family's, and the number of atoms."""
         fields = dict(self.alloc.summarize(local))
-        fields.update(self.obs.summarize(batch, local.resp))
+        fields.update(self.obs.summarize(self.alloc.atoms(batch), local.resp))
         fields["n_atoms"] = np.float64(batch.n_atoms)
         return SuffStats(fields, {name: spec for name, (_, spec) in self.layout.items()})
 
@@ -102,7 +102,8 @@ class Model:
 
     def decode(self, batch, globals_: Globals) -> np.ndarray:
         """The most likely cluster of every atom of ``batch``."""
-        return self.alloc.decode(batch, self.obs.expected_log_lik(globals_.obs, batch), globals_.alloc)
+        return self.alloc.decode(batch, self.obs.expected_log_lik(globals_.obs, self.alloc.atoms(batch)),
+                                 globals_.alloc)
 
     def decode_marginals(self, batch, globals_: Globals) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`decode` of ``batch`` and the cluster of largest marginal r_nk of every atom.

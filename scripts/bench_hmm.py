@@ -51,6 +51,7 @@ from scipy.special import digamma
 from bnpvi.data.store import write_sequences
 from bnpvi.data.toy import make_toy_sequences
 from bnpvi.kernels import hmm, reference
+from timing import best_of  # scripts/timing.py
 
 
 # ---------------------------------------------------------------------- inputs
@@ -86,16 +87,6 @@ def subset(inputs, n: int):
     log_lik, seq_range, log_start, log_trans = inputs
     stop = int(seq_range[n])
     return np.ascontiguousarray(log_lik[:stop]), seq_range[: n + 1].copy(), log_start, log_trans
-
-
-# ---------------------------------------------------------------------- timing
-def best_of(fn, repeats: int):
-    best, result = np.inf, None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 # -------------------------------------------------------------------- sections

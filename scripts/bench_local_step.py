@@ -32,6 +32,7 @@ from bnpvi.data.batch import PointBatch
 from bnpvi.kernels import reference
 from bnpvi.model import Model
 from bnpvi.obs.gauss import Gauss
+from timing import best_of  # scripts/timing.py
 
 try:
     from sklearn.mixture import BayesianGaussianMixture
@@ -73,17 +74,6 @@ def make_sklearn_bgm(post, K):
     bgm.covariances_ = post["cov"]
     bgm.precisions_cholesky_ = _compute_precision_cholesky(post["cov"], "full")
     return bgm
-
-
-# --------------------------------------------------------------------- timing
-def best_of(fn, repeats):
-    best = np.inf
-    result = None
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
 
 
 def run_case(N, D, K, repeats):

@@ -116,6 +116,11 @@ class AllocModel(ABC):
     def export(self, params: Params) -> dict[str, np.ndarray]:
         """Readable summaries of the parameters for the model file (e.g. weights E[π_k])."""
 
+    def atoms(self, batch):
+        """The batch as the observation family sees it: its atoms (the batch itself; a topic model
+        returns one atom per (document, word type) entry)."""
+        return batch
+
     def warm_start(self, params: Params, sources: Sequence[Sequence[int]]) -> dict | None:
         """Parameters to warm-start the global step after a cluster edit (see ``SuffStats.remap``).
 

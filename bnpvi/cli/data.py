@@ -4,6 +4,7 @@
     bnpvi-data convert corpus.ldac corpus.h5 --batches 5 --vocab vocab.txt --shuffle 0
     bnpvi-data convert steps.npz steps.h5 --sequences seq_range --labels state --batches 4
     bnpvi-data convert steps.csv steps.h5 --sequence-column subject --shuffle 0
+    bnpvi-data convert corpus.ldac corpus.h5 --heldout 0.1 --heldout-seed 0 --shuffle 0
     bnpvi-data info points.h5
 
 Bad input is reported on one line (``bnpvi-data: error: ...``) with exit status
@@ -36,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
                     "A word id repeated within a document is summed; empty documents are an error. "
                     "Sequences (one row per time step): NPZ with X, optional Xprev (the previous observation of "
                     "each step) and the boundaries named by --sequences, or CSV with a sequence id column named by "
-                    "--sequence-column.")
+                    "--sequence-column. With --heldout F (bag of words), a random fraction F of the documents is "
+                    "kept apart for evaluation in DST and left out of the batches.")
     conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz, .npy or .ldac)")
     conv.add_argument("dst", metavar="DST", help="output batch file (.h5)")
     conv.add_argument("--batches", "-b", type=int, default=None, metavar="B",
@@ -60,12 +62,19 @@ def _parser() -> argparse.ArgumentParser:
                            "V is its length; stored in DST")
     conv.add_argument("--vocab-size", type=int, default=None, metavar="V",
                       help="bag of words: vocabulary size V (default: from --vocab or the file, else largest id + 1)")
+    conv.add_argument("--heldout", default=None, metavar="F",
+                      help="bag of words: keep a random fraction F (0 < F < 1) of the documents apart for evaluation "
+                           "(round(F*N) of them, at least 1), stored in DST's 'heldout' group with the source index "
+                           "of every document; the batches hold only the remaining (training) documents")
+    conv.add_argument("--heldout-seed", default=None, metavar="S",
+                      help="seed of the --heldout choice (default 0): the held-out documents are the first "
+                           "round(F*N) of numpy.random.default_rng(S).permutation(N)")
     conv.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
 
     info = sub.add_parser("info", help="describe a batch file",
-                          description="Print the format version, kind, N, D (or V, nnz and tokens for bag of "
-                                      "words; sequences and their lengths for sequences), batches and labels of a "
-                                      "batch file.")
+                          description="Print the format version, kind, N, D (or V, nnz, tokens and held-out "
+                                      "documents for bag of words; sequences and their lengths for sequences), "
+                                      "batches and labels of a batch file.")
     info.add_argument("file", metavar="FILE", help="batch file written by `bnpvi-data convert`")
     info.add_argument("--check", action="store_true",
                       help="also read every value and fail on NaN or inf (bag of words: on bad ids or counts; "
@@ -77,13 +86,18 @@ def _convert(args) -> None:
     from bnpvi.data.convert import convert
     from bnpvi.data.store import BatchStore
 
+    if args.heldout is None and args.heldout_seed is not None:
+        raise BnpviError("--heldout-seed applies only with --heldout F")
     path = convert(args.src, args.dst, n_batches=args.batches, labels=args.labels, shuffle_seed=args.shuffle,
                    overwrite=args.overwrite, vocab=args.vocab, vocab_size=args.vocab_size, sequences=args.sequences,
-                   sequence_column=args.sequence_column)
+                   sequence_column=args.sequence_column, heldout=args.heldout,
+                   heldout_seed=0 if args.heldout_seed is None else args.heldout_seed)
     with BatchStore.open(path) as store:
         info = store.info()
     if info["kind"] == "bow":
         size = f"kind=bow N={info['N']} documents V={info['V']} nnz={info['nnz']} tokens={info['tokens']}"
+        if info["heldout"]:
+            size += f" heldout={info['heldout']} documents"
     elif info["kind"] == "seq":
         size = f"kind=seq N={info['N']} time steps D={info['D']} sequences={info['n_seqs']}"
     else:
@@ -107,7 +121,9 @@ def _info(args) -> None:
     ]
     if kind == "bow":
         rows += [("N", f"{info['N']} documents"), ("V", info["V"]), ("nnz", info["nnz"]), ("tokens", info["tokens"]),
-                 ("vocab", _yes(info["vocab"]))]
+                 ("vocab", _yes(info["vocab"])), ("heldout", _heldout(info))]
+        if info["true_topics"]:
+            rows.append(("topics", f"{info['true_topics']} true topics"))
     elif kind == "seq":
         rows += [("N", f"{info['N']} time steps"), ("D", info["D"]),
                  ("sequences", f"{info['n_seqs']}, length {_span(info['seq_length_min'], info['seq_length_max'])}"),
@@ -122,11 +138,22 @@ def _info(args) -> None:
         ("created", info["created"] or "-"),
     ]
     if args.check:
-        rows.append(("check", {"bow": "all ids and counts valid",
+        bow_check = "all ids and counts valid" + (", held-out documents too" if info.get("heldout") else "")
+        rows.append(("check", {"bow": bow_check,
                                "seq": "all values finite, sequence boundaries valid"}.get(kind, "all values finite")))
     width = max(len(key) for key, _ in rows) + 2
     for key, value in rows:
         print(f"{key + ':':{width}s}{value}")
+
+
+def _heldout(info: dict) -> str:
+    """The held-out documents of a bag-of-words file: how many, and the fraction and seed that chose them."""
+    if not info["heldout"]:
+        return "no"
+    how = [f"fraction {info['heldout_fraction']:g}" if info["heldout_fraction"] is not None else "",
+           f"seed {info['heldout_seed']}" if info["heldout_seed"] is not None else ""]
+    how = ", ".join(part for part in how if part)
+    return f"{info['heldout']} documents" + (f" ({how})" if how else "")
 
 
 def _yes(flag: bool) -> str:

@@ -80,6 +80,13 @@ class WordCountBatch:
         """The (n_docs, V) sparse count matrix X."""
         return sp.csr_matrix((self.word_counts, self.word_ids, self.doc_range), shape=(self.n_atoms, self.vocab_size))
 
+    def tokens(self) -> "WordCountBatch":
+        """One row per stored (document, word type) entry, holding that entry's count alone: the atoms
+        of a topic model, whose tokens of one type in a document share their responsibilities
+        (Hughes 2016 thesis §5.3.5)."""
+        return WordCountBatch(self.word_ids, self.word_counts, np.arange(self.word_ids.shape[0] + 1, dtype=np.int64),
+                              self.vocab_size, self.start)
+
     def take(self, rows) -> "WordCountBatch":
         """The documents ``rows`` (in that order) as a new batch."""
         sub = self.csr()[np.asarray(rows, dtype=np.intp)]

@@ -2,9 +2,27 @@
 
 Batches, blocks and checks always hold whole documents; a batch is read as one
 slice of ``doc_range``, ``word_ids`` and ``word_counts``.
+
+Two optional parts, both outside the batches (so a trainer reading batches sees
+neither)::
+
+    /heldout                 group: documents kept apart for evaluation (``bnpvi-data convert --heldout F``);
+                             attrs N (held-out documents), nnz, tokens, and fraction and seed when known
+    /heldout/word_ids        (nnz_h,) int32     the held-out documents, in the CSR layout of the
+    /heldout/word_counts     (nnz_h,) float64   training documents (no empty documents)
+    /heldout/doc_range       (N_h+1,) int64
+    /heldout/labels          (N_h,) int64, optional; their true labels
+    /heldout/doc_index       (N_h,) int64; index of each held-out document in the source corpus
+    /heldout/train_doc_index (N,) int64; index of each training document (stored order) in the source corpus
+    /true_topics             (K, V) float64, optional; the generating topics of a synthetic corpus
+                             (rows are word distributions), kept for evaluation only
+
+``doc_index`` and ``train_doc_index`` together hold every source index once, so
+another tool can rebuild the split from the source corpus alone.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -13,7 +31,7 @@ import numpy as np
 
 from bnpvi.data.base import BatchStore, chunk_1d, split_offsets, write_batch_file
 from bnpvi.data.batch import WordCountBatch
-from bnpvi.data.checks import check_documents, check_labels, check_n_batches, check_vocab
+from bnpvi.data.checks import as_index_array, check_documents, check_labels, check_n_batches, check_vocab
 from bnpvi.errors import BnpviError
 
 
@@ -32,6 +50,12 @@ class BowStore(BatchStore, kind="bow"):
         Number of stored (document, word) entries.
     has_vocab : bool
         Whether the file holds the vocabulary.
+    has_heldout : bool
+        Whether the file holds held-out documents (:meth:`read_heldout`).
+    n_heldout : int
+        Number of held-out documents (0 without them).
+    has_true_topics : bool
+        Whether the file holds the generating topics (:meth:`read_true_topics`).
     """
 
     unit = "documents"
@@ -67,7 +91,17 @@ class BowStore(BatchStore, kind="bow"):
             voc = f["vocab"]
             if not isinstance(voc, h5py.Dataset) or voc.shape != (V,) or h5py.check_string_dtype(voc.dtype) is None:
                 raise fail(f"has an invalid vocab dataset (expected ({V},) strings)")
-        return {"n_atoms": N, "D": V, "n_units": N, "nnz": nnz, "has_vocab": has_vocab}
+        layout = {"n_atoms": N, "D": V, "n_units": N, "nnz": nnz, "has_vocab": has_vocab}
+        layout.update(_heldout_layout(f, N, fail))
+        n_topics = 0
+        if "true_topics" in f:
+            topics = f["true_topics"]
+            if not isinstance(topics, h5py.Dataset) or topics.ndim != 2 or topics.shape[1] != V \
+                    or topics.shape[0] < 1 or topics.dtype.kind not in "iuf":
+                raise fail(f"has an invalid true_topics dataset (expected (K, {V}) numbers)")
+            n_topics = int(topics.shape[0])
+        layout["n_true_topics"] = n_topics
+        return layout
 
     @property
     def vocab_size(self) -> int:
@@ -88,6 +122,85 @@ class BowStore(BatchStore, kind="bow"):
         if not self.has_vocab:
             return None
         return [str(w) for w in self._handle()["vocab"].asstr()[()]]
+
+    # ---------------------------------------------------------- held out
+    @property
+    def has_heldout(self) -> bool:
+        return self._layout["n_heldout"] > 0
+
+    @property
+    def n_heldout(self) -> int:
+        """Number of held-out documents (0 when the file holds none)."""
+        return self._layout["n_heldout"]
+
+    def _require_heldout(self) -> h5py.Group:
+        if not self.has_heldout:
+            raise BnpviError(f"data file {self._path} holds no held-out documents (write them with "
+                             "`bnpvi-data convert SRC DST --heldout F`)")
+        return self._handle()["heldout"]
+
+    def read_heldout(self, lo: int = 0, hi: int | None = None) -> WordCountBatch:
+        """The held-out documents ``lo:hi`` (default: all of them) as one WordCountBatch.
+
+        Parameters
+        ----------
+        lo, hi : int, optional
+            A range of held-out documents, counted from 0 in the held-out set
+            (``0 <= lo < hi <= n_heldout``); read them in pieces to bound memory.
+
+        Returns
+        -------
+        WordCountBatch
+            doc_range rebased to 0; ``start = lo`` (the index of the first
+            document in the held-out set, which
+            :func:`~bnpvi.data.heldout.completion_split` uses to seed each
+            document's split).
+
+        Raises
+        ------
+        BnpviError
+            The file holds no held-out documents (the message names the file), or a bad range.
+        """
+        g = self._require_heldout()
+        hi = self.n_heldout if hi is None else int(hi)
+        lo = int(lo)
+        if not 0 <= lo < hi <= self.n_heldout:
+            raise BnpviError(f"data file {self._path}: held-out documents {lo}:{hi} out of range "
+                             f"0:{self.n_heldout}")
+        dr = np.asarray(g["doc_range"][lo:hi + 1], dtype=np.int64)
+        first, last = int(dr[0]), int(dr[-1])
+        ids = np.ascontiguousarray(g["word_ids"][first:last], dtype=np.int32)
+        counts = np.ascontiguousarray(g["word_counts"][first:last], dtype=np.float64)
+        return WordCountBatch(word_ids=ids, word_counts=counts, doc_range=dr - first, vocab_size=self.D, start=lo)
+
+    def heldout_labels(self) -> np.ndarray | None:
+        """(N_h,) int64 true labels of the held-out documents, or None when the file holds none."""
+        g = self._require_heldout()
+        return np.asarray(g["labels"][()], dtype=np.int64) if "labels" in g else None
+
+    def heldout_indices(self) -> tuple[np.ndarray, np.ndarray]:
+        """Where the documents came from: the split in indices of the source corpus.
+
+        Returns
+        -------
+        train_doc_index : (N,) int64
+            Source index of each training document, in stored (batch) order.
+        doc_index : (N_h,) int64
+            Source index of each held-out document, in held-out order.
+        """
+        g = self._require_heldout()
+        return (np.asarray(g["train_doc_index"][()], dtype=np.int64),
+                np.asarray(g["doc_index"][()], dtype=np.int64))
+
+    @property
+    def has_true_topics(self) -> bool:
+        return self._layout["n_true_topics"] > 0
+
+    def read_true_topics(self) -> np.ndarray | None:
+        """(K, V) float64 generating topics of a synthetic corpus, or None when the file holds none."""
+        if not self.has_true_topics:
+            return None
+        return np.asarray(self._handle()["true_topics"][()], dtype=np.float64)
 
     def n_tokens(self) -> int:
         """The sum of all counts (from the ``tokens`` attribute, else one pass over word_counts)."""
@@ -115,8 +228,10 @@ class BowStore(BatchStore, kind="bow"):
     def _scan(self, check: bool, moments: bool) -> None:
         """Documents: doc_range strictly increasing (no empty documents), word ids in [0, V) and not
         repeated within a document, counts finite positive whole numbers, and the ``tokens`` attribute
-        equal to the sum of the counts. No moments: a V x V covariance of counts is neither cheap nor
-        used by the discrete observation families."""
+        equal to the sum of the counts; the same for the held-out documents, whose source indices together
+        with the training ones must name every source document once (O(N) integers in memory); true topics
+        finite and non-negative. No moments: a V x V covariance of counts is neither cheap nor used by the
+        discrete observation families."""
         if not check:
             return
         tokens = 0.0
@@ -128,6 +243,37 @@ class BowStore(BatchStore, kind="bow"):
         if stored is not None and stored != tokens:
             raise BnpviError(f"data file {self._path} is inconsistent: attribute tokens={stored} but the counts "
                              f"sum to {tokens:.0f}")
+        if self.has_heldout:
+            self._check_heldout()
+        if self.has_true_topics:
+            topics = self.read_true_topics()
+            if not np.all(np.isfinite(topics)) or (topics < 0).any():
+                raise BnpviError(f"data file {self._path} has true_topics with negative or non-finite values")
+
+    def _check_heldout(self) -> None:
+        """The held-out documents as the training ones, and the two index arrays covering the source once."""
+        g = self._handle()["heldout"]
+        limit = self._limit()
+        tokens = 0.0
+        dr_all = g["doc_range"]
+        for start in range(0, self.n_heldout, limit):
+            dr = np.asarray(dr_all[start:min(self.n_heldout, start + limit) + 1], dtype=np.int64)
+            for lo, hi in _group_docs(dr, limit):
+                batch = self.read_heldout(start + lo, start + hi)
+                check_documents(batch.word_ids, batch.word_counts, batch.doc_range, self.D, f"data file {self._path}",
+                                doc_name=lambda d, first=batch.start: f"held-out document {first + d}")
+                tokens += float(batch.word_counts.sum())
+        stored = _plain_number(g.attrs.get("tokens"))
+        if stored is not None and stored != tokens:
+            raise BnpviError(f"data file {self._path} is inconsistent: heldout attribute tokens={stored} but the "
+                             f"held-out counts sum to {tokens:.0f}")
+        train, held = self.heldout_indices()
+        everything = np.concatenate([train, held])
+        total = everything.shape[0]
+        if everything.size and (everything.min() < 0 or everything.max() >= total
+                                or (np.bincount(everything, minlength=total) != 1).any()):
+            raise BnpviError(f"data file {self._path} is inconsistent: heldout/train_doc_index and "
+                             f"heldout/doc_index must hold each source document index 0..{total - 1} exactly once")
 
     def _doc_namer(self, first_doc: int):
         def name(d: int) -> str:
@@ -136,10 +282,62 @@ class BowStore(BatchStore, kind="bow"):
         return name
 
     def _info_extras(self) -> dict:
-        return {"V": self.D, "nnz": self.nnz, "tokens": self.n_tokens(), "vocab": self.has_vocab}
+        out = {"V": self.D, "nnz": self.nnz, "tokens": self.n_tokens(), "vocab": self.has_vocab,
+               "heldout": self.n_heldout, "heldout_fraction": None, "heldout_seed": None,
+               "true_topics": self._layout["n_true_topics"]}
+        if self.has_heldout:
+            attrs = self._handle()["heldout"].attrs
+            out["heldout_fraction"] = _plain_number(attrs.get("fraction"))
+            out["heldout_seed"] = _plain_number(attrs.get("seed"))
+        return out
 
     def _describe(self) -> str:
-        return f"N={self.n_atoms}, V={self.D}, nnz={self.nnz}"
+        held = f", heldout={self.n_heldout}" if self.has_heldout else ""
+        return f"N={self.n_atoms}, V={self.D}, nnz={self.nnz}{held}"
+
+
+def _plain_number(value):
+    """An HDF5 attribute as int or float (None stays None)."""
+    if value is None:
+        return None
+    value = np.asarray(value).reshape(-1)[0]
+    return int(value) if value.dtype.kind in "iu" else float(value)
+
+
+def _heldout_layout(f: h5py.File, N: int, fail) -> dict:
+    """Check the optional ``heldout`` group (shapes, dtypes, ends; O(1) values read)."""
+    if "heldout" not in f:
+        return {"n_heldout": 0, "heldout_nnz": 0}
+    g = f["heldout"]
+    if not isinstance(g, h5py.Group):
+        raise fail("has a 'heldout' entry that is not a group")
+    for name, kinds in (("word_ids", "iu"), ("word_counts", "iuf"), ("doc_range", "iu"), ("doc_index", "iu"),
+                        ("train_doc_index", "iu")):
+        ds = g.get(name)
+        if not isinstance(ds, h5py.Dataset):
+            raise fail(f"is missing the dataset 'heldout/{name}'")
+        if ds.ndim != 1 or ds.dtype.kind not in kinds:
+            raise fail(f"has a dataset heldout/{name} of shape {ds.shape} and dtype {ds.dtype}; expected 1-D "
+                       f"{'numbers' if kinds == 'iuf' else 'integers'}")
+    nnz = int(g["word_ids"].shape[0])
+    if g["word_counts"].shape[0] != nnz:
+        raise fail(f"is inconsistent: heldout/word_ids has {nnz} entries but heldout/word_counts has "
+                   f"{g['word_counts'].shape[0]}")
+    n_held = int(g["doc_range"].shape[0]) - 1
+    if n_held < 1:
+        raise fail("has a heldout group without documents")
+    first, last = int(g["doc_range"][0]), int(g["doc_range"][n_held])
+    if first != 0 or last != nnz:
+        raise fail(f"has an inconsistent heldout/doc_range (need 0 first and nnz={nnz} last; got {first} and {last})")
+    for name, want in (("doc_index", n_held), ("train_doc_index", N)):
+        if g[name].shape[0] != want:
+            raise fail(f"is inconsistent: heldout/{name} has {g[name].shape[0]} entries but there are {want} "
+                       f"{'held-out' if name == 'doc_index' else 'training'} documents")
+    if "labels" in g:
+        lab = g["labels"]
+        if not isinstance(lab, h5py.Dataset) or lab.shape != (n_held,) or lab.dtype.kind not in "iu":
+            raise fail(f"has an invalid heldout/labels dataset (expected ({n_held},) integers)")
+    return {"n_heldout": n_held, "heldout_nnz": nnz}
 
 
 def _group_docs(dr: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
@@ -157,8 +355,46 @@ def _group_docs(dr: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
         lo = hi
 
 
+@dataclass(frozen=True)
+class HeldoutDocuments:
+    """Documents kept apart for evaluation, stored in the ``heldout`` group of a bag-of-words file.
+
+    Built by :func:`bnpvi.data.heldout.hold_out` (or ``convert(..., heldout=F)``).
+
+    Attributes
+    ----------
+    word_ids, word_counts, doc_range : arrays
+        The held-out documents in CSR form (as for :func:`write_documents`).
+    doc_index : (N_h,) int
+        Index of each held-out document in the source corpus.
+    train_doc_index : (N,) int
+        Index of each training document in the source corpus, in the order the
+        training documents are written.
+    labels : (N_h,) int, optional
+        True labels of the held-out documents.
+    fraction : float, optional
+        The fraction F that was asked for (stored as an attribute).
+    seed : int, optional
+        The seed that chose the held-out documents (stored as an attribute).
+    """
+
+    word_ids: np.ndarray
+    word_counts: np.ndarray
+    doc_range: np.ndarray
+    doc_index: np.ndarray
+    train_doc_index: np.ndarray
+    labels: np.ndarray | None = None
+    fraction: float | None = None
+    seed: int | None = None
+
+    @property
+    def n_docs(self) -> int:
+        return int(np.asarray(self.doc_range).shape[0]) - 1
+
+
 def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_batches: int = 1, labels=None,
-                    vocab=None, batches_fixed: bool = True, source: str = "", compression: str | None = None) -> Path:
+                    vocab=None, batches_fixed: bool = True, source: str = "", compression: str | None = None,
+                    heldout: HeldoutDocuments | None = None, true_topics=None) -> Path:
     """Write a bag-of-words corpus (CSR arrays) to a batch file of kind ``"bow"``, atomically.
 
     Parameters
@@ -185,7 +421,15 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
     source : str, default ""
         Free-text provenance stored in the ``source`` attribute.
     compression : str, optional
-        HDF5 compression filter for word_ids and word_counts; none by default.
+        HDF5 compression filter for word_ids and word_counts (also the held-out ones); none by default.
+    heldout : HeldoutDocuments, optional
+        Documents kept apart for evaluation, stored in the group ``heldout`` (see
+        the module docstring); the arrays above are then the training documents
+        only. Its indices must name every source document (training and held
+        out) exactly once.
+    true_topics : array_like, shape (K, V), optional
+        Generating topics of a synthetic corpus (finite, non-negative), stored
+        as ``true_topics`` for evaluation only.
 
     Returns
     -------
@@ -197,9 +441,9 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
     BnpviError
         One line naming ``path``: invalid arrays (see
         :func:`~bnpvi.data.checks.check_documents`; repeated ids within a document
-        are an error here - converters sum them), labels, vocab or n_batches, or
-        the file cannot be written. Nothing is left at ``path`` (nor a temporary
-        file) on failure.
+        are an error here - converters sum them), labels, vocab, n_batches,
+        held-out documents or true topics, or the file cannot be written. Nothing
+        is left at ``path`` (nor a temporary file) on failure.
     """
     path = Path(path).expanduser()
     where = f"cannot write {path}"
@@ -211,6 +455,9 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
         vocab = check_vocab(vocab, V, where)
     n_batches = check_n_batches(n_batches, N, where, f"N={N} (documents)")
     tokens = float(counts.sum())
+    held = None if heldout is None else _checked_heldout(heldout, N, V, where)
+    if true_topics is not None:
+        true_topics = _checked_topics(true_topics, V, where)
 
     def datasets(f: h5py.File) -> None:
         f.create_dataset("word_ids", data=ids, chunks=(chunk_1d(nnz, 4),), compression=compression)
@@ -219,6 +466,65 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
         if vocab is not None:
             f.create_dataset("vocab", data=np.array(vocab, dtype=object), dtype=h5py.string_dtype("utf-8"),
                              chunks=(chunk_1d(V, 64),))
+        if held is not None:
+            _write_heldout(f, held, compression)
+        if true_topics is not None:
+            f.create_dataset("true_topics", data=true_topics)
 
     return write_batch_file(path, where, "bow", N, V, split_offsets(N, n_batches), labels, batches_fixed, source,
                             datasets, {"nnz": np.int64(nnz), "tokens": np.int64(tokens) if tokens < 2**63 else tokens})
+
+
+def _checked_heldout(heldout: HeldoutDocuments, N: int, V: int, where: str) -> dict:
+    """The held-out documents and indices in stored dtypes; BnpviError (one line) when they do not fit."""
+    what = f"{where} (held-out documents)"
+    ids, counts, dr, _ = check_documents(heldout.word_ids, heldout.word_counts, heldout.doc_range, V, what,
+                                         doc_name=lambda d: f"held-out document {d}")
+    n_held = dr.shape[0] - 1
+    doc_index = as_index_array(heldout.doc_index, "doc_index", what)
+    train_index = as_index_array(heldout.train_doc_index, "train_doc_index", what)
+    if doc_index.shape[0] != n_held:
+        raise BnpviError(f"{what}: doc_index has {doc_index.shape[0]} entries but there are {n_held} held-out "
+                         "documents")
+    if train_index.shape[0] != N:
+        raise BnpviError(f"{what}: train_doc_index has {train_index.shape[0]} entries but there are {N} training "
+                         "documents")
+    everything = np.concatenate([train_index, doc_index])
+    total = everything.shape[0]
+    if everything.min() < 0 or everything.max() >= total or (np.bincount(everything, minlength=total) != 1).any():
+        raise BnpviError(f"{what}: train_doc_index and doc_index must hold each source document index "
+                         f"0..{total - 1} exactly once")
+    labels = None
+    if heldout.labels is not None:
+        labels = check_labels(heldout.labels, n_held, what, atoms=f"there are {n_held} held-out documents")
+    attrs = {"N": np.int64(n_held), "nnz": np.int64(ids.shape[0]), "tokens": np.int64(counts.sum())}
+    if heldout.fraction is not None:
+        attrs["fraction"] = float(heldout.fraction)
+    if heldout.seed is not None:
+        attrs["seed"] = np.int64(heldout.seed)
+    return {"word_ids": ids, "word_counts": counts, "doc_range": dr, "doc_index": doc_index,
+            "train_doc_index": train_index, "labels": labels, "attrs": attrs}
+
+
+def _write_heldout(f: h5py.File, held: dict, compression: str | None) -> None:
+    g = f.create_group("heldout")
+    for name, itemsize, packed in (("word_ids", 4, True), ("word_counts", 8, True), ("doc_range", 8, False),
+                                   ("doc_index", 8, False), ("train_doc_index", 8, False), ("labels", 8, False)):
+        data = held[name]
+        if data is not None:
+            g.create_dataset(name, data=data, chunks=(chunk_1d(data.shape[0], itemsize),),
+                             compression=compression if packed else None)
+    g.attrs.update(held["attrs"])
+
+
+def _checked_topics(true_topics, V: int, where: str) -> np.ndarray:
+    """True topics as a (K, V) float64 array of finite, non-negative values."""
+    topics = np.asarray(true_topics)
+    if topics.dtype.kind not in "biuf":
+        raise BnpviError(f"{where}: true_topics must hold numbers, got dtype {topics.dtype}")
+    if topics.ndim != 2 or topics.shape[0] < 1 or topics.shape[1] != V:
+        raise BnpviError(f"{where}: true_topics has shape {topics.shape}; expected (K, V) with K >= 1 and V={V}")
+    topics = np.ascontiguousarray(topics, dtype=np.float64)
+    if not np.all(np.isfinite(topics)) or (topics < 0).any():
+        raise BnpviError(f"{where}: true_topics must be finite and non-negative")
+    return topics

@@ -22,7 +22,12 @@ reappears after another one.
 Bag-of-words decisions: a word id repeated within one document is summed into
 its first occurrence (in every input format); empty documents are rejected
 (they carry no information); zero counts are rejected in ``.ldac`` and in the
-CSR triplet, but stored zeros of a scipy matrix are simply dropped.
+CSR triplet, but stored zeros of a scipy matrix are simply dropped. A CSR-triplet
+``.npz`` may also hold ``true_topics`` (K, V), the generating topics of a
+synthetic corpus (as the bnpy bars data sets do); it is kept in the batch file.
+With ``heldout=F`` a bag-of-words corpus keeps a random fraction F of its
+documents apart for evaluation (:mod:`bnpvi.data.heldout`), in the file's
+``heldout`` group; the batches hold only the training documents.
 """
 from __future__ import annotations
 
@@ -35,6 +40,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from bnpvi.data.bow import HeldoutDocuments
+from bnpvi.data.heldout import check_fraction, check_seed, choose_heldout
 from bnpvi.data.store import (as_index_array, check_documents, check_labels, check_points, check_seq_range,
                               check_vocab, write_documents, write_points, write_sequences)
 from bnpvi.errors import BnpviError
@@ -429,7 +436,8 @@ def input_kind(path) -> str:
 
 def convert(src, dst, n_batches: int | None = None, labels: str | None = None, shuffle_seed: int | None = None,
             overwrite: bool = False, batches_fixed: bool | None = None, vocab=None, vocab_size: int | None = None,
-            sequences: str | None = None, sequence_column: str | None = None) -> Path:
+            sequences: str | None = None, sequence_column: str | None = None, heldout=None,
+            heldout_seed: int = 0) -> Path:
     """Read ``src``, check it, and write the batch file ``dst``.
 
     Points (CSV / NPY / NPZ with X, see :func:`read_table`) become a ``"points"``
@@ -466,6 +474,16 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
         Sequences from an NPZ file: the name of its array of sequence boundaries.
     sequence_column : str, optional
         Sequences from a CSV file: the column of sequence ids.
+    heldout : float, optional
+        Bag of words only: keep a random fraction F (0 < F < 1) of the documents
+        apart for evaluation - round(F N) of them, at least 1 and at most N - 1,
+        chosen by :func:`~bnpvi.data.heldout.choose_heldout` in source order
+        before any shuffle. They are stored (in source order, with labels) in
+        the ``heldout`` group of ``dst`` with the source index of every training
+        and held-out document; the batches hold only the training documents, and
+        ``n_batches`` counts only those.
+    heldout_seed : int, default 0
+        Seed of the held-out choice (non-negative).
 
     Returns
     -------
@@ -476,7 +494,9 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
     ------
     BnpviError
         Bad input, ``dst`` exists (without ``overwrite``), ``n_batches`` out of
-        1..N (1..n_seqs for sequences), or a vocabulary given for points or sequences.
+        1..N (1..n_seqs for sequences; the training documents with ``heldout``),
+        a vocabulary given for points or sequences, a bad held-out fraction or
+        seed, or ``heldout`` for a source that is not bag of words.
     """
     src, dst = Path(src).expanduser(), Path(dst).expanduser()
     if dst.exists() and not overwrite:
@@ -494,7 +514,16 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
         raise BnpviError(f"the number of batches must be an integer, got {n_batches!r}") from None
     if count < 1:
         raise BnpviError(f"the number of batches must be at least 1, got {count}")
+    if shuffle_seed is not None:
+        shuffle_seed = check_seed(shuffle_seed, "the shuffle seed")
+    if heldout is not None:
+        heldout = check_fraction(heldout)
+        heldout_seed = check_seed(heldout_seed, "the held-out seed")
     kind = "seq" if sequences is not None or sequence_column is not None else input_kind(src)
+    if kind != "bow" and heldout is not None:
+        held = "sequences" if kind == "seq" else "points"
+        raise BnpviError(f"{src}: --heldout applies only to bag-of-words sources (.ldac, sparse .npz); "
+                         f"this one holds {held}")
     if kind != "bow" and (vocab is not None or vocab_size is not None):
         option = "--vocab" if vocab is not None else "--vocab-size"
         if src.exists() and src.suffix.lower() in POINT_SUFFIXES:
@@ -508,14 +537,31 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
     else:
         data = Points(*read_table(src, labels=labels))
     n = data.n_units
-    if count > n:
+    source = str(src)
+    options = {}
+    if heldout is not None:
+        if n < 2:
+            raise BnpviError(f"{src} has N={n} document; --heldout needs at least 2")
+        train_index, heldout_index = choose_heldout(n, heldout, heldout_seed)
+        held, data = data.permuted(heldout_index), data.permuted(train_index)
+        source += f" ({heldout_index.shape[0]} of {n} documents held out: fraction {heldout:g}, seed {heldout_seed})"
+        if count > data.n_units:
+            raise BnpviError(f"{src} has N={n} documents, {data.n_units} of them for training after holding out "
+                             f"{heldout_index.shape[0]}; the number of batches must be between 1 and "
+                             f"{data.n_units}, got {count}")
+    elif count > n:
         raise BnpviError(f"{src} has {data.count_name}={n} {data.unit}; the number of batches must be between 1 "
                          f"and {n}, got {count}")
-    source = str(src)
     if shuffle_seed is not None:
-        data = data.permuted(np.random.default_rng(int(shuffle_seed)).permutation(n))
-        source += f" ({data.unit} shuffled, seed {int(shuffle_seed)})"
-    return data.write(dst, n_batches=count, batches_fixed=batches_fixed, source=source)
+        perm = np.random.default_rng(shuffle_seed).permutation(data.n_units)
+        data = data.permuted(perm)
+        if heldout is not None:
+            train_index = train_index[perm]
+        source += f" ({data.unit} shuffled, seed {shuffle_seed})"
+    if heldout is not None:
+        options["heldout"] = HeldoutDocuments(held.word_ids, held.word_counts, held.doc_range, heldout_index,
+                                              train_index, held.labels, heldout, heldout_seed)
+    return data.write(dst, n_batches=count, batches_fixed=batches_fixed, source=source, **options)
 
 
 # ======================================================= bag of words
@@ -532,6 +578,8 @@ class Documents:
         V.
     labels : (N,) int64 or None
     vocab : list of V str, or None
+    true_topics : (K, V) float64 or None
+        Generating topics of a synthetic corpus (from a CSR-triplet ``.npz``).
     """
 
     word_ids: np.ndarray
@@ -540,6 +588,7 @@ class Documents:
     vocab_size: int
     labels: np.ndarray | None = None
     vocab: list[str] | None = None
+    true_topics: np.ndarray | None = None
 
     unit: ClassVar[str] = "documents"
     count_name: ClassVar[str] = "N"
@@ -554,16 +603,16 @@ class Documents:
         return self.n_docs
 
     def permuted(self, perm: np.ndarray) -> "Documents":
-        """The documents in the order ``perm`` (labels follow their documents)."""
+        """The documents ``perm`` in that order: a permutation, or a subset (labels follow their documents)."""
         doc_range, entries = _permuted_ranges(self.doc_range, perm)
         labels = None if self.labels is None else self.labels[np.asarray(perm, dtype=np.int64)]
         return Documents(self.word_ids[entries], self.word_counts[entries], doc_range, self.vocab_size,
-                         labels, self.vocab)
+                         labels, self.vocab, self.true_topics)
 
     def write(self, dst, **options) -> Path:
         """Write a ``"bow"`` batch file (``options``: those of ``write_documents``)."""
         return write_documents(dst, self.word_ids, self.word_counts, self.doc_range, self.vocab_size,
-                               labels=self.labels, vocab=self.vocab, **options)
+                               labels=self.labels, vocab=self.vocab, true_topics=self.true_topics, **options)
 
 
 def read_vocab(path) -> list[str]:
@@ -894,7 +943,8 @@ def npz_layout(path) -> str | None:
 
 
 def _read_npz_documents(path: Path, labels: str | None):
-    """(word_ids, word_counts, doc_range, (V, origin) or None, labels array or None) from a sparse .npz."""
+    """(word_ids, word_counts, doc_range, (V, origin) or None, labels array or None, true_topics or None)
+    from a sparse .npz (true topics: the triplet's optional array ``true_topics``)."""
     layout = npz_layout(path)
     if layout not in ("triplet", "scipy"):
         raise BnpviError(f"{path}: not a bag-of-words .npz (expected arrays {', '.join(TRIPLET)} "
@@ -916,7 +966,8 @@ def _read_npz_documents(path: Path, labels: str | None):
                             np.round(stored.reshape(-1)[0]) or stored.reshape(-1)[0] < 1:
                         raise BnpviError(f"{path}: vocab_size must be a positive integer, got {stored.tolist()!r}")
                     V = (int(stored.reshape(-1)[0]), f"the file's vocab_size is {int(stored.reshape(-1)[0])}")
-                return ids, counts, dr, V, y
+                topics = npz["true_topics"] if "true_topics" in names else None
+                return ids, counts, dr, V, y, topics
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise BnpviError(f"{path}: cannot read as .npz: {_first_line(err)}") from None
     try:
@@ -933,7 +984,7 @@ def _read_npz_documents(path: Path, labels: str | None):
     if X.shape[1] < 1:
         raise BnpviError(f"{path}: the sparse matrix has no columns (vocabulary size 0)")
     X.eliminate_zeros()  # stored zeros are absent words
-    return X.indices, X.data, X.indptr, (int(X.shape[1]), f"the matrix has {X.shape[1]} columns"), y
+    return X.indices, X.data, X.indptr, (int(X.shape[1]), f"the matrix has {X.shape[1]} columns"), y, None
 
 
 def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int | None = None) -> Documents:
@@ -944,7 +995,8 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
     path : str or Path
         ``.ldac``: LDA-C text, see :func:`read_ldac`.
         ``.npz``: either the CSR triplet ``word_id`` (int), ``word_count``,
-        ``doc_range`` (N+1, from 0) with an optional scalar ``vocab_size``, or a
+        ``doc_range`` (N+1, from 0) with an optional scalar ``vocab_size`` and
+        optional generating topics ``true_topics`` (K, V) of a synthetic corpus, or a
         matrix saved by ``scipy.sparse.save_npz`` (documents x vocabulary; its
         column count is V; stored zeros are dropped).
     labels : str, optional
@@ -990,14 +1042,14 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
         sizes.append((given, f"the given vocabulary size is {given}"))
     _agree(sizes, path)
     V = sizes[0][0] if sizes else None
-    y = None
+    y = topics = None
     if suffix == ".ldac":
         if labels is not None:
             raise BnpviError(f"{path}: an .ldac file holds no labels, so labels={labels!r} cannot be read from it; "
                              "use a .npz file with word_id, word_count, doc_range and a label array")
         ids, counts, dr, V = read_ldac(path, vocab_size=V)
     else:
-        ids, counts, dr, stored, y = _read_npz_documents(path, labels)
+        ids, counts, dr, stored, y, topics = _read_npz_documents(path, labels)
         if stored is not None:
             sizes.append(stored)
             _agree(sizes, path)
@@ -1011,7 +1063,15 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
     if y is not None:
         y = check_labels(_as_int_labels(y, path), dr.shape[0] - 1, str(path),
                          atoms=f"there are {dr.shape[0] - 1} documents")
-    return Documents(ids, counts, dr, V, y, words)
+    if topics is not None:
+        topics = np.asarray(topics)
+        if topics.dtype.kind not in "biuf" or topics.ndim != 2 or topics.shape[0] < 1 or topics.shape[1] != V:
+            raise BnpviError(f"{path}: true_topics has shape {topics.shape} and dtype {topics.dtype}; expected "
+                             f"(K, V={V}) numbers")
+        topics = topics.astype(np.float64)
+        if not np.all(np.isfinite(topics)) or (topics < 0).any():
+            raise BnpviError(f"{path}: true_topics must be finite and non-negative")
+    return Documents(ids, counts, dr, V, y, words, topics)
 
 
 def _agree(sizes: list[tuple[int, str]], path: Path) -> None:

@@ -16,6 +16,9 @@ a state persists with probability 0.999 per step and otherwise moves on to the
 next state (i + 1 mod 8). Sequence s starts in state s mod 8, so every state is
 visited from the first step on; the seed draws the state paths and the noise.
 
+Documents (:func:`ensure_toy_bars`): the bars corpus of :mod:`bnpvi.data.bars`, 10 bars on a
+10 x 10 grid, 1-3 bars per document, with 10 % of the documents held out.
+
 Auto-regressive sequences (:func:`make_toy_ar_sequences`, :func:`ensure_toy_sequences` with
 ``ar=True``): 2-D sequences from a sticky 8-state AR-HMM, x_t = A_k x_{t−1} + e_t with
 e_t ~ N(0, σ_k² I). Each A_k is a damped rotation r_k R(θ_k) with its own radius and angle
@@ -28,8 +31,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import h5py
 import numpy as np
 
+from bnpvi.data.bars import bars_batch_file
 from bnpvi.data.store import BatchStore, write_points, write_sequences
 from bnpvi.errors import BnpviError
 
@@ -43,6 +48,8 @@ SEQ_MEANS = ((0.0, 20.0), (20.0, 0.0), (-30.0, -30.0), (30.0, -30.0), (-20.0, 0.
              (-30.0, 30.0))
 SEQ_STAY = 0.999
 
+TOY_BARS_NAME = "toybars10"
+TOY_BARS_VERSION = 1
 TOY_AR_NAME = "toyar8"
 TOY_AR_VERSION = 3
 # AR toy: radius r_k and angle θ_k (degrees) of each state's A_k = r_k R(θ_k), and its noise std σ_k
@@ -445,9 +452,42 @@ def ensure_toy_sequences(n_seqs: int = 32, length: int = 1000, seed: int = 0, n_
     return _ensure_cached(path, "seq", source, n_seqs * length, n_batches, write)
 
 
-def _ensure_cached(path: Path, kind: str, source: str, n_atoms: int, n_batches: int, write) -> Path:
+def ensure_toy_bars(n_docs: int = 2000, seed: int = 0, n_batches: int = 4, cache_dir=None) -> Path:
+    """Path of the cached toy bag-of-words corpus, writing it first if needed (cached like :func:`ensure_toy`).
+
+    The bars corpus of :func:`bnpvi.data.bars.bars_batch_file` (Griffiths & Steyvers 2004): 10 bars
+    (5 rows, 5 columns) on a 10 x 10 pixel grid as topics, 1-3 bars per document, 100 tokens
+    each; 10 % of the documents are held out for evaluation; the true topics are stored.
+
+    Parameters
+    ----------
+    n_docs : int, default 2000
+        Documents generated (training and held out).
+    seed : int, default 0
+    n_batches : int, default 4
+        Batches of the training documents (fixed).
+    cache_dir : str or Path, optional
+        Defaults to :func:`default_cache_dir`.
+    """
+    n_docs, seed = _positive(n_docs, "n_docs"), _as_int(seed, "seed")
+    n_train = n_docs - max(1, min(n_docs - 1, int(np.floor(0.1 * n_docs + 0.5))))
+    n_batches = _batch_count(n_batches, n_train, "training documents")
+    path = _cache_base(cache_dir) / f"{TOY_BARS_NAME}_n{n_docs}_s{seed}_b{n_batches}.h5"
+    source = f"{TOY_BARS_NAME} v{TOY_BARS_VERSION} n_docs={n_docs} seed={seed}"
+
+    def write(target: Path) -> None:
+        bars_batch_file(target, n_docs, side=10, n_bars=10, bars_per_doc=(1, 3), tokens_per_doc=100,
+                        seed=seed, n_batches=n_batches, heldout=0.1, heldout_seed=seed)
+        with h5py.File(target, "r+") as f:
+            f.attrs["source"] = source
+
+    return _ensure_cached(path, "bow", source, None, n_batches, write, D=100, labelled=False)
+
+
+def _ensure_cached(path: Path, kind: str, source: str, n_atoms, n_batches: int, write, D: int = 2,
+                   labelled: bool = True) -> Path:
     """``path`` if it holds the toy set made from ``source``, else ``write(path)`` first."""
-    if _is_current(path, kind, source, n_atoms, n_batches):
+    if _is_current(path, kind, source, n_atoms, n_batches, D, labelled):
         return path
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -457,14 +497,17 @@ def _ensure_cached(path: Path, kind: str, source: str, n_atoms: int, n_batches: 
     return path
 
 
-def _is_current(path: Path, kind: str, source: str, n_atoms: int, n_batches: int) -> bool:
-    """True when ``path`` is a readable toy file made by this generator with these parameters."""
+def _is_current(path: Path, kind: str, source: str, n_atoms, n_batches: int, D: int = 2,
+                labelled: bool = True) -> bool:
+    """True when ``path`` is a readable toy file made by this generator with these parameters
+    (``n_atoms`` None: any number of atoms)."""
     if not path.is_file():
         return False
     try:
         with BatchStore.open(path) as store:
-            return (store.kind == kind and store.n_atoms == n_atoms and store.D == 2 and store.n_batches == n_batches
-                    and store.has_labels and store.attrs.get("source") == source)
+            return (store.kind == kind and n_atoms in (None, store.n_atoms) and store.D == D
+                    and store.n_batches == n_batches and (store.has_labels or not labelled)
+                    and store.attrs.get("source") == source)
     except (BnpviError, OSError):
         return False
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["dense_local_step", "entropy_of", "forward_backward", "pair_merge_entropy", "viterbi"]
+__all__ = ["dense_local_step", "doc_topic_step", "entropy_of", "forward_backward", "pair_merge_entropy", "viterbi"]
 
 
 def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray):
@@ -225,3 +225,108 @@ def viterbi(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,
             for t in range(L - 1, 0, -1):
                 z[t - 1] = bp[t, z[t]]
     return path
+
+
+# ------------------------------------------------------------------- topic models
+def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarray, prior: np.ndarray,
+                   prior_rest: float, *, init_counts: np.ndarray | None = None, max_iters: int = 100,
+                   conv_thr: float = 0.05, n_restarts: int = 0, restart_iters: int = 2):
+    """Document-level local step of the HDP topic model / LDA, one document at a time.
+
+    Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46, written straight from the equations
+    (``csrc/topic_step.pyx`` uses the efficient form of the same updates). For document d
+    (rows u of C = log_lik, counts c, a = prior, a_> = prior_rest):
+
+    * first r_uk ∝ exp(C_uk + ln a_k), or ∝ exp(C_uk + ψ(N⁰_dk + a_k)) for init_counts N⁰;
+      N_dk = Σ_u c_u r_uk;
+    * every iteration: θ = N + a, E ln π_k = ψ(θ_k) − ψ(Σ θ + a_>),
+      r_uk = exp(C_uk + E ln π_k − logsumexp_j(C_uj + E ln π_j)), N' = Σ_u c_u r_uk; stop once
+      max_k |N' − N| < conv_thr, or after max_iters iterations;
+    * L_d = Σ_u c_u logsumexp_k(C_uk + w̃_k) − Σ_k N_k w̃_k + Σ_k lnΓ(θ_k) + lnΓ(a_>) − lnΓ(Σ θ + a_>)
+      with w̃ = E ln π − max E ln π (no lnΓ(a_>) when a_> = 0);
+    * sparse restarts (Hughes, Kim & Sudderth 2015 (AISTATS), sparse restarts): topics with
+      N_dk > 0.1, smallest first (stable: lower k first on ties), at most n_restarts and at
+      most (their number − 1); while the current state has two such topics, N' = N with
+      N'_j = 0, restart_iters iterations from θ' = N' + a, accepted iff its L_d is larger
+      by more than rounding: L'_d − L_d > 1e-12 (1 + |L_d|).
+
+    Parameters
+    ----------
+    log_lik : (nnz, K) ndarray of float64
+    counts : (nnz,) ndarray of float64
+    doc_range : (D + 1,) ndarray of int64
+    prior : (K,) ndarray of float64
+    prior_rest : float
+    init_counts : (D, K) ndarray of float64, optional
+    max_iters, conv_thr, n_restarts, restart_iters
+        As for ``bnpvi.kernels.topic.doc_topic_step``.
+
+    Returns
+    -------
+    resp, doc_counts, iters, objective, restarts_accepted
+        Shapes (nnz, K), (D, K), (D,) int64, (D,), (D,) int64.
+    """
+    from scipy.special import digamma, gammaln, logsumexp
+
+    nnz, K = log_lik.shape
+    D = doc_range.shape[0] - 1
+    resp = np.zeros((nnz, K))
+    doc_counts = np.zeros((D, K))
+    iters = np.zeros(D, dtype=np.int64)
+    objective = np.zeros(D)
+    accepted = np.zeros(D, dtype=np.int64)
+    rest = float(prior_rest)
+
+    def e_log_pi(N):
+        theta = N + prior
+        return digamma(theta) - digamma(theta.sum() + rest)
+
+    def respond(C, c, w):
+        """r, N and the collapsed objective for the weights w (any shift)."""
+        wt = w - w.max()
+        with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+            W = C + wt
+            lz = logsumexp(W, axis=1)
+            r = np.exp(W - lz[:, None])
+        N = c @ r
+        theta = N + prior
+        used = N > 0  # w̃ may be −inf where r underflowed to 0
+        L = c @ lz - np.sum(N[used] * wt[used]) + gammaln(theta).sum() - gammaln(theta.sum() + rest)
+        if rest > 0:
+            L += gammaln(rest)
+        return r, N, L
+
+    for d in range(D):
+        u0, u1 = int(doc_range[d]), int(doc_range[d + 1])
+        if u1 == u0:
+            objective[d] = gammaln(prior).sum() - gammaln(prior.sum() + rest) + (gammaln(rest) if rest > 0 else 0.0)
+            continue
+        C, c = log_lik[u0:u1], counts[u0:u1]
+        w = np.log(prior) if init_counts is None else digamma(init_counts[d] + prior)
+        r, N, L = respond(C, c, w)
+        it = 0
+        while it < max_iters:
+            it += 1
+            r, N_new, L = respond(C, c, e_log_pi(N))
+            diff = np.max(np.abs(N_new - N))
+            N = N_new
+            if diff < conv_thr:
+                break
+        iters[d] = it
+        if n_restarts > 0:
+            used = np.flatnonzero(N > 0.1)
+            order = used[np.argsort(N[used], kind="stable")]
+            for j in order[:min(n_restarts, used.size - 1)]:
+                if np.sum(N > 0.1) < 2:
+                    break
+                Nq = N.copy()
+                Nq[j] = 0.0
+                for _ in range(restart_iters):
+                    rq, Nq, Lq = respond(C, c, e_log_pi(Nq))
+                if Lq - L > 1e-12 * (1.0 + abs(L)):
+                    r, N, L = rq, Nq, Lq
+                    accepted[d] += 1
+        resp[u0:u1] = r
+        doc_counts[d] = N
+        objective[d] = L
+    return resp, doc_counts, iters, objective, accepted

@@ -18,14 +18,16 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from bnpvi.alloc.topic import TopicAlloc
 from bnpvi.config import schema_of
 from bnpvi.data.store import BatchStore
-from bnpvi.data.toy import ensure_toy, ensure_toy_sequences
+from bnpvi.data.toy import ensure_toy, ensure_toy_bars, ensure_toy_sequences
 from bnpvi.errors import BnpviError
 from bnpvi.io.checkpoint import load_checkpoint, save_checkpoint
 from bnpvi.io.model_file import write_model
 from bnpvi.io.plots import plot_trace
 from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
+from bnpvi.io.topics import topic_word_probs, write_doc_topics, write_topics
 from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, TRACE_COLUMNS, CsvTable
 from bnpvi.learn.base import LapResult
 from bnpvi.learn.init import initial_stats
@@ -50,7 +52,8 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
     """The data set named by the ``data`` node, split as ``alg.n_batches`` asks.
 
     ``data=toy`` is the built-in toy set that fits the model: 2-D points from 8
-    Gaussians for mixtures, 8-state sticky sequences for HMMs (auto-regressive ones
+    Gaussians for mixtures, a bars corpus for topic models, 8-state sticky sequences
+    for HMMs (auto-regressive ones
     when the ``obs`` family regresses on the previous step). When the ``obs`` family
     regresses each step on the one before (``needs_xprev``) and a sequence file holds
     no Xprev, the store is lagged (``SeqStore.lagged``: each sequence's first step dropped).
@@ -63,6 +66,9 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
         if "points" in alloc.data_kinds:
             n_batches = 5 if data.n_batches is None else int(data.n_batches)
             path = ensure_toy(n_atoms=int(data.n_atoms), seed=seed, n_batches=n_batches)
+        elif "bow" in alloc.data_kinds:
+            n_batches = 4 if data.n_batches is None else int(data.n_batches)
+            path = ensure_toy_bars(n_docs=int(data.n_docs), seed=seed, n_batches=n_batches)
         else:
             n_batches = 8 if data.n_batches is None else int(data.n_batches)
             path = ensure_toy_sequences(n_seqs=int(data.n_seqs), length=int(data.seq_length), seed=seed,
@@ -106,6 +112,17 @@ def initial_K(cfg: DictConfig, moves=None) -> int:
 def decode_all(model: Model, globals_, store: BatchStore) -> np.ndarray:
     """The most likely cluster of every atom (mixtures: argmax r_nk; HMMs: Viterbi), in file order."""
     return np.concatenate([model.decode(store.read_batch(b), globals_) for b in range(store.n_batches)])
+
+
+def doc_topic_proportions(model: Model, globals_, store: BatchStore) -> np.ndarray:
+    """E[π_d] over the K topics of every document (a topic model's local step under ``globals_``;
+    the HDP's mass beyond K is left out, so rows sum to a little less than 1)."""
+    parts = []
+    for b in range(store.n_batches):
+        local = model.local_step(store.read_batch(b), globals_)[1]
+        theta = local.tables["doc_counts"] + local.tables["prior"]
+        parts.append(theta / (theta.sum(axis=1, keepdims=True) + float(local.tables["prior_rest"])))
+    return np.concatenate(parts)
 
 
 def segment_all(model: Model, globals_, store: BatchStore, labels: np.ndarray | None) -> Segmentation:
@@ -329,6 +346,12 @@ class Run:
         if segmentation is not None:
             write_segmentation_outputs(self.run_dir, segmentation, self.alg.ids.uids,
                                        self.model.alloc.export(globals_.alloc))
+        if isinstance(self.model.alloc, TopicAlloc):
+            write_doc_topics(self.run_dir / "doc_topics.h5", doc_topic_proportions(self.model, globals_, self.store),
+                             self.alg.ids.uids)
+            if "lam" in globals_.obs:
+                write_topics(self.run_dir, topic_word_probs(globals_.obs), globals_.stats.N, self.alg.ids.uids,
+                             self.store.vocab())
         if self.trace.rows:
             plot_trace(self.trace.rows, self.run_dir / "elbo_K.png")
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

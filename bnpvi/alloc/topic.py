@@ -1,0 +1,253 @@
+"""Topic models: the HDP admixture and LDA (Hughes 2016 thesis Ch. 5; Hughes, Kim & Sudderth 2015).
+
+Document d has topic weights π_d and each of its tokens a topic z_dt ~ Cat(π_d). In the HDP,
+π_d ~ Dir(α β_1, ..., α β_K, α β_{>K}) around top-level probabilities β from sticks
+u_k ~ Beta(1, γ) (thesis Eq. 5.1-5.5; ``bnpvi.alloc.hdp_top``); in LDA, π_d ~ Dir(α/K, ..., α/K).
+
+Mean field (Eq. 5.6-5.13): q(π_d) = Dir(θ_d) (K + 1 entries in the HDP, the last one the mass on
+topics beyond K), q(z_dt) = Cat(r_dt), and for the HDP q(u_k) = Beta(ρ_k ω_k, (1 − ρ_k) ω_k).
+Tokens of one word type in a document share their responsibilities (§5.3.5), so the atoms
+the observation family sees are the (document, word type) entries, each weighted by its
+count c_du (``atoms``: one count vector with a single word per entry). The local step
+(Alg. 5.1, compiled: ``bnpvi.kernels.topic``) alternates r_du ∝ exp(C_du + ψ(θ_d)) and
+θ_d = N_d + α β̂, then tries sparse restarts (§5.3.4).
+
+Summaries per batch (§5.4.3, Eq. 5.47-5.48; the signs of Hughes, Kim & Sudderth 2015, Eq. 19):
+N_k = Σ_d N_dk; the entropy H_k = −Σ_du c_du r_duk ln r_duk; with P_dk = ψ(θ_dk) − ψ(θ_d.),
+
+    P_k = Σ_d P_dk,   Q_k = Σ_d lnΓ(θ_dk),   G_k = Σ_d (N_dk − θ_dk) P_dk,
+    Q_0 = Σ_d lnΓ(θ_d.),   and for the remainder P_>, Q_>, G_> = −Σ_d θ_d> P_d>,
+
+and the number of documents D. The ELBO's allocation and entropy terms are then exactly
+
+    L_ent + L_doc = Σ_k H_k − Q_0 + Σ_k (Q_k + G_k + α β̂_k P_k) + Q_> + G_> + α β̂_> P_>
+
+plus, for the HDP, the surrogate top term L_top = D K ln α + f(ρ, ω) (Eq. 5.25, with every
+document contributing E ln β_m for every m: c_m = D in ``hdp_top``), and for LDA the prior
+normaliser D c_Dir(α/K, ..., α/K). β̂ is the current global value while θ_d was made under the
+β̂ of its batch's last visit: the formula is exact for that combination (memoized VI).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import digamma, gammaln
+
+from bnpvi.alloc import hdp_top
+from bnpvi.alloc.base import AllocModel, Local, Params
+from bnpvi.errors import BnpviError, check_number
+from bnpvi.kernels import topic as topic_kernel
+from bnpvi.kernels.hmm import blas_single_thread
+from bnpvi.special import c_dir
+from bnpvi.stats import ENTROPY, PER_CLUSTER, TOTAL, FieldSpec, Responsibilities, SuffStats
+
+DOC_TERM = FieldSpec(pad="none", merge="tracked")
+"""A per-topic sum over documents of a function of θ_d (P, Q, G): it has no value for a topic the
+batch was never summarised under, and a merge's value must be tracked."""
+
+
+class TopicAlloc(AllocModel):
+    """What the HDP topic model and LDA share: the document-level local step and the summaries.
+
+    Parameters
+    ----------
+    alpha : float
+        α > 0, the concentration of every document's topic weights.
+    max_iters : int
+        Cap on the local step's iterations per document (thesis Alg. 5.1: 100).
+    conv_thr : float
+        A document's iterations stop when no N_dk moves by more than this (thesis: 0.05).
+    n_restarts : int
+        Sparse restart proposals per document (Hughes, Kim & Sudderth 2015 §4.1: 5; 0: none).
+    restart_iters : int
+        Local iterations of each restart proposal.
+    """
+
+    data_kinds = ("bow",)
+    moves: tuple[str, ...] = ()
+
+    def __init__(self, alpha: float, max_iters: int = 100, conv_thr: float = 0.05, n_restarts: int = 5,
+                 restart_iters: int = 2):
+        self.alpha = check_number(alpha, "model.alpha")
+        self.max_iters = _count(max_iters, "model.max_iters", 1)
+        self.conv_thr = check_number(conv_thr, "model.conv_thr", strict=False)
+        self.n_restarts = _count(n_restarts, "model.n_restarts", 0)
+        self.restart_iters = _count(restart_iters, "model.restart_iters", 1)
+
+    def layout(self):
+        return {"N": ((), PER_CLUSTER), "H": ((), ENTROPY), "P": ((), DOC_TERM), "Q": ((), DOC_TERM),
+                "G": ((), DOC_TERM), "n_docs": ((), TOTAL), "P_rest": ((), TOTAL), "Q_total": ((), TOTAL),
+                "Q_rest": ((), TOTAL), "G_rest": ((), TOTAL)}
+
+    def atoms(self, batch):
+        """One atom per (document, word type) entry: the count vectors the observation family sees."""
+        if not hasattr(batch, "tokens"):
+            raise BnpviError(f"model={self.name} needs bag-of-words documents; convert them with "
+                             "`bnpvi-data convert` from LDA-C (.ldac) or a sparse NPZ")
+        return batch.tokens()
+
+    @staticmethod
+    def _tables(batch) -> tuple[np.ndarray, np.ndarray]:
+        return np.ascontiguousarray(batch.word_counts, dtype=np.float64), np.ascontiguousarray(batch.doc_range)
+
+    # ---------------------------------------------------------- local step
+    def doc_prior(self, params: Params) -> tuple[np.ndarray, float]:
+        """The Dirichlet parameters of q(π_d)'s prior part: α β̂_k (K,) and α β̂_> (0 for LDA)."""
+        raise NotImplementedError
+
+    def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
+        """Per-document iterations and sparse restarts (thesis Alg. 5.1-5.2) for every document of the batch.
+
+        ``log_lik`` holds c_du E ln φ_k,v_du per entry (the family's count-weighted value); the
+        step uses C_duk = E ln φ_k,v_du.
+        """
+        counts, doc_range = self._tables(batch)
+        prior, prior_rest = self.doc_prior(params)
+        C = np.ascontiguousarray(log_lik / counts[:, None])
+        out = topic_kernel.doc_topic_step(C, counts, doc_range, prior, prior_rest, max_iters=self.max_iters,
+                                          conv_thr=self.conv_thr, n_restarts=self.n_restarts,
+                                          restart_iters=self.restart_iters)
+        return Local(Responsibilities(out.resp, prior.shape[0]),
+                     {"doc_counts": out.doc_counts, "counts": counts, "prior": prior, "prior_rest": prior_rest})
+
+    def summarize(self, local: Local) -> dict[str, np.ndarray]:
+        """The summaries of the module docstring, from N_d and r (vectorised over documents)."""
+        t = local.tables
+        N_d, prior, rest = t["doc_counts"], t["prior"], float(t["prior_rest"])
+        theta = N_d + prior
+        total = theta.sum(axis=1) + rest
+        psi_total = digamma(total)
+        P_d = digamma(theta) - psi_total[:, None]
+        D = N_d.shape[0]
+        fields = {"N": N_d.sum(axis=0), "H": self._entropy(local.resp.values, t["counts"]),
+                  "P": P_d.sum(axis=0), "Q": gammaln(theta).sum(axis=0), "G": ((N_d - theta) * P_d).sum(axis=0),
+                  "n_docs": np.float64(D), "Q_total": np.float64(gammaln(total).sum())}
+        if rest > 0:
+            P_rest = digamma(rest) - psi_total
+            fields.update(P_rest=np.float64(P_rest.sum()), Q_rest=np.float64(D * gammaln(rest)),
+                          G_rest=np.float64(-rest * P_rest.sum()))
+        else:
+            fields.update(P_rest=np.float64(0.0), Q_rest=np.float64(0.0), G_rest=np.float64(0.0))
+        return fields
+
+    @staticmethod
+    def _entropy(resp: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """H_k = −Σ_u c_u r_uk ln r_uk (0 ln 0 = 0)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(resp > 0, resp * np.log(resp), 0.0)
+        return -(counts @ terms)
+
+    # ---------------------------------------------------------------- ELBO
+    def doc_terms(self, stats: SuffStats) -> float:
+        """L_ent + L_doc without the terms linear in β̂: Σ H − Q_0 + Σ (Q + G) + Q_> + G_>."""
+        return float(np.sum(stats["H"]) - stats["Q_total"] + np.sum(stats["Q"]) + np.sum(stats["G"])
+                     + stats["Q_rest"] + stats["G_rest"])
+
+    def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
+        """Each document's most used topic, argmax_k N_dk."""
+        return np.asarray(self.local_step(batch, log_lik, params).tables["doc_counts"].argmax(axis=1), dtype=np.int64)
+
+
+class HDPTopicAlloc(TopicAlloc):
+    """The HDP admixture (module docstring); name "hdp_topic".
+
+    Parameters
+    ----------
+    gamma : float
+        γ > 0, concentration of the top-level sticks.
+    alpha, max_iters, conv_thr, n_restarts, restart_iters
+        See :class:`TopicAlloc`.
+    """
+
+    name = "hdp_topic"
+    sort_needs_check = True
+
+    def __init__(self, gamma: float = 10.0, alpha: float = 0.5, **local):
+        super().__init__(alpha, **local)
+        self.gamma = check_number(gamma, "model.gamma")
+
+    def doc_prior(self, params: Params) -> tuple[np.ndarray, float]:
+        beta = hdp_top.stick_means(params["rho"])
+        return self.alpha * beta[:-1], float(self.alpha * beta[-1])
+
+    def _coefficients(self, stats: SuffStats) -> tuple[np.ndarray, np.ndarray]:
+        """c (K+1,) = D everywhere, T = α (P_1, ..., P_K, P_>) (``hdp_top``)."""
+        K = stats.K
+        return (np.full(K + 1, float(stats["n_docs"])),
+                self.alpha * np.append(stats["P"], stats["P_rest"]))
+
+    def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
+        """(ρ, ω) by L-BFGS-B on the surrogate (thesis §5.3.2), warm-started when the topics are the same."""
+        K = stats.K
+        if warm is not None and "rho" in warm and np.shape(warm["rho"]) == (K,):
+            rho, omega = np.asarray(warm["rho"], dtype=np.float64), np.asarray(warm["omega"], dtype=np.float64)
+        else:
+            rho, omega = hdp_top.uniform_sticks(K, self.gamma)
+        c, T = self._coefficients(stats)
+        with blas_single_thread():
+            rho, omega = hdp_top.optimize(c, T, self.gamma, rho, omega)
+        return {"rho": rho, "omega": omega}
+
+    def warm_start(self, params: Params, sources) -> dict:
+        """Sticks for an edited topic set: a topic's β̂ is the sum of its sources'; new topics share half the
+        remainder; ω is the first source's (1 + γ for new topics)."""
+        beta = hdp_top.stick_means(params["rho"])
+        fresh = [i for i, s in enumerate(sources) if not s]
+        kept = np.array([beta[list(s)].sum() if s else 0.0 for s in sources])
+        kept[fresh] = 0.5 * max(1.0 - kept.sum(), 0.0) / max(len(fresh), 1)
+        omega = np.array([params["omega"][s[0]] if s else 1.0 + self.gamma for s in sources])
+        return {"rho": hdp_top.sticks_from_means(kept), "omega": omega}
+
+    def elbo(self, stats: SuffStats, params: Params) -> float:
+        """L_ent + L_doc + L_top (module docstring), exact for any (ρ, ω)."""
+        c, T = self._coefficients(stats)
+        top = hdp_top.surrogate(params["rho"], params["omega"], c, T, self.gamma)
+        return self.doc_terms(stats) + float(stats["n_docs"]) * stats.K * np.log(self.alpha) + top
+
+    def export(self, params: Params) -> dict[str, np.ndarray]:
+        """E[β] (the topics' corpus-wide probabilities; the last entry is the mass beyond K)."""
+        return {"top_probs": hdp_top.stick_means(params["rho"])}
+
+
+class LDAAlloc(TopicAlloc):
+    """Latent Dirichlet allocation with K topics and π_d ~ Dir(α/K, ..., α/K); name "lda".
+
+    Parameters
+    ----------
+    alpha : float
+        α > 0, the total concentration (each topic gets α/K, as the finite models here do).
+    max_iters, conv_thr, n_restarts, restart_iters
+        See :class:`TopicAlloc`.
+    """
+
+    name = "lda"
+    finite = True
+
+    def __init__(self, alpha: float = 0.5, **local):
+        super().__init__(alpha, **local)
+
+    def doc_prior(self, params: Params) -> tuple[np.ndarray, float]:
+        return np.asarray(params["doc_prior"], dtype=np.float64), 0.0
+
+    def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
+        """Nothing to learn at the top: the document prior is fixed at α/K."""
+        return {"doc_prior": np.full(stats.K, self.alpha / stats.K)}
+
+    def elbo(self, stats: SuffStats, params: Params) -> float:
+        """L_ent + L_doc with the prior normaliser D c_Dir(α/K, ..., α/K)."""
+        prior = np.asarray(params["doc_prior"], dtype=np.float64)
+        return (self.doc_terms(stats) + float(stats["n_docs"]) * float(c_dir(prior))
+                + float(prior @ stats["P"]))
+
+    def export(self, params: Params) -> dict[str, np.ndarray]:
+        return {"doc_prior": np.asarray(params["doc_prior"])}
+
+
+def _count(value, name: str, low: int) -> int:
+    """``value`` as an int ≥ ``low``, or a one-line BnpviError naming ``name``."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise BnpviError(f"{name} must be an integer, got {value!r}") from None
+    if number != value or number < low:
+        raise BnpviError(f"{name} must be an integer >= {low}, got {value!r}")
+    return number

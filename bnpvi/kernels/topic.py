@@ -1,0 +1,229 @@
+"""Python face of the compiled topic-model local step (csrc/topic_step.pyx).
+
+:func:`doc_topic_step` is the document-level local step of the HDP topic model and of
+LDA (Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46), with the sparse restarts of
+Hughes, Kim & Sudderth 2015 (AISTATS), sparse restarts. It validates its inputs
+(dtype, shape, C-contiguity, finiteness, positive counts and priors, ``doc_range``)
+and raises :class:`KernelInputError` with a one-line message; it never casts or
+copies inputs silently.
+
+Documents are independent and each is done start to finish by one thread, so every
+result is bit-identical from call to call and for any ``n_threads``. A NumPy
+reference with the same equations lives in :mod:`bnpvi.kernels.reference`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from bnpvi.kernels import KernelInputError, _check_array, _row_preview, _threads, compiled
+
+_ext = compiled("_topic_step", "topic-model kernels")
+
+__all__ = ["DocTopicResult", "doc_topic_step"]
+
+INT_MAX = 2**31 - 1
+
+RESTART_MIN_GAIN = 1e-12
+"""A restart is accepted when L_d grows by more than this times 1 + |L_d| (csrc/topic_step.pyx)."""
+
+
+@dataclass(frozen=True)
+class DocTopicResult:
+    """Local parameters of a batch of documents (see :func:`doc_topic_step`).
+
+    Attributes
+    ----------
+    resp : (nnz, K) ndarray
+        r_uk, the responsibilities of the (document, word type) rows; rows sum to 1.
+    doc_counts : (D, K) ndarray
+        N_dk = Σ_u c_u r_uk over the rows of document d (0 for a document without rows).
+    iters : (D,) ndarray of int64
+        Coordinate-ascent iterations each document used (restarts not counted).
+    objective : (D,) ndarray
+        The collapsed per-document objective L_d of the returned state.
+    restarts_accepted : (D,) ndarray of int64
+        Sparse restart proposals accepted per document.
+    """
+
+    resp: np.ndarray
+    doc_counts: np.ndarray
+    iters: np.ndarray
+    objective: np.ndarray
+    restarts_accepted: np.ndarray
+
+
+# --------------------------------------------------------------------------- checks
+def _check_int(value, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not minimum <= value <= INT_MAX:
+        raise KernelInputError(f"{name} must be an int in [{minimum}, {INT_MAX}], got {value!r}")
+    return int(value)
+
+
+def _check_real(value, name: str, minimum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or value < minimum:
+        raise KernelInputError(f"{name} must be a finite number >= {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def _first_bad(a: np.ndarray, bad: np.ndarray):
+    """Index (int, or tuple of ints) of the first True entry of ``bad``, and what ``a`` holds there."""
+    at = np.unravel_index(int(np.flatnonzero(bad)[0]), a.shape)
+    where = int(at[0]) if a.ndim == 1 else tuple(int(i) for i in at)
+    x = a[at]
+    what = "a NaN" if np.isnan(x) else ("+inf" if x > 0 else ("-inf" if np.isinf(x) else repr(float(x))))
+    return where, what
+
+
+def _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts) -> tuple[int, int, int, float]:
+    _check_array(log_lik, "log_lik", 2)
+    _check_array(counts, "counts", 1)
+    _check_array(doc_range, "doc_range", 1, np.int64)
+    _check_array(prior, "prior", 1)
+    nnz, K = log_lik.shape
+    if K < 1:
+        raise KernelInputError(f"log_lik must have at least one column (topic), got shape {log_lik.shape}")
+    if counts.shape != (nnz,):
+        raise KernelInputError(f"counts must have shape ({nnz},) to match log_lik {log_lik.shape}, got {counts.shape}")
+    if prior.shape != (K,):
+        raise KernelInputError(f"prior must have shape ({K},) to match log_lik {log_lik.shape}, got {prior.shape}")
+    if doc_range.shape[0] < 1:
+        raise KernelInputError("doc_range must hold D + 1 document boundaries, got an empty array")
+    if doc_range[0] != 0:
+        raise KernelInputError(f"doc_range[0] must be 0, got {int(doc_range[0])}")
+    if doc_range[-1] != nnz:
+        raise KernelInputError(f"doc_range[-1] must be nnz = {nnz} (the rows of log_lik), got {int(doc_range[-1])}")
+    step = np.diff(doc_range)
+    if step.size and step.min() < 0:
+        s = int(np.flatnonzero(step < 0)[0])
+        raise KernelInputError(f"doc_range must not decrease: doc_range[{s}] = {int(doc_range[s])}, "
+                               f"doc_range[{s + 1}] = {int(doc_range[s + 1])}")
+    bad = ~np.isfinite(log_lik)
+    if bad.any():
+        (u, k), what = _first_bad(log_lik, bad)
+        raise KernelInputError(f"log_lik has {what} at ({u}, {k}) (row {u}: {_row_preview(log_lik[u])}); "
+                               "every entry must be finite")
+    bad = ~(counts > 0.0) | ~np.isfinite(counts)
+    if bad.any():
+        u, what = _first_bad(counts, bad)
+        raise KernelInputError(f"counts[{u}] must be a finite number > 0 (tokens of the row's word type), got {what}")
+    bad = ~(prior > 0.0) | ~np.isfinite(prior)
+    if bad.any():
+        k, what = _first_bad(prior, bad)
+        raise KernelInputError(f"prior[{k}] must be a finite number > 0 (alpha * beta_k), got {what}")
+    rest = _check_real(prior_rest, "prior_rest", 0.0)
+    D = doc_range.shape[0] - 1
+    if init_counts is not None:
+        _check_array(init_counts, "init_counts", 2)
+        if init_counts.shape != (D, K):
+            raise KernelInputError(f"init_counts must have shape ({D}, {K}) (documents, topics), got {init_counts.shape}")
+        bad = ~(init_counts >= 0.0) | ~np.isfinite(init_counts)
+        if bad.any():
+            at, what = _first_bad(init_counts, bad)
+            raise KernelInputError(f"init_counts must be finite and >= 0, got {what} at {at}")
+    return nnz, K, D, rest
+
+
+# -------------------------------------------------------------------------- kernel
+def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarray, prior: np.ndarray,
+                   prior_rest: float, *, init_counts: np.ndarray | None = None, max_iters: int = 100,
+                   conv_thr: float = 0.05, n_restarts: int = 0, restart_iters: int = 2,
+                   n_threads=None) -> DocTopicResult:
+    """Document-level local step of the HDP topic model / LDA for every document of a batch.
+
+    Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46. Document d is rows
+    u ∈ ``doc_range[d]:doc_range[d+1]`` of C = ``log_lik``, with c = ``counts``,
+    a = ``prior`` and a_> = ``prior_rest``. Block coordinate ascent alternates
+
+        r_uk ∝ exp(C_uk + w_k),   N_dk = Σ_u c_u r_uk,   θ_dk = N_dk + a_k,   w_k = ψ(θ_dk)
+
+    (ψ(Σ θ) is constant in k and dropped), starting from w_k = ln a_k ("from the
+    likelihood": r_uk ∝ exp(C_uk) a_k), or from w_k = ψ(N⁰_dk + a_k) for the warm-start
+    counts N⁰ = ``init_counts``. One iteration updates w from N, then r and N from w; a
+    document stops once max_k |N_dk(new) − N_dk(old)| < ``conv_thr`` or after
+    ``max_iters`` iterations. The returned N_d is always that of the returned r, and
+    θ_d = N_d + a. The compiled loop uses the efficient form with per-row
+    m_u = max_k C_uk, L_uk = exp(C_uk − m_u), p_k = exp(w_k − max w) and
+    s_u = Σ_k L_uk p_k: N_dk = p_k Σ_u c_u L_uk / s_u.
+
+    The objective reported (and used by the restarts) is the collapsed
+
+        L_d = Σ_u c_u (m_u + ln s_u) − Σ_k N_dk w̃_k + Σ_k lnΓ(θ_dk) + lnΓ(a_>) − lnΓ(Σ_k θ_dk + a_>),
+
+    with w̃ = w − max w (the lnΓ(a_>) term left out when a_> = 0, LDA); it equals
+    Σ_u c_u Σ_k r_uk (C_uk − ln r_uk) − c_Dir(θ_d, a_>) and never decreases over the
+    iterations.
+
+    Sparse restarts (Hughes, Kim & Sudderth 2015 (AISTATS), sparse restarts), when
+    ``n_restarts`` > 0: the topics with N_dk > 0.1 after the iterations, smallest first
+    (ties: lower k), at most ``n_restarts`` of them and at most (their number − 1), are
+    tried in turn while the current state still has two such topics: N' = N_d with
+    N'_j = 0, ``restart_iters`` iterations from θ' = N' + a, and the proposal replaces
+    the current state iff its L_d is larger by more than rounding,
+    L'_d − L_d > ``RESTART_MIN_GAIN`` (1 + |L_d|): a proposal that returns to the
+    current state must not be accepted (or not) by rounding noise.
+
+    Parameters
+    ----------
+    log_lik : (nnz, K) ndarray of float64, C-contiguous
+        C_uk = E ln φ_{k, v_u} of every (document, word type) row; finite.
+    counts : (nnz,) ndarray of float64, C-contiguous
+        c_u > 0, the tokens of the row's word type in its document.
+    doc_range : (D + 1,) ndarray of int64, C-contiguous
+        Document boundaries: 0, ..., nnz, non-decreasing (a document may have no rows).
+    prior : (K,) ndarray of float64, C-contiguous
+        a_k = α β̂_k > 0.
+    prior_rest : float
+        a_> = α β̂_{>K} ≥ 0 (0 for LDA); enters only the objective.
+    init_counts : (D, K) ndarray of float64, C-contiguous, optional
+        Warm-start counts N⁰_dk ≥ 0 (memoized VI); default: start from the likelihood.
+    max_iters : int, default 100
+        Iterations per document, ≥ 0 (0: r from the first weights only).
+    conv_thr : float, default 0.05
+        Convergence threshold on max_k |ΔN_dk|, ≥ 0 (0: always ``max_iters`` iterations).
+    n_restarts : int, default 0
+        Sparse restart proposals per document, ≥ 0.
+    restart_iters : int, default 2
+        Iterations of every restart proposal, ≥ 1.
+    n_threads : int, optional
+        OpenMP threads over documents; default all available for large inputs, 1 for
+        small ones. Results do not depend on it (bit for bit).
+
+    Returns
+    -------
+    DocTopicResult
+        resp (nnz, K), doc_counts (D, K), iters (D,) int64, objective (D,),
+        restarts_accepted (D,) int64. A document without rows has N_d = 0, 0 iterations
+        and L_d = Σ_k lnΓ(a_k) + lnΓ(a_>) − lnΓ(Σ_k a_k + a_>).
+
+    Raises
+    ------
+    KernelInputError (a ValueError)
+        Wrong dtype / shape / layout, a malformed ``doc_range``, a non-finite entry of
+        ``log_lik``, a count ≤ 0, a prior entry ≤ 0, a negative or non-finite
+        ``prior_rest`` / ``init_counts`` / ``conv_thr``, bad iteration or restart
+        numbers, or priors so small that ψ underflows to −inf everywhere.
+    """
+    nnz, K, D, rest = _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts)
+    max_iters = _check_int(max_iters, "max_iters", 0)
+    conv_thr = _check_real(conv_thr, "conv_thr", 0.0)
+    n_restarts = _check_int(n_restarts, "n_restarts", 0)
+    restart_iters = _check_int(restart_iters, "restart_iters", 1)
+    nt = _threads(n_threads, nnz * K * max(1, max_iters))
+    out = DocTopicResult(np.empty((nnz, K)), np.empty((D, K)), np.empty(D, dtype=np.int64), np.empty(D),
+                         np.empty(D, dtype=np.int64))
+    warm = init_counts is not None
+    _ext.doc_topic_step(log_lik, counts, doc_range, prior, rest, init_counts if warm else np.empty((0, K)), warm,
+                        max_iters, conv_thr, n_restarts, restart_iters, out.resp, out.doc_counts, out.iters,
+                        out.objective, out.restarts_accepted, nt)
+    bad = ~np.isfinite(out.objective)
+    if bad.any():
+        d = int(np.flatnonzero(bad)[0])
+        raise KernelInputError(
+            f"document {d} (rows {int(doc_range[d])}:{int(doc_range[d + 1])}): the local step is not finite; "
+            f"the prior is too extreme (min prior = {float(prior.min()):.4g}, sum = {float(prior.sum()) + rest:.4g})"
+        )
+    return out
