@@ -150,8 +150,8 @@ class AlgConfig:
 
     name: str = MISSING
     n_laps: int = MISSING  # maximum number of passes through the data
-    converge_thr: float = MISSING  # stop when |ΔELBO| / N over a lap is below this ...
-    count_thr: float = MISSING  # ... and no cluster's count N_k changed by more than this
+    converge_thr: float = MISSING  # stop when |ΔELBO| / N over a lap is below this (topic models: N tokens) ...
+    count_thr: float = MISSING  # ... and no count N_k moved by more than this many atoms (topic models: documents)
     n_batches: Optional[int] = MISSING  # split a file converted without fixed batches into this many
 
 
@@ -269,7 +269,9 @@ class TrainConfig:
     moves: MovesConfig = field(default_factory=MovesConfig)  # proposal moves (memo only)
     seed: int = MISSING  # seeds every random choice of the run
     checkpoint_every: int = MISSING  # laps between checkpoints (one is always written at the end)
-    eval_every: int = MISSING  # laps between evaluations against true labels (sequences: Hamming)
+    eval_every: int = MISSING  # laps between evaluations (sequences: Hamming; topic models: held-out log-likelihood)
+    heldout_split: str = MISSING  # halves | types: document-completion split of the held-out documents
+    heldout_seed: int = MISSING  # seed of that split (the held-out documents themselves are chosen by the file)
     resume: Optional[str] = None  # RUN_DIR of a run to continue from its latest checkpoint
 
 

@@ -1,5 +1,6 @@
 """The one exception type users see: a clear, one-line message about bad input."""
 import math
+import operator
 
 
 class BnpviError(Exception):
@@ -26,3 +27,24 @@ def check_number(value, name: str, minimum: float = 0.0, strict: bool = True) ->
         raise BnpviError(f"{name} must be {rule}, got {value!r}")
     return number
 
+
+def check_int(value, name: str, minimum: int = 0) -> int:
+    """``value`` as an integer of at least ``minimum`` (an int, or a float with an integer value).
+
+    Raises
+    ------
+    BnpviError
+        "{name} must be an integer >= {minimum}, got {value}" (one line).
+    """
+    message = f"{name} must be an integer >= {minimum}, got {value!r}"
+    if isinstance(value, bool):
+        raise BnpviError(message)
+    try:
+        number = operator.index(value)
+    except TypeError:
+        if not (isinstance(value, float) and value.is_integer()):
+            raise BnpviError(message) from None
+        number = int(value)
+    if number < minimum:
+        raise BnpviError(message)
+    return int(number)

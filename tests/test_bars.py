@@ -87,12 +87,12 @@ def test_one_bar_per_document_and_fewer_bars():
 
 
 @pytest.mark.parametrize("kwargs, fragment", [
-    (dict(n_docs=0), "n_docs must be at least 1"),
-    (dict(side=1), "side must be at least 2"),
+    (dict(n_docs=0), "n_docs must be an integer >= 1"),
+    (dict(side=1), "side must be an integer >= 2"),
     (dict(n_bars=21), "n_bars=21 exceeds the 20 bars"),
     (dict(bars_per_doc=(2, 1)), "1 <= lo <= hi <= K=20"),
     (dict(bars_per_doc=(1, 21)), "1 <= lo <= hi <= K=20"),
-    (dict(tokens_per_doc=0), "tokens_per_doc must be at least 1"),
+    (dict(tokens_per_doc=0), "tokens_per_doc must be an integer >= 1"),
     (dict(noise=-0.1), "noise must be a number >= 0"),
     (dict(seed=-1), "seed must be a non-negative integer"),
 ])

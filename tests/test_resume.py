@@ -52,11 +52,10 @@ def assert_same_tree(a, b, where=""):
             np.testing.assert_array_equal(a[key], b[key], err_msg=f"{where}/{key}")
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, case):
-    cfg = compose_cfg(*COMMON, *CASES[case])
+def assert_resume_is_exact(cfg, tmp_path):
+    """Run ``cfg`` whole in tmp_path/ref, and cut after lap 2 batch 1 then resumed in tmp_path/cut;
+    both must end with the same model, summary and trace. Returns the trace."""
     runner.train(cfg, tmp_path / "ref")
-
     cut = tmp_path / "cut"
     cut.mkdir()
     run = runner.Run(cfg, cut)
@@ -74,6 +73,12 @@ def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, case):
     assert summary == ref_summary
     pd.testing.assert_frame_equal(trace, ref_trace, check_exact=True)
     assert_same_tree(model, ref_model)
+    return summary, trace
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, case):
+    summary, trace = assert_resume_is_exact(compose_cfg(*COMMON, *CASES[case]), tmp_path)
     if case in ("memo_moves", "hdp_hmm_births"):
         assert trace["birth_accepted"].sum() > 0
     if case == "hdp_hmm_moves":

@@ -183,3 +183,54 @@ def test_bad_settings_are_one_line_errors():
                          ({"max_iters": 0}, "model.max_iters"), ({"n_restarts": 1.5}, "model.n_restarts")):
         with pytest.raises(BnpviError, match=name):
             HDPTopicAlloc(**kwargs)
+
+
+def test_merge_gain_from_tracked_terms_equals_the_explicitly_merged_state():
+    """Merging topics a and b with the tracked P, Q, G, H (Hughes, Kim & Sudderth 2015 §5.1) gives the
+    summaries, and so the ELBO, of explicitly merged responsibilities and document weights
+    (r'_a = r_a + r_b, θ'_a = θ_a + θ_b), for every pair."""
+    alloc = HDPTopicAlloc(gamma=5.0, alpha=0.6)
+    model = make_model(alloc)
+    batch = corpus(seed=8, n_docs=25)
+    K = 4
+    g = random_globals(model, K, seed=9)
+    local = model.local_step(batch, g)[1]
+    stats = model.summarize(batch, local)
+    pairs = np.array([[a, b] for a in range(K) for b in range(a + 1, K)])
+    terms = alloc.merge_terms(local, pairs)
+    t = local.tables
+    for m, (a, b) in enumerate(pairs):
+        merged = stats.merge(a, b, {name: terms[name][m] for name in terms})
+        keep = [k for k in range(K) if k != b]
+        r, N_d, prior = local.resp.values.copy(), t["doc_counts"].copy(), t["prior"].copy()
+        r[:, a] += r[:, b]
+        N_d[:, a] += N_d[:, b]
+        prior[a] += prior[b]
+        explicit = Local(Responsibilities(np.ascontiguousarray(r[:, keep]), K - 1),
+                         {"doc_counts": N_d[:, keep], "counts": t["counts"], "prior": prior[keep],
+                          "prior_rest": t["prior_rest"]})
+        brute = model.summarize(batch, explicit)
+        assert merged.allclose(brute, rtol=1e-10, atol=1e-10)
+        sources = [[a, b] if k == a else [k] for k in keep]
+        warm = alloc.warm_start(g.alloc, sources)
+        assert model.evaluate(merged, warm)[0] == pytest.approx(model.evaluate(brute, warm)[0], rel=1e-12)
+
+
+def test_delete_candidate_is_the_local_step_of_the_model_without_the_topic():
+    """A whole-data delete's candidate for a batch is the local step under the other K − 1 topics, the
+    same as that of a model built without the topic (so its ELBO is exact)."""
+    alloc = HDPTopicAlloc(gamma=5.0, alpha=0.6)
+    model = make_model(alloc)
+    batch = corpus(seed=10, n_docs=15)
+    K, target = 5, 2
+    g = random_globals(model, K, seed=11)
+    log_lik = model.obs.expected_log_lik(g.obs, alloc.atoms(batch))
+    candidate = model.summarize(batch, alloc.local_step_without(batch, log_lik, g.alloc, target))
+    keep = [k for k in range(K) if k != target]
+    beta = hdp_top.stick_means(g.alloc["rho"])
+    without = Globals(g.stats.remove([target]), {"rho": hdp_top.sticks_from_means(beta[keep]), "omega": g.alloc["omega"][keep]},
+                      {name: value[keep] for name, value in g.obs.items()})
+    prior_direct = alloc.doc_prior(without.alloc)
+    np.testing.assert_allclose(prior_direct[0], alloc.alpha * beta[keep], rtol=1e-10)
+    direct = model.summarize(batch, model.local_step(batch, without)[1])
+    assert candidate.allclose(direct, rtol=1e-9, atol=1e-9)

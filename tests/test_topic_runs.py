@@ -80,3 +80,45 @@ def test_the_default_toy_set_of_a_topic_model_is_the_bars_corpus(compose_cfg, tm
 def test_store_round_trip_of_the_fixture(documents):
     with BatchStore.open(documents[3]) as store:
         assert store.kind == "bow" and store.n_batches == 3 and store.n_atoms == 300
+
+
+def matched_topics(run_dir, true_topics):
+    """Each true topic's L1 distance to its closest learned topic (E[φ_k])."""
+    from bnpvi.io.model_file import read_model
+
+    lam = read_model(run_dir / "model.h5")["posterior"]["lam"]
+    phi = lam / lam.sum(axis=1, keepdims=True)
+    return np.abs(phi[:, None, :] - true_topics[None, :, :]).sum(axis=-1).min(axis=0)
+
+
+def test_merge_and_delete_from_fifty_topics_find_the_ten_generated_bars(compose_cfg, tmp_path):
+    """memo with merge and delete from K = 50 on the package's bars corpus (10 bars on a 10 x 10 grid,
+    1-3 bars per document) ends with exactly the 10 topics, each holding more than 1 % of the tokens
+    and matching a true bar; every accepted move raises the whole-data ELBO, exactly."""
+    cfg = compose_cfg("model=hdp_topic", "init.K=50", "moves=[merge,delete]", "alg.n_laps=25")
+    summary = runner.train(cfg, tmp_path / "run")
+    counts = np.asarray(summary["counts"])
+    assert summary["K"] == 10 and np.all(counts > 0.01 * counts.sum())
+    with BatchStore.open(next((tmp_path / "cache").glob("toybars10_*.h5"))) as store:
+        true_topics = store.read_true_topics()
+    assert np.all(matched_topics(tmp_path / "run", true_topics) < 0.1)
+    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    assert trace["merge_accepted"].sum() + trace["delete_accepted"].sum() > 0
+    assert np.all(np.diff(trace["elbo"].to_numpy()[1:]) > -1e-9 * np.abs(trace["elbo"].to_numpy()[2:]))
+    moves = pd.read_csv(tmp_path / "run" / "moves.csv")
+    assert moves["exact"][moves["accepted"]].all()
+
+
+@pytest.mark.slow
+def test_merge_and_delete_find_the_six_topics_of_the_reference_bars(compose_cfg, tmp_path, shared_data):
+    """The same on the reference corpus bars_one_per_doc (6 true topics, 2,000 documents)."""
+    from bnpvi.data.convert import convert
+
+    path = convert(shared_data / "bars_one_per_doc" / "dataset.npz", tmp_path / "bars.h5", n_batches=4)
+    cfg = compose_cfg("model=hdp_topic", "data=hdf5", f"data.path={path}", "init.K=50", "moves=[merge,delete]",
+                      "alg.n_laps=30")
+    summary = runner.train(cfg, tmp_path / "run")
+    counts = np.asarray(summary["counts"])
+    assert summary["K"] == 6 and np.all(counts > 0.01 * counts.sum())
+    true_topics = np.load(shared_data / "bars_one_per_doc" / "dataset.npz")["true_topics"]
+    assert np.all(matched_topics(tmp_path / "run", true_topics) < 0.15)

@@ -65,6 +65,8 @@ class AllocModel(ABC):
     moves : tuple of str
         The proposal moves the model supports (others listed in the config are skipped
         with a warning).
+    abundant_K : int
+        The initial number of clusters when ``init.K`` is null and births are off.
     birth_kind : str
         How a birth makes new clusters: "split" (a poorly fit cluster's atoms re-divided
         among fresh clusters, judged after a lap) or "interval" (an HMM: fresh states cut
@@ -85,6 +87,7 @@ class AllocModel(ABC):
     full_first_pass: bool = False
     moves: tuple[str, ...] = ("birth", "merge", "delete")
     birth_kind: str = "split"
+    abundant_K: int = 8
     whole_delete: bool = False
     sort_needs_check: bool = False
 

@@ -38,8 +38,10 @@ from bnpvi.kernels.hmm import blas_single_thread
 from bnpvi.special import c_dir
 from bnpvi.stats import SuffStats
 
-EDIT_ROUNDS = 10
-"""Alternations of (ρ, ω) and θ after the cluster set changed (the reference code's choice; one otherwise)."""
+EDIT_ROUNDS = 3
+"""Alternations of (ρ, ω) and θ after the cluster set changed (one otherwise). The reference code uses
+10; on mocap6 3 rounds gave the same or better final ELBO in a third less time, and any number gives a
+valid bound (the alternation ends with θ)."""
 
 
 class HDPHMMAlloc(HMMAlloc):

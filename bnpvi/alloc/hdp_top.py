@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import digamma, polygamma
+from scipy.special import digamma, zeta
 
 from bnpvi.special import c_beta
 
@@ -95,7 +95,7 @@ def surrogate_grad(rho: np.ndarray, omega: np.ndarray, c: np.ndarray, T: np.ndar
     a, b = rho * omega, (1.0 - rho) * omega
     P1, P0 = _coefficients(c, gamma)
     A1, A0 = P1 - a, P0 - b
-    tri_a, tri_b, tri = polygamma(1, a), polygamma(1, b), polygamma(1, omega)
+    tri_a, tri_b, tri = zeta(2, a), zeta(2, b), zeta(2, omega)  # trigamma ψ1(x) = ζ(2, x)
     d_omega = A1 * (rho * tri_a - tri) + A0 * ((1.0 - rho) * tri_b - tri)
     beta = stick_means(rho)
     weighted = beta * T

@@ -34,11 +34,14 @@ from scipy.special import digamma, gammaln
 
 from bnpvi.alloc import hdp_top
 from bnpvi.alloc.base import AllocModel, Local, Params
-from bnpvi.errors import BnpviError, check_number
+from bnpvi.errors import BnpviError, check_int, check_number
 from bnpvi.kernels import topic as topic_kernel
 from bnpvi.kernels.hmm import blas_single_thread
 from bnpvi.special import c_dir
 from bnpvi.stats import ENTROPY, PER_CLUSTER, TOTAL, FieldSpec, Responsibilities, SuffStats
+
+PAIR_BLOCK = 16
+"""Merge pairs whose entropies are computed at a time (an (entries x PAIR_BLOCK) array)."""
 
 DOC_TERM = FieldSpec(pad="none", merge="tracked")
 """A per-topic sum over documents of a function of θ_d (P, Q, G): it has no value for a topic the
@@ -64,14 +67,15 @@ class TopicAlloc(AllocModel):
 
     data_kinds = ("bow",)
     moves: tuple[str, ...] = ()
+    abundant_K = 50
 
     def __init__(self, alpha: float, max_iters: int = 100, conv_thr: float = 0.05, n_restarts: int = 5,
                  restart_iters: int = 2):
         self.alpha = check_number(alpha, "model.alpha")
-        self.max_iters = _count(max_iters, "model.max_iters", 1)
+        self.max_iters = check_int(max_iters, "model.max_iters", 1)
         self.conv_thr = check_number(conv_thr, "model.conv_thr", strict=False)
-        self.n_restarts = _count(n_restarts, "model.n_restarts", 0)
-        self.restart_iters = _count(restart_iters, "model.restart_iters", 1)
+        self.n_restarts = check_int(n_restarts, "model.n_restarts", 0)
+        self.restart_iters = check_int(restart_iters, "model.restart_iters", 1)
 
     def layout(self):
         return {"N": ((), PER_CLUSTER), "H": ((), ENTROPY), "P": ((), DOC_TERM), "Q": ((), DOC_TERM),
@@ -142,6 +146,40 @@ class TopicAlloc(AllocModel):
         return float(np.sum(stats["H"]) - stats["Q_total"] + np.sum(stats["Q"]) + np.sum(stats["G"])
                      + stats["Q_rest"] + stats["G_rest"])
 
+    # ------------------------------------------------------------------ moves
+    def merge_terms(self, local: Local, pairs: np.ndarray) -> dict[str, np.ndarray]:
+        """Per pair (a, b): the merged topic's P, Q, G and H in this batch, with θ'_da = θ_da + θ_db and
+        r'_dua = r_dua + r_dub (Hughes, Kim & Sudderth 2015 §5.1; thesis §5.5.1); θ_d. is unchanged."""
+        t = local.tables
+        N_d, prior, rest = t["doc_counts"], t["prior"], float(t["prior_rest"])
+        theta = N_d + prior
+        psi_total = digamma(theta.sum(axis=1) + rest)[:, None]
+        a, b = np.asarray(pairs, dtype=np.intp).T
+        merged = theta[:, a] + theta[:, b]
+        P_d = digamma(merged) - psi_total
+        resp, counts = local.resp.values, t["counts"]
+        H = np.empty(a.shape[0])
+        for lo in range(0, a.shape[0], PAIR_BLOCK):
+            s = slice(lo, lo + PAIR_BLOCK)
+            H[s] = self._entropy(resp[:, a[s]] + resp[:, b[s]], counts)
+        return {"P": P_d.sum(axis=0), "Q": gammaln(merged).sum(axis=0),
+                "G": ((N_d[:, a] + N_d[:, b] - merged) * P_d).sum(axis=0), "H": H}
+
+    def local_step_without(self, batch, log_lik: np.ndarray, params: Params, target: int) -> Local:
+        """The local step over the other K − 1 topics, topic ``target``'s prior mass α β̂_target moved to the
+        remainder (as the sticks of the model without it have it): a valid q for every document, so a
+        delete judged on it is exact (thesis §5.5.2, whole-data form)."""
+        counts, doc_range = self._tables(batch)
+        prior, prior_rest = self.doc_prior(params)
+        prior_rest += float(prior[target])
+        keep = np.delete(np.arange(prior.shape[0]), target)
+        C = np.ascontiguousarray(log_lik[:, keep] / counts[:, None])
+        out = topic_kernel.doc_topic_step(C, counts, doc_range, np.ascontiguousarray(prior[keep]), prior_rest,
+                                          max_iters=self.max_iters, conv_thr=self.conv_thr,
+                                          n_restarts=self.n_restarts, restart_iters=self.restart_iters)
+        return Local(Responsibilities(out.resp, keep.shape[0]),
+                     {"doc_counts": out.doc_counts, "counts": counts, "prior": prior[keep], "prior_rest": prior_rest})
+
     def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
         """Each document's most used topic, argmax_k N_dk."""
         return np.asarray(self.local_step(batch, log_lik, params).tables["doc_counts"].argmax(axis=1), dtype=np.int64)
@@ -160,6 +198,8 @@ class HDPTopicAlloc(TopicAlloc):
 
     name = "hdp_topic"
     sort_needs_check = True
+    moves = ("merge", "delete")
+    whole_delete = True  # a delete re-runs the local step on every batch without the topic: exact
 
     def __init__(self, gamma: float = 10.0, alpha: float = 0.5, **local):
         super().__init__(alpha, **local)
@@ -196,6 +236,26 @@ class HDPTopicAlloc(TopicAlloc):
         kept[fresh] = 0.5 * max(1.0 - kept.sum(), 0.0) / max(len(fresh), 1)
         omega = np.array([params["omega"][s[0]] if s else 1.0 + self.gamma for s in sources])
         return {"rho": hdp_top.sticks_from_means(kept), "omega": omega}
+
+    def _top(self, D: float, rho: np.ndarray, omega: np.ndarray) -> float:
+        """The q(u) part of L_top: D K ln α + f(ρ, ω) without the terms linear in β̂."""
+        K = rho.shape[0]
+        return D * K * np.log(self.alpha) + hdp_top.surrogate(rho, omega, np.full(K + 1, D), np.zeros(K + 1),
+                                                             self.gamma)
+
+    def merge_score(self, stats: SuffStats, params: Params, pairs: np.ndarray) -> np.ndarray:
+        """The change of the q(u) part of L_top when merging each pair, the sticks merged by summing β̂
+        (the part of the gain computable from global quantities, less the terms in P; a ranking
+        heuristic, thesis §5.5.1: a topic model's document terms can move either way)."""
+        D, K = float(stats["n_docs"]), stats.K
+        base = self._top(D, params["rho"], params["omega"])
+        scores = np.empty(len(pairs))
+        for m, (a, b) in enumerate(np.asarray(pairs, dtype=np.intp)):
+            sources = [[k] for k in range(K) if k != b]
+            sources[a] = [a, b]
+            warm = self.warm_start(params, sources)
+            scores[m] = self._top(D, warm["rho"], warm["omega"]) - base
+        return scores
 
     def elbo(self, stats: SuffStats, params: Params) -> float:
         """L_ent + L_doc + L_top (module docstring), exact for any (ρ, ω)."""
@@ -240,14 +300,3 @@ class LDAAlloc(TopicAlloc):
 
     def export(self, params: Params) -> dict[str, np.ndarray]:
         return {"doc_prior": np.asarray(params["doc_prior"])}
-
-
-def _count(value, name: str, low: int) -> int:
-    """``value`` as an int ≥ ``low``, or a one-line BnpviError naming ``name``."""
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise BnpviError(f"{name} must be an integer, got {value!r}") from None
-    if number != value or number < low:
-        raise BnpviError(f"{name} must be an integer >= {low}, got {value!r}")
-    return number

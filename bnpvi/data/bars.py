@@ -11,7 +11,6 @@ set used in Hughes, Kim & Sudderth 2015 (AISTATS) and Hughes 2016 thesis Ch. 5).
 from __future__ import annotations
 
 import math
-import operator
 from pathlib import Path
 
 import numpy as np
@@ -19,17 +18,7 @@ import numpy as np
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.data.bow import write_documents
 from bnpvi.data.heldout import hold_out
-from bnpvi.errors import BnpviError
-
-
-def _int(value, name: str, minimum: int) -> int:
-    try:
-        as_int = operator.index(value)
-    except TypeError:
-        raise BnpviError(f"bars: {name} must be an integer, got {value!r}") from None
-    if as_int < minimum:
-        raise BnpviError(f"bars: {name} must be at least {minimum}, got {as_int}")
-    return int(as_int)
+from bnpvi.errors import BnpviError, check_int
 
 
 def _noise(noise) -> float:
@@ -45,7 +34,7 @@ def _noise(noise) -> float:
 def _n_bars(side: int, n_bars) -> int:
     if n_bars is None:
         return 2 * side
-    n_bars = _int(n_bars, "n_bars", 1)
+    n_bars = check_int(n_bars, "bars: n_bars", 1)
     if n_bars > 2 * side:
         raise BnpviError(f"bars: n_bars={n_bars} exceeds the {2 * side} bars of a {side} x {side} grid")
     return n_bars
@@ -53,7 +42,7 @@ def _n_bars(side: int, n_bars) -> int:
 
 def bar_pixels(side: int = 10, n_bars: int | None = None) -> np.ndarray:
     """(K, side) int64: the word ids of each bar's pixels (bar 2i: row i; bar 2i + 1: column i)."""
-    side = _int(side, "side", 2)
+    side = check_int(side, "bars: side", 2)
     K = _n_bars(side, n_bars)
     k = np.arange(K)[:, None]
     line, along = k // 2, np.arange(side)[None, :]
@@ -128,9 +117,9 @@ def make_bars(n_docs: int, side: int = 10, n_bars: int | None = None, bars_per_d
     BnpviError
         A bad size, range, noise or seed (one line).
     """
-    n_docs = _int(n_docs, "n_docs", 1)
-    side = _int(side, "side", 2)
-    tokens = _int(tokens_per_doc, "tokens_per_doc", 1)
+    n_docs = check_int(n_docs, "bars: n_docs", 1)
+    side = check_int(side, "bars: side", 2)
+    tokens = check_int(tokens_per_doc, "bars: tokens_per_doc", 1)
     topics = bar_topics(side, n_bars, noise)
     noise = _noise(noise)
     pixels = bar_pixels(side, n_bars)
@@ -173,9 +162,9 @@ def _range(bars_per_doc, K: int) -> tuple[int, int]:
     if isinstance(bars_per_doc, (tuple, list)):
         if len(bars_per_doc) != 2:
             raise BnpviError(f"bars: bars_per_doc must be a number or a range (lo, hi), got {bars_per_doc!r}")
-        lo, hi = (_int(v, "bars_per_doc", 1) for v in bars_per_doc)
+        lo, hi = (check_int(v, "bars: bars_per_doc", 1) for v in bars_per_doc)
     else:
-        lo = hi = _int(bars_per_doc, "bars_per_doc", 1)
+        lo = hi = check_int(bars_per_doc, "bars: bars_per_doc", 1)
     if not 1 <= lo <= hi <= K:
         raise BnpviError(f"bars: bars_per_doc={bars_per_doc!r} must satisfy 1 <= lo <= hi <= K={K}")
     return lo, hi

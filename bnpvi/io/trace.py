@@ -13,6 +13,12 @@ MOVE_COUNTS = [f"{move}_{what}" for move in MOVES for what in ("tried", "accepte
 TRACE_COLUMNS = ["lap", "batches_seen", "elapsed_s", "elbo", "K", *MOVE_COUNTS, "waiting_for_moves", "elbo_per_atom"]
 CLUSTER_COLUMNS = ["lap", "uid", "count"]
 MOVE_COLUMNS = ["lap", "move", "target", "gain", "accepted", "fresh", "kept", "exact"]
+EVAL_COLUMNS = {
+    "hamming": "labelled sequences: normalized Hamming distance of the Viterbi paths (every eval_every laps)",
+    "heldout_loglik": "topic models with held-out documents: log-likelihood per held-out target token by "
+                      "document completion (every eval_every laps and at the last lap; bnpvi.learn.heldout)",
+}
+"""Optional trace columns: name -> what they hold."""
 INTEGER_COLUMNS = {"lap", "batches_seen", "K", "uid", "waiting_for_moves", *MOVE_COUNTS}
 
 
@@ -20,6 +26,7 @@ class CsvTable:
     """Rows kept in memory and mirrored to a CSV file with fixed columns.
 
     In trace.csv, ``elbo`` is the whole-data ELBO L (not per atom); ``elbo_per_atom`` = L / N.
+    Evaluation columns follow when they apply (:data:`EVAL_COLUMNS`), NaN on laps without an evaluation.
     """
 
     def __init__(self, path: Path, columns: list[str], rows: list[dict] | None = None):
@@ -46,6 +53,10 @@ class CsvTable:
 
     @staticmethod
     def rows_from_arrays(arrays: dict, columns: list[str]) -> list[dict]:
+        """Rows from :meth:`to_arrays`; an evaluation column the arrays lack (a checkpoint written before it
+        existed) is NaN."""
         n = len(np.atleast_1d(arrays[columns[0]])) if columns[0] in arrays else 0
+        missing = {col: np.full(n, np.nan) for col in columns if col in EVAL_COLUMNS and col not in arrays}
+        arrays = {**arrays, **missing}
         return [{col: (int(arrays[col][i]) if col in INTEGER_COLUMNS else float(arrays[col][i])) for col in columns}
                 for i in range(n)]

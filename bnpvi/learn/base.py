@@ -29,6 +29,10 @@ class LapResult:
     moves: dict = field(default_factory=dict)  # e.g. {"birth_tried": 3, "birth_accepted": 1, ...}
 
 
+SORT_RETRY = 10
+"""Laps before a rejected sort by size (``AllocModel.sort_needs_check``) is tried again unchanged."""
+
+
 class Algorithm(ABC):
     """Base class: the batch schedule, lap bookkeeping, cluster edits and saved state.
 
@@ -61,6 +65,7 @@ class Algorithm(ABC):
         self.pos = 0  # batches of the current lap done
         self.batches_seen = 0
         self.order = np.arange(self.n_batches)
+        self.rejected_sort: tuple[int, np.ndarray] | None = None  # (lap, wanted id order) of the last rejected sort
 
     def step(self) -> LapResult | None:
         """Process the next batch; at the end of a lap return its LapResult."""
@@ -109,6 +114,14 @@ class Algorithm(ABC):
         self.globals = edit.globals
         self.ids.remap(edit.sources)
 
+    def _sort_rejected(self, wanted: np.ndarray) -> bool:
+        """Whether the same sort (same ids in the same wanted order) was rejected less than
+        ``SORT_RETRY`` laps ago; it is then not tried again yet (each try costs a global step)."""
+        if self.rejected_sort is None:
+            return False
+        lap, order = self.rejected_sort
+        return self.lap - lap < SORT_RETRY and np.array_equal(order, wanted)
+
     def sort_clusters(self) -> None:
         """Sort clusters by size, largest first (Hughes 2016 thesis §3.4.3; stable, so ties keep their order).
 
@@ -118,10 +131,14 @@ class Algorithm(ABC):
         order = np.argsort(-self.globals.stats.N, kind="stable")
         if np.array_equal(order, np.arange(order.size)):
             return
+        wanted = self.ids.uids[order]
+        if self._sort_rejected(wanted):
+            return
         sources = [[int(k)] for k in order]
         sorted_stats = self.globals.stats.reorder(order)
         globals_ = self.model.global_step(sorted_stats, self.model.alloc.warm_start(self.globals.alloc, sources))
         if self.model.alloc.sort_needs_check and self.model.elbo(sorted_stats, globals_) < self.elbo():
+            self.rejected_sort = (self.lap, wanted)
             return
         self.apply(Edit(sources, lambda b, cache: cache.reorder(order), globals_))
 
@@ -131,7 +148,9 @@ class Algorithm(ABC):
         return {"lap": self.lap, "pos": self.pos, "batches_seen": self.batches_seen,
                 "order": np.asarray(self.order, dtype=np.int64),
                 "globals": {"stats": self.globals.stats.to_tree(), "alloc": dict(self.globals.alloc)},
-                "ids": self.ids.state()}
+                "ids": self.ids.state(),
+                "rejected_sort": {} if self.rejected_sort is None else {"lap": np.int64(self.rejected_sort[0]),
+                                                                       "order": self.rejected_sort[1]}}
 
     def load_state(self, state: dict) -> None:
         self.lap = int(state["lap"])
@@ -141,3 +160,5 @@ class Algorithm(ABC):
         saved = state["globals"]
         self.globals = self.model.restore(SuffStats.from_tree(saved["stats"]), saved["alloc"])
         self.ids = ClusterIds.from_state(state["ids"])
+        saved = state.get("rejected_sort") or {}
+        self.rejected_sort = (int(saved["lap"]), np.asarray(saved["order"], dtype=np.int64)) if saved else None

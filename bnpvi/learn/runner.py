@@ -2,8 +2,9 @@
 
 It owns everything around the algorithm: the run directory's trace, checkpoints
 (every ``checkpoint_every`` laps, on Ctrl-C/SIGTERM, and at the end), the final
-model, the plot, evaluation against true labels, and resuming from a checkpoint
-so that the resumed run ends exactly where the uninterrupted one would have.
+model, the plot, evaluation against true labels and, for topic models on a file with
+held-out documents, by document completion (:mod:`bnpvi.learn.heldout`), and resuming
+from a checkpoint so that the resumed run ends exactly where the uninterrupted one would have.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bnpvi.alloc.topic import TopicAlloc
 from bnpvi.config import schema_of
+from bnpvi.data.heldout import check_seed
 from bnpvi.data.store import BatchStore
 from bnpvi.data.toy import ensure_toy, ensure_toy_bars, ensure_toy_sequences
 from bnpvi.errors import BnpviError
@@ -30,6 +32,7 @@ from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
 from bnpvi.io.topics import topic_word_probs, write_doc_topics, write_topics
 from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, TRACE_COLUMNS, CsvTable
 from bnpvi.learn.base import LapResult
+from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout
 from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.sovb import StochasticVB
@@ -102,11 +105,14 @@ def build_model(cfg: DictConfig, alloc, store: BatchStore, moments) -> Model:
     return Model(alloc, obs)
 
 
-def initial_K(cfg: DictConfig, moves=None) -> int:
-    """``init.K``, or when it is null: 1 if births are on (they find K), else 8."""
+def initial_K(cfg: DictConfig, moves=None, alloc=None) -> int:
+    """``init.K``, or when it is null: 1 if births are on (they find K), else the model's
+    ``abundant_K`` (8; 50 for topic models, whose merges and deletes then remove the extra topics)."""
     if cfg.init.get("K") is not None:
         return int(cfg.init.K)
-    return 1 if (moves or {}).get("birth") is not None else 8
+    if (moves or {}).get("birth") is not None:
+        return 1
+    return alloc.abundant_K if alloc is not None else 8
 
 
 def decode_all(model: Model, globals_, store: BatchStore) -> np.ndarray:
@@ -154,6 +160,9 @@ class Run:
                 raise BnpviError(f"{key} must be at least {minimum}, got {OmegaConf.select(cfg, key)}")
         if cfg.alg.name not in ALGORITHMS:
             raise BnpviError(f"unknown alg {cfg.alg.name!r}; choose one of {sorted(ALGORITHMS)}")
+        # a config saved before these keys existed evaluates with their defaults
+        self.heldout_split = check_split(OmegaConf.select(cfg, "heldout_split", default="halves"), "heldout_split")
+        self.heldout_seed = check_seed(OmegaConf.select(cfg, "heldout_seed", default=0), "heldout_seed")
         alloc = instantiate(cfg.model)
         self.store = open_store(cfg, alloc)
         try:
@@ -165,15 +174,19 @@ class Run:
             raise
         self.labels = self.store.labels()
         self.sequences = self.store.kind == "seq"
+        self.heldout = evaluates_heldout(self.model, self.store)
+        self._heldout_last: tuple | None = None  # (globals, result) of the latest held-out evaluation
         self.meta = {"D": self.store.D, "n_atoms": self.store.n_atoms, "n_batches": self.store.n_batches,
                      "data_mean": np.zeros(0) if moments is None else moments.mean}
         self.rng = np.random.default_rng(int(cfg.seed))
         self.converged = False
         self.prev_counts: np.ndarray | None = None
         self._start: float | None = None  # perf_counter() when this process started training
-        columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else [])
+        columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
+            + (["heldout_loglik"] if self.heldout else [])
         if checkpoint is None:
-            stats = initial_stats(self.model, self.store, cfg.init, self.rng, initial_K(cfg, self.moves))
+            K = initial_K(cfg, self.moves, self.model.alloc)
+            stats = initial_stats(self.model, self.store, cfg.init, self.rng, K)
             self.alg = self._algorithm(self.model.global_step(stats), ClusterIds.first(stats.K))
             self.trace = CsvTable(self.run_dir / "trace.csv", columns)
             self.clusters = CsvTable(self.run_dir / "clusters.csv", CLUSTER_COLUMNS)
@@ -265,23 +278,29 @@ class Run:
             return {"hamming": hamming_distance(self.labels, estimate)}
         return {"ari": adjusted_rand_index(self.labels, estimate)}
 
+    def heldout_score(self, globals_) -> dict:
+        """Held-out log-likelihood per token by document completion under ``globals_`` (``heldout_split``,
+        ``heldout_seed``; Hughes, Kim & Sudderth 2015 (AISTATS) §6, Eq. 22): ``loglik_per_token`` and
+        ``n_tokens``. Deterministic and draws nothing from the run's generator; the latest result is reused
+        for the same globals."""
+        if self._heldout_last is not None and self._heldout_last[0] is globals_:
+            return self._heldout_last[1]
+        result = completion_loglik(self.model, globals_, self.store, seed=self.heldout_seed, mode=self.heldout_split)
+        self._heldout_last = (globals_, result)
+        return result
+
     # ------------------------------------------------------------------ loop
     def _record(self, result: LapResult) -> None:
         elbo = result.elbo
-        paused = time.perf_counter()
         row = {"lap": result.lap, "batches_seen": self.alg.batches_seen, "elapsed_s": round(self.elapsed(), 4),
                "elbo": elbo, "K": result.K, "elbo_per_atom": elbo / self.store.n_atoms}
         row.update(result.moves)
-        if "hamming" in self.trace.columns:
-            due = result.lap % int(self.cfg.eval_every) == 0
-            row["hamming"] = self.scores()["hamming"] if due else np.nan
-        if self._start is not None:  # evaluation is not training time
-            self._start += time.perf_counter() - paused
         prev = self.trace.rows[-1] if self.trace.rows else None
         thr, count_thr = float(self.cfg.alg.converge_thr), float(self.cfg.alg.count_thr)
         if prev is not None and self.prev_counts is not None and self.prev_counts.shape == result.counts.shape:
-            small_change = abs(elbo - prev["elbo"]) / self.store.n_atoms < thr
-            stable_counts = np.max(np.abs(result.counts - self.prev_counts)) < count_thr
+            mass = max(float(result.counts.sum()), 1e-300)  # atoms; a topic model's tokens
+            small_change = abs(elbo - prev["elbo"]) / mass < thr
+            stable_counts = np.max(np.abs(result.counts - self.prev_counts)) < count_thr * mass / self.store.n_atoms
             no_moves = not any(v for k, v in result.moves.items() if k.endswith("_accepted"))
             if small_change and stable_counts and no_moves:  # otherwise converged: do the moves still have work?
                 schedule = getattr(self.alg, "moves", None)
@@ -289,6 +308,16 @@ class Run:
                 self.converged = row["waiting_for_moves"] == 0
             else:
                 self.converged = False
+        paused = time.perf_counter()
+        due = result.lap % int(self.cfg.eval_every) == 0
+        if "hamming" in self.trace.columns:
+            row["hamming"] = self.scores()["hamming"] if due else np.nan
+        if self.heldout:  # every eval_every laps and at the last one
+            last = self.converged or result.lap >= int(self.cfg.alg.n_laps)
+            row["heldout_loglik"] = (self.heldout_score(self.alg.globals)["loglik_per_token"] if due or last
+                                     else np.nan)
+        if self._start is not None:  # evaluation is not training time
+            self._start += time.perf_counter() - paused
         self.prev_counts = result.counts
         self.trace.append(row)
         self.clusters.extend([{"lap": result.lap, "uid": int(u), "count": float(n)}
@@ -298,7 +327,9 @@ class Run:
             self.events_logged = len(self.alg.moves.events)
         moves = "".join(f"  {m} {result.moves[m + '_accepted']}/{result.moves[m + '_tried']}"
                         for m in ("birth", "merge", "delete") if result.moves.get(m + "_tried"))
-        score = f"  hamming {row['hamming']:.4f}" if np.isfinite(row.get("hamming", np.nan)) else ""
+        score = "".join(f"  {name} {row[column]:.4f}" for name, column in (("hamming", "hamming"),
+                                                                           ("heldout", "heldout_loglik"))
+                        if np.isfinite(row.get(column, np.nan)))
         log.info("lap %4d  elbo %.10g  K %3d  %8.2f s%s%s", result.lap, elbo, result.K, row["elapsed_s"], score, moves)
 
     def train(self) -> dict:
@@ -342,6 +373,9 @@ class Run:
                    "counts": np.round(globals_.stats.N, 6).tolist(), "uids": self.alg.ids.uids.tolist()}
         segmentation = segment_all(self.model, globals_, self.store, self.labels) if self.sequences else None
         summary.update(self.scores(segmentation))
+        if self.heldout:
+            heldout = self.heldout_score(globals_)
+            summary.update(heldout_loglik=heldout["loglik_per_token"], heldout_tokens=heldout["n_tokens"])
         write_model(self.run_dir / "model.h5", self.model, globals_, self.alg.ids, self.cfg, summary)
         if segmentation is not None:
             write_segmentation_outputs(self.run_dir, segmentation, self.alg.ids.uids,
@@ -355,8 +389,8 @@ class Run:
         if self.trace.rows:
             plot_trace(self.trace.rows, self.run_dir / "elbo_K.png")
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        score = "".join(f"  {name.upper() if name == 'ari' else name} {summary[name]:.4f}"
-                        for name in ("ari", "hamming") if name in summary)
+        score = "".join(f"  {name.upper() if name == 'ari' else name.split('_')[0]} {summary[name]:.4f}"
+                        for name in ("ari", "hamming", "heldout_loglik") if name in summary)
         log.info("done: %d laps, elbo %.10g, K %d%s, %.2f s (%s)", self.alg.lap, summary["elbo"], globals_.K,
                  score, summary["elapsed_s"], stop_reason)
         log.info("run directory: %s", self.run_dir)

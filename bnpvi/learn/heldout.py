@@ -1,0 +1,148 @@
+"""Held-out log-likelihood of a topic model by document completion.
+
+The evaluation of Hughes, Kim & Sudderth 2015 (AISTATS) §6, Eq. 22 and Hughes 2016
+thesis Eq. 5.59 (after Wang, Paisley & Blei 2011). Every held-out document of the
+data file (``BowStore.read_heldout``) is split into an observed part and a target
+part (:func:`bnpvi.data.heldout.completion_split`). The topics are taken as point
+estimates φ̂_k = λ̂_k / Σ_w λ̂_kw; the document's topic weights are fitted to its
+observed part by the model's own document-level step
+(:func:`bnpvi.kernels.topic.doc_topic_step` with C_uk = ln φ̂_{k, v_u}, the global
+prior α β̂ of ``model.alloc.doc_prior``, and no sparse restarts), which gives θ_d
+(θ_d = α β̂ for a document whose observed part is empty); then
+π̂_dk = θ_dk / Σ_{l ≤ K} θ_dl over the K active topics (for the HDP the mass α β̂_>
+beyond K is dropped and the rest renormalised), and
+
+    score = Σ_d Σ_{target tokens of d} ln Σ_k π̂_dk φ̂_{k, v}  /  (number of target tokens),
+
+in nats per held-out token (higher is better).
+
+Documents are read ``block_docs`` at a time, so memory stays flat in the number of
+held-out documents. Every document's split, fit and value depend on the document and
+its index in the held-out set alone, and the per-document values are added one
+after the other in held-out order, so the score is the same bit for bit for any
+block size. Nothing here draws from a random generator.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+
+from bnpvi.alloc.topic import TopicAlloc
+from bnpvi.data.heldout import MODES, check_seed, completion_split
+from bnpvi.errors import BnpviError, check_int, check_number
+from bnpvi.kernels import topic as topic_kernel
+
+__all__ = ["completion_loglik", "check_split", "evaluates_heldout"]
+
+
+def check_split(mode, what: str = "mode") -> str:
+    """``mode`` if it names a document-completion split ("halves" or "types"); one-line BnpviError otherwise."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise BnpviError(f"{what} must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+def is_topic_model(model) -> bool:
+    """Whether ``model`` is a topic model (HDP or LDA) with the multinomial family."""
+    return isinstance(model.alloc, TopicAlloc) and getattr(model.obs, "name", None) == "mult"
+
+
+def evaluates_heldout(model, store) -> bool:
+    """Whether :func:`completion_loglik` applies: a topic model with obs=mult and a file with held-out documents."""
+    return is_topic_model(model) and bool(getattr(store, "has_heldout", False))
+
+
+def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves", max_iters: int = 100,
+                      conv_thr: float = 0.01, block_docs: int = 5000) -> dict:
+    """Held-out log-likelihood per token by document completion (module docstring).
+
+    Hughes, Kim & Sudderth 2015 (AISTATS) §6, Eq. 22; Hughes 2016 thesis Eq. 5.59.
+
+    Parameters
+    ----------
+    model : Model
+        A topic model (``model.alloc`` a :class:`~bnpvi.alloc.topic.TopicAlloc`) with the ``mult`` family.
+    globals_ : Globals
+        Its global parameters: ``globals_.obs["lam"]`` (K, V) and the allocation parameters
+        from which ``model.alloc.doc_prior`` makes α β̂.
+    store : BowStore
+        A bag-of-words file with held-out documents.
+    seed : int, default 0
+        Seed of the completion split (non-negative).
+    mode : {"halves", "types"}
+        The completion split (:func:`~bnpvi.data.heldout.completion_split`).
+    max_iters : int, default 100
+        Iterations of the document-level step per document (at least 1).
+    conv_thr : float, default 0.01
+        A document's iterations stop when no N_dk moves by more than this (>= 0).
+    block_docs : int, default 5000
+        Held-out documents read and scored at a time (at least 1); the result does not depend on it.
+
+    Returns
+    -------
+    dict
+        ``loglik_per_token`` (float): Σ over target tokens of ln p(token) / their number, in nats;
+        ``n_tokens`` (int): the number of target tokens.
+
+    Raises
+    ------
+    BnpviError
+        Not a topic model with obs=mult, a file without held-out documents, a vocabulary that does
+        not match the topics, a bad mode, seed, iteration count, threshold or block size, or no
+        target tokens at all (one line each).
+    """
+    if not is_topic_model(model):
+        raise BnpviError(f"held-out log-likelihood by document completion needs a topic model (hdp_topic or lda) "
+                         f"with obs=mult, not model={model.alloc.name} obs={getattr(model.obs, 'name', '?')}")
+    if not getattr(store, "has_heldout", False):
+        raise BnpviError(f"data file {getattr(store, 'path', store)} holds no held-out documents (write them with "
+                         "`bnpvi-data convert SRC DST --heldout F`)")
+    mode = check_split(mode)
+    seed = check_seed(seed, "the completion seed")
+    max_iters = check_int(max_iters, "max_iters", 1)
+    conv_thr = check_number(conv_thr, "conv_thr", strict=False)
+    block_docs = check_int(block_docs, "block_docs", 1)
+
+    lam = np.asarray(globals_.obs["lam"], dtype=np.float64)
+    if lam.ndim != 2 or lam.shape[1] != store.D:
+        raise BnpviError(f"the topics have shape {lam.shape} but data file {getattr(store, 'path', store)} has a "
+                         f"vocabulary of V={store.D} words")
+    phi_T = np.ascontiguousarray((lam / lam.sum(axis=1, keepdims=True)).T)  # (V, K): φ̂_kv by word
+    with np.errstate(divide="ignore"):
+        log_phi_T = np.log(phi_T)
+    prior, prior_rest = model.alloc.doc_prior(globals_.alloc)
+    prior = np.ascontiguousarray(prior, dtype=np.float64)
+    K = prior.shape[0]
+
+    total, n_tokens = 0.0, 0
+    for lo in range(0, store.n_heldout, block_docs):
+        block = store.read_heldout(lo, min(store.n_heldout, lo + block_docs))
+        observed, target = completion_split(block, seed, mode)
+        n_docs = observed.doc_range.shape[0] - 1
+
+        # θ_d on the observed part: the document-level step with C_uk = ln φ̂_{k, v_u}, no restarts
+        ids = np.asarray(observed.word_ids, dtype=np.intp)
+        C = np.ascontiguousarray(log_phi_T[ids])
+        if not np.isfinite(C).all():
+            raise BnpviError("held-out log-likelihood: a topic gives probability 0 to an observed word "
+                             "(λ̂ must be positive)")
+        fit = topic_kernel.doc_topic_step(C, np.ascontiguousarray(observed.word_counts, dtype=np.float64),
+                                          np.ascontiguousarray(observed.doc_range, dtype=np.int64), prior,
+                                          float(prior_rest), max_iters=max_iters, conv_thr=conv_thr, n_restarts=0)
+        theta = fit.doc_counts + prior
+        pi = theta / theta.sum(axis=1, keepdims=True)  # over the K active topics; the HDP's remainder dropped
+
+        # ln Σ_k π̂_dk φ̂_kv per target (document, word) entry, summed per document (count-weighted)
+        t_ids = np.asarray(target.word_ids, dtype=np.intp)
+        t_counts = np.asarray(target.word_counts, dtype=np.float64)
+        t_doc = np.repeat(np.arange(n_docs, dtype=np.intp), np.diff(target.doc_range))
+        prob = np.zeros(t_ids.shape[0])
+        for k in range(K):  # one column at a time: memory O(entries), and each entry's sum in a fixed order
+            prob += pi[t_doc, k] * phi_T[t_ids, k]
+        doc_ll = np.bincount(t_doc, weights=t_counts * np.log(prob), minlength=n_docs)
+        total = float(np.cumsum(np.concatenate([[total], doc_ll]))[-1])  # sequential: block-size independent
+        n_tokens += int(t_counts.sum())
+    if n_tokens == 0:
+        raise BnpviError(f"held-out log-likelihood: the {mode!r} split leaves no target tokens in the "
+                         f"{store.n_heldout} held-out documents")
+    return {"loglik_per_token": total / n_tokens, "n_tokens": n_tokens}
