@@ -15,6 +15,8 @@ from bnpvi.model import Model
 from bnpvi.obs import make_obs
 from bnpvi.stats import ClusterIds
 
+from setups import run_laps
+
 FAMILIES = ["gauss", "diag_gauss", "zm_gauss"]
 
 
@@ -42,15 +44,6 @@ def setup(store, family, K=10, seed=0):
     init = OmegaConf.create({"name": "random", "K": K, "n_samples": 1000, "n_trials": None, "kmeans_iters": 0})
     stats = initial_stats(model, store, init, rng, K)
     return model, model.global_step(stats), ClusterIds.first(K), rng
-
-
-def run_laps(alg, n_laps):
-    elbos = []
-    while alg.lap < n_laps:
-        result = alg.step()
-        if result is not None:
-            elbos.append(result.elbo)
-    return np.array(elbos)
 
 
 def all_points(store):

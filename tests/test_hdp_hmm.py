@@ -6,45 +6,25 @@ from omegaconf import OmegaConf
 from bnpvi.alloc import HDPHMMAlloc
 from bnpvi.alloc import hdp_top
 from bnpvi.alloc.hmm import expected_log_probs
-from bnpvi.data.store import BatchStore, write_sequences
-from bnpvi.data.toy import make_toy_sequences
 from bnpvi.errors import BnpviError
-from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.vb import FullVB
 from bnpvi.metrics import hamming_distance
-from bnpvi.model import Globals, Model
-from bnpvi.obs import make_obs
+from bnpvi.model import Globals
 from bnpvi.special import c_dir
-from bnpvi.stats import ClusterIds
+
+import setups
+from setups import run_laps, toy_sequence_file
 
 
 @pytest.fixture(scope="module")
 def sequences(tmp_path_factory):
-    X, seq_range, labels = make_toy_sequences(n_seqs=16, length=300, seed=3)
-    path = tmp_path_factory.mktemp("seq") / "toy.h5"
-    write_sequences(path, X, seq_range, n_batches=4, labels=labels)
-    return path
+    return toy_sequence_file(tmp_path_factory, seed=3)
 
 
 def setup(path, K=8, seed=0, sticky_kappa=50.0):
-    store = BatchStore.open(path)
-    obs = make_obs({"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-5, "mean": None},
-                   store.D, store.moments())
-    model = Model(HDPHMMAlloc(gamma=10.0, alpha=0.5, start_alpha=5.0, sticky_kappa=sticky_kappa), obs)
-    rng = np.random.default_rng(seed)
-    cfg = OmegaConf.create({"name": "kmeanspp", "K": K, "n_samples": 5000, "n_trials": None, "kmeans_iters": 0})
-    stats = initial_stats(model, store, cfg, rng, K)
-    return store, model, model.global_step(stats), ClusterIds.first(K), rng
-
-
-def run(alg, laps):
-    elbos = []
-    while alg.lap < laps:
-        result = alg.step()
-        if result is not None:
-            elbos.append(result.elbo)
-    return np.array(elbos)
+    return setups.setup(path, HDPHMMAlloc(gamma=10.0, alpha=0.5, start_alpha=5.0, sticky_kappa=sticky_kappa),
+                           K=K, seed=seed)
 
 
 # ------------------------------------------------------------------ surrogate bounds
@@ -176,7 +156,7 @@ def test_an_empty_state_lowers_the_elbo(sequences):
     """Unlike a DP mixture's, the HDP-HMM's bound penalises an appended empty state (Hughes 2016 thesis Fig. 5.3)."""
     store, model, globals_, ids, rng = setup(sequences)
     alg = MemoizedVB(model, store, OmegaConf.create({"n_laps": 3, "converge_thr": 0.0}), rng, globals_, ids)
-    run(alg, 3)
+    run_laps(alg, 3)
     stats = alg.globals.stats
     padded = stats.remap([[k] for k in range(stats.K)] + [[]])
     elbo, _ = model.evaluate(padded, model.alloc.warm_start(alg.globals.alloc, [[k] for k in range(stats.K)] + [[]]))
@@ -189,7 +169,7 @@ def test_an_empty_state_lowers_the_elbo(sequences):
 def test_elbo_never_decreases(sequences, alg_cls, sticky_kappa):
     store, model, globals_, ids, rng = setup(sequences, K=12, sticky_kappa=sticky_kappa)
     alg = alg_cls(model, store, OmegaConf.create({"n_laps": 8, "converge_thr": 0.0}), rng, globals_, ids)
-    elbos = run(alg, 8)
+    elbos = run_laps(alg, 8)
     assert np.all(np.diff(elbos) >= -1e-9 * np.abs(elbos[1:]))
     store.close()
 
@@ -197,7 +177,7 @@ def test_elbo_never_decreases(sequences, alg_cls, sticky_kappa):
 def test_memo_elbo_never_decreases_after_any_batch(sequences):
     store, model, globals_, ids, rng = setup(sequences, K=12)
     alg = MemoizedVB(model, store, OmegaConf.create({"n_laps": 5, "converge_thr": 0.0}), rng, globals_, ids)
-    run(alg, 1)
+    run_laps(alg, 1)
     values = []
     while alg.lap < 5:
         alg.step()
@@ -210,7 +190,7 @@ def test_memo_elbo_never_decreases_after_any_batch(sequences):
 def test_memo_recovers_the_eight_states(sequences):
     store, model, globals_, ids, rng = setup(sequences, K=8)
     alg = MemoizedVB(model, store, OmegaConf.create({"n_laps": 10, "converge_thr": 0.0}), rng, globals_, ids)
-    run(alg, 10)
+    run_laps(alg, 10)
     z = np.concatenate([model.decode(store.read_batch(b), alg.globals) for b in range(store.n_batches)])
     assert hamming_distance(store.labels(), z) < 0.02
     store.close()

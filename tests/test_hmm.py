@@ -1,21 +1,19 @@
 """The finite sticky HMM as an allocation model: its ELBO, monotone VB and memoized VB, and state recovery."""
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 from scipy.special import digamma, gammaln
 
 from bnpvi.alloc import FiniteHMMAlloc
-from bnpvi.data.store import BatchStore, write_sequences
+from bnpvi.data.store import write_sequences
 from bnpvi.data.toy import make_toy_sequences
 from bnpvi.errors import BnpviError
-from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.vb import FullVB
 from bnpvi.learn.work import process_batch
 from bnpvi.metrics import hamming_distance
-from bnpvi.model import Model
-from bnpvi.obs import make_obs
-from bnpvi.stats import ClusterIds
+
+import setups
+from setups import run_laps, toy_sequence_file
 
 
 def dirichlet_kl(q, p):
@@ -26,30 +24,12 @@ def dirichlet_kl(q, p):
 
 @pytest.fixture(scope="module")
 def sequences(tmp_path_factory):
-    X, seq_range, labels = make_toy_sequences(n_seqs=16, length=300, seed=2)
-    path = tmp_path_factory.mktemp("seq") / "toy.h5"
-    write_sequences(path, X, seq_range, n_batches=4, labels=labels)
-    return path
+    return toy_sequence_file(tmp_path_factory, seed=2)
 
 
 def setup(path, family="gauss", K=8, seed=0, sticky_kappa=50.0, init="kmeanspp"):
-    store = BatchStore.open(path)
-    obs = make_obs({"name": family, "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-5, "mean": None},
-                   store.D, store.moments())
-    model = Model(FiniteHMMAlloc(alpha=0.5, start_alpha=5.0, sticky_kappa=sticky_kappa), obs)
-    rng = np.random.default_rng(seed)
-    cfg = OmegaConf.create({"name": init, "K": K, "n_samples": 5000, "n_trials": None, "kmeans_iters": 0})
-    stats = initial_stats(model, store, cfg, rng, K)
-    return store, model, model.global_step(stats), ClusterIds.first(K), rng
-
-
-def run(alg, laps):
-    elbos = []
-    while alg.lap < laps:
-        result = alg.step()
-        if result is not None:
-            elbos.append(result.elbo)
-    return np.array(elbos)
+    return setups.setup(path, FiniteHMMAlloc(alpha=0.5, start_alpha=5.0, sticky_kappa=sticky_kappa), family, K,
+                           seed, init)
 
 
 @pytest.mark.parametrize("sticky_kappa", [0.0, 50.0])
@@ -87,7 +67,7 @@ def test_summaries_obey_the_count_invariants(sequences):
 @pytest.mark.parametrize("family", ["gauss", "diag_gauss"])
 def test_elbo_never_decreases(sequences, alg_cls, family):
     store, model, globals_, ids, rng = setup(sequences, family=family, K=10, init="random")
-    elbos = run(alg_cls(model, store, {}, rng, globals_, ids), 12)
+    elbos = run_laps(alg_cls(model, store, {}, rng, globals_, ids), 12)
     assert np.all(np.diff(elbos) >= -1e-9 * np.abs(elbos[1:])), np.diff(elbos).min()
     assert elbos[-1] > elbos[0]
     store.close()
@@ -96,7 +76,7 @@ def test_elbo_never_decreases(sequences, alg_cls, family):
 def test_memo_after_every_batch_and_caches_add_up(sequences):
     store, model, globals_, ids, rng = setup(sequences, K=10, init="random")
     alg = MemoizedVB(model, store, {}, rng, globals_, ids)
-    run(alg, 1)
+    run_laps(alg, 1)
     values = []
     while alg.lap < 8:
         result = alg.step()
@@ -112,7 +92,7 @@ def test_memo_recovers_the_eight_states(tmp_path):
     write_sequences(tmp_path / "toy.h5", X, seq_range, n_batches=8, labels=labels)
     store, model, globals_, ids, rng = setup(tmp_path / "toy.h5", K=8)
     alg = MemoizedVB(model, store, {}, rng, globals_, ids)
-    run(alg, 10)
+    run_laps(alg, 10)
     estimate = np.concatenate([model.decode(store.read_batch(b), alg.globals) for b in range(store.n_batches)])
     assert hamming_distance(labels, estimate) < 0.05
     store.close()

@@ -7,15 +7,14 @@ from omegaconf import OmegaConf
 
 from bnpvi.alloc import FiniteHMMAlloc, HDPHMMAlloc
 from bnpvi.data.batch import SeqBatch
-from bnpvi.data.store import BatchStore, write_sequences
-from bnpvi.data.toy import make_toy_sequences
 from bnpvi.kernels import hmm as fb
-from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.metrics import hamming_distance
 from bnpvi.model import Model
 from bnpvi.obs import make_obs
-from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
+from bnpvi.stats import Responsibilities, SuffStats
+
+from setups import run_laps, setup, toy_sequence_file
 
 
 def enumerate_chain(C, log_start, log_trans, lump, K2):
@@ -135,29 +134,15 @@ def test_single_merge_gain_equals_brute_force(alloc):
 
 @pytest.fixture(scope="module")
 def sequences(tmp_path_factory):
-    X, seq_range, labels = make_toy_sequences(n_seqs=16, length=300, seed=5)
-    path = tmp_path_factory.mktemp("seq") / "toy.h5"
-    write_sequences(path, X, seq_range, n_batches=4, labels=labels)
-    return path
+    return toy_sequence_file(tmp_path_factory, seed=5)
 
 
 def test_memo_merges_reduce_an_abundant_start_to_the_true_states(sequences):
-    store = BatchStore.open(sequences)
-    obs = make_obs({"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-5, "mean": None},
-                   store.D, store.moments())
-    model = Model(HDPHMMAlloc(gamma=10.0, alpha=0.5, start_alpha=5.0, sticky_kappa=50.0), obs)
-    rng = np.random.default_rng(0)
-    init = OmegaConf.create({"name": "kmeanspp", "K": 16, "n_samples": 5000, "n_trials": None, "kmeans_iters": 0})
-    globals_ = model.global_step(initial_stats(model, store, init, rng, 16))
+    store, model, globals_, ids, rng = setup(sequences, HDPHMMAlloc(gamma=10.0, alpha=0.5, start_alpha=5.0,
+                                                                    sticky_kappa=50.0), K=16, seed=0)
     moves = OmegaConf.create({"merge": {"start_lap": 2, "max_pairs": 50, "max_per_cluster": 4, "retry_change": 0.1}})
-    alg = MemoizedVB(model, store, OmegaConf.create({"n_laps": 15, "converge_thr": 0.0}), rng, globals_,
-                     ClusterIds.first(16), moves)
-    elbos = []
-    while alg.lap < 15:
-        result = alg.step()
-        if result is not None:
-            elbos.append(result.elbo)
-    elbos = np.array(elbos)
+    alg = MemoizedVB(model, store, OmegaConf.create({"n_laps": 15, "converge_thr": 0.0}), rng, globals_, ids, moves)
+    elbos = run_laps(alg, 15)
     assert np.all(np.diff(elbos[1:]) >= -1e-9 * np.abs(elbos[2:]))
     events = alg.moves.events
     assert sum(e.accepted for e in events if e.move == "merge") >= 8
@@ -170,17 +155,11 @@ def test_memo_merges_reduce_an_abundant_start_to_the_true_states(sequences):
 def test_whole_data_deletes_are_exact_and_remove_extra_states(sequences):
     """An HMM delete re-runs forward-backward on every batch without the target, so its candidate
     summaries equal a fresh pass under the same potentials and its gain is exact."""
-    store = BatchStore.open(sequences)
-    obs = make_obs({"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-5, "mean": None},
-                   store.D, store.moments())
-    model = Model(HDPHMMAlloc(gamma=10.0, alpha=0.5, start_alpha=5.0, sticky_kappa=50.0), obs)
-    rng = np.random.default_rng(1)
-    init = OmegaConf.create({"name": "kmeanspp", "K": 10, "n_samples": 5000, "n_trials": None, "kmeans_iters": 0})
-    globals_ = model.global_step(initial_stats(model, store, init, rng, 10))
+    store, model, globals_, ids, rng = setup(sequences, HDPHMMAlloc(gamma=10.0, alpha=0.5, start_alpha=5.0,
+                                                                    sticky_kappa=50.0), K=10, seed=1)
     moves = OmegaConf.create({"delete": {"start_lap": 2, "max_per_lap": 3, "absorb": 20, "max_size_frac": 0.3,
                                          "max_fails": 3, "retry_change": 0.1}})
-    alg = MemoizedVB(model, store, OmegaConf.create({"n_laps": 10, "converge_thr": 0.0}), rng, globals_,
-                     ClusterIds.first(10), moves)
+    alg = MemoizedVB(model, store, OmegaConf.create({"n_laps": 10, "converge_thr": 0.0}), rng, globals_, ids, moves)
     elbos = []
     while alg.lap < 10:
         result = alg.step()

@@ -29,8 +29,10 @@ normaliser D c_Dir(α/K, ..., α/K). β̂ is the current global value while θ_d
 """
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import numpy as np
-from scipy.special import digamma, gammaln
+from scipy.special import digamma, entr, gammaln
 
 from bnpvi.alloc import hdp_top
 from bnpvi.alloc.base import AllocModel, Local, Params
@@ -94,9 +96,9 @@ class TopicAlloc(AllocModel):
         return np.ascontiguousarray(batch.word_counts, dtype=np.float64), np.ascontiguousarray(batch.doc_range)
 
     # ---------------------------------------------------------- local step
+    @abstractmethod
     def doc_prior(self, params: Params) -> tuple[np.ndarray, float]:
         """The Dirichlet parameters of q(π_d)'s prior part: α β̂_k (K,) and α β̂_> (0 for LDA)."""
-        raise NotImplementedError
 
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
         """Per-document iterations and sparse restarts (thesis Alg. 5.1-5.2) for every document of the batch.
@@ -104,12 +106,15 @@ class TopicAlloc(AllocModel):
         ``log_lik`` holds c_du E ln φ_k,v_du per entry (the family's count-weighted value); the
         step uses C_duk = E ln φ_k,v_du.
         """
+        return self._doc_step(batch, log_lik, *self.doc_prior(params))
+
+    def _doc_step(self, batch, log_lik: np.ndarray, prior: np.ndarray, prior_rest: float) -> Local:
+        """The compiled document-level step with the document prior (prior, prior_rest)."""
         counts, doc_range = self._tables(batch)
-        prior, prior_rest = self.doc_prior(params)
         C = np.ascontiguousarray(log_lik / counts[:, None])
-        out = topic_kernel.doc_topic_step(C, counts, doc_range, prior, prior_rest, max_iters=self.max_iters,
-                                          conv_thr=self.conv_thr, n_restarts=self.n_restarts,
-                                          restart_iters=self.restart_iters)
+        out = topic_kernel.doc_topic_step(C, counts, doc_range, np.ascontiguousarray(prior), prior_rest,
+                                          max_iters=self.max_iters, conv_thr=self.conv_thr,
+                                          n_restarts=self.n_restarts, restart_iters=self.restart_iters)
         return Local(Responsibilities(out.resp, prior.shape[0]),
                      {"doc_counts": out.doc_counts, "counts": counts, "prior": prior, "prior_rest": prior_rest})
 
@@ -136,9 +141,7 @@ class TopicAlloc(AllocModel):
     @staticmethod
     def _entropy(resp: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """H_k = −Σ_u c_u r_uk ln r_uk (0 ln 0 = 0)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            terms = np.where(resp > 0, resp * np.log(resp), 0.0)
-        return -(counts @ terms)
+        return counts @ entr(resp)
 
     # ---------------------------------------------------------------- ELBO
     def doc_terms(self, stats: SuffStats) -> float:
@@ -169,16 +172,9 @@ class TopicAlloc(AllocModel):
         """The local step over the other K − 1 topics, topic ``target``'s prior mass α β̂_target moved to the
         remainder (as the sticks of the model without it have it): a valid q for every document, so a
         delete judged on it is exact (thesis §5.5.2, whole-data form)."""
-        counts, doc_range = self._tables(batch)
         prior, prior_rest = self.doc_prior(params)
-        prior_rest += float(prior[target])
         keep = np.delete(np.arange(prior.shape[0]), target)
-        C = np.ascontiguousarray(log_lik[:, keep] / counts[:, None])
-        out = topic_kernel.doc_topic_step(C, counts, doc_range, np.ascontiguousarray(prior[keep]), prior_rest,
-                                          max_iters=self.max_iters, conv_thr=self.conv_thr,
-                                          n_restarts=self.n_restarts, restart_iters=self.restart_iters)
-        return Local(Responsibilities(out.resp, keep.shape[0]),
-                     {"doc_counts": out.doc_counts, "counts": counts, "prior": prior[keep], "prior_rest": prior_rest})
+        return self._doc_step(batch, log_lik[:, keep], prior[keep], prior_rest + float(prior[target]))
 
     def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
         """Each document's most used topic, argmax_k N_dk."""

@@ -172,7 +172,7 @@ def _range(bars_per_doc, K: int) -> tuple[int, int]:
 
 def bars_batch_file(path, n_docs: int, side: int = 10, n_bars: int | None = None, bars_per_doc=(1, 3),
                     tokens_per_doc: int = 100, noise: float = 0.0, seed: int = 0, n_batches: int | None = None,
-                    heldout: float | None = None, heldout_seed: int = 0) -> Path:
+                    heldout: float | None = None, heldout_seed: int = 0, source: str | None = None) -> Path:
     """Generate a bars corpus (:func:`make_bars`) and write it as a bag-of-words batch file.
 
     The file holds the generating topics (``true_topics``, read with
@@ -193,6 +193,8 @@ def bars_batch_file(path, n_docs: int, side: int = 10, n_bars: int | None = None
         ``bnpvi-data convert --heldout`` does (:func:`~bnpvi.data.heldout.hold_out`).
     heldout_seed : int, default 0
         Seed of the held-out choice.
+    source : str, optional
+        The file's ``source`` attribute; by default one that lists these parameters.
 
     Returns
     -------
@@ -202,12 +204,13 @@ def bars_batch_file(path, n_docs: int, side: int = 10, n_bars: int | None = None
     X, topics, doc_topics = make_bars(n_docs, side, n_bars, bars_per_doc, tokens_per_doc, noise, seed)
     one_bar = bool((np.count_nonzero(doc_topics, axis=1) == 1).all())
     labels = np.argmax(doc_topics, axis=1).astype(np.int64) if one_bar else None
-    source = (f"bars corpus: n_docs={X.n_atoms} side={side} K={topics.shape[0]} bars_per_doc={bars_per_doc} "
+    described = (f"bars corpus: n_docs={X.n_atoms} side={side} K={topics.shape[0]} bars_per_doc={bars_per_doc} "
               f"tokens_per_doc={tokens_per_doc} noise={noise:g} seed={seed}")
     held = None
     if heldout is not None:
         X, labels, held = hold_out(X, heldout, heldout_seed, labels)
-        source += f" ({held.n_docs} documents held out, seed {heldout_seed})"
+        described += f" ({held.n_docs} documents held out, seed {heldout_seed})"
     return write_documents(path, X.word_ids, X.word_counts, X.doc_range, X.vocab_size,
                            n_batches=1 if n_batches is None else n_batches, labels=labels,
-                           batches_fixed=n_batches is not None, source=source, heldout=held, true_topics=topics)
+                           batches_fixed=n_batches is not None, source=source or described, heldout=held,
+                           true_topics=topics)

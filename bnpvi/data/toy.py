@@ -31,7 +31,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from bnpvi.data.bars import bars_batch_file
@@ -477,9 +476,7 @@ def ensure_toy_bars(n_docs: int = 2000, seed: int = 0, n_batches: int = 4, cache
 
     def write(target: Path) -> None:
         bars_batch_file(target, n_docs, side=10, n_bars=10, bars_per_doc=(1, 3), tokens_per_doc=100,
-                        seed=seed, n_batches=n_batches, heldout=0.1, heldout_seed=seed)
-        with h5py.File(target, "r+") as f:
-            f.attrs["source"] = source
+                        seed=seed, n_batches=n_batches, heldout=0.1, heldout_seed=seed, source=source)
 
     return _ensure_cached(path, "bow", source, None, n_batches, write, D=100, labelled=False)
 

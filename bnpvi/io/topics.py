@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import h5py
 import numpy as np
 import pandas as pd
+
+from bnpvi.io.h5tree import write_atomic
 
 N_WORDS = 20
 """Words listed per topic."""
@@ -47,9 +48,4 @@ def write_topics(run_dir, probs: np.ndarray, usage: np.ndarray, uids: np.ndarray
 
 def write_doc_topics(path, proportions: np.ndarray, uids: np.ndarray) -> None:
     """``doc_topics.h5``: the (D, K) proportions E[π_d] and the topic uids, written atomically."""
-    path = Path(path)
-    tmp = path.with_suffix(".tmp")
-    with h5py.File(tmp, "w") as f:
-        f.create_dataset("proportions", data=proportions)
-        f.create_dataset("uids", data=np.asarray(uids, dtype=np.int64))
-    tmp.replace(path)
+    write_atomic(Path(path), {"proportions": proportions, "uids": np.asarray(uids, dtype=np.int64)})

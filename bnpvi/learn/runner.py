@@ -236,7 +236,8 @@ class Run:
     def _restore(self, ckpt: dict, columns: list[str]) -> None:
         meta = ckpt["meta"]
         if int(meta["D"]) != self.store.D:
-            raise BnpviError(f"data dimension D={self.store.D} of {self.store.path} does not match the checkpoint's D={int(meta['D'])}")
+            raise BnpviError(f"data dimension D={self.store.D} of {self.store.path} does not match the "
+                             f"checkpoint's D={int(meta['D'])}")
         if int(meta["n_atoms"]) != self.store.n_atoms or int(meta["n_batches"]) != self.store.n_batches:
             raise BnpviError(
                 f"data file {self.store.path} has N={self.store.n_atoms} in {self.store.n_batches} batches; "

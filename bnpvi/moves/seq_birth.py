@@ -101,7 +101,8 @@ def seeded(model, stats: SuffStats, batch, path: np.ndarray, new_path: np.ndarra
     fields = {name: out[name].copy() for name in ("N", *model.obs_fields)}
     for name in fields:
         fields[name][fresh] = blocks[name]
-    (start_new, trans_new), (start_old, trans_old) = path_counts(new_path, seq_range, K2), path_counts(path, seq_range, K2)
+    start_new, trans_new = path_counts(new_path, seq_range, K2)
+    start_old, trans_old = path_counts(path, seq_range, K2)
     fields["start"] = np.maximum(out["start"] + start_new - start_old, 0.0)
     fields["trans"] = np.maximum(out["trans"] + trans_new - trans_old, 0.0)
     return out.with_fields(**fields)
@@ -223,15 +224,18 @@ class SequenceBirthMove(TargetedBirths):
         room = plan["room"]
         tried, events, born = set(), [], False
         seq_range = np.asarray(batch.seq_range, dtype=np.int64)
-        usable = np.unique(state_runs(np.asarray(local.resp.values.argmax(axis=1), dtype=np.int64), seq_range,
-                                      int(cfg.min_block))[:, 2])
+
+        def marginal_map(local):
+            """The marginal-MAP path of a local step and its runs of at least ``min_block`` steps."""
+            labels = np.asarray(local.resp.values.argmax(axis=1), dtype=np.int64)
+            return labels, state_runs(labels, seq_range, int(cfg.min_block))
+
+        labels, runs = marginal_map(local)
+        usable = np.unique(runs[:, 2])
         for _ in range(int(plan["tries"])):
             if room < 1:
                 break
-            resp = local.resp
-            mass, score = birth_scores(log_lik, resp)
-            labels = np.asarray(resp.values.argmax(axis=1), dtype=np.int64)
-            runs = state_runs(labels, seq_range, int(cfg.min_block))
+            score = birth_scores(log_lik, local.resp)[1]
             candidates = [int(k) for k in np.argsort(score, kind="stable")
                           if int(k) in plan["eligible"] and int(k) not in tried and np.any(runs[:, 2] == k)]
             if not candidates:
@@ -256,6 +260,7 @@ class SequenceBirthMove(TargetedBirths):
             events.append((target, gain, accepted, fresh, kept))
             if accepted:
                 current, state, log_lik, local, stats = value, new_state, new_log_lik, new_local, new_stats
+                labels, runs = marginal_map(local)
                 room -= kept
                 born = True
         return {"events": events, "stats": stats if born else None, "globals": state if born else None,

@@ -1,0 +1,40 @@
+"""What several test modules share: running laps; for the HMM tests, toy sequence files and a model with initial globals."""
+import numpy as np
+from omegaconf import OmegaConf
+
+from bnpvi.data.store import BatchStore, write_sequences
+from bnpvi.data.toy import make_toy_sequences
+from bnpvi.learn.init import initial_stats
+from bnpvi.model import Model
+from bnpvi.obs import make_obs
+from bnpvi.stats import ClusterIds
+
+
+def toy_sequence_file(tmp_path_factory, seed: int, n_seqs: int = 16, length: int = 300, n_batches: int = 4):
+    """The toy 8-state sequences (``make_toy_sequences``) written with their labels."""
+    X, seq_range, labels = make_toy_sequences(n_seqs=n_seqs, length=length, seed=seed)
+    path = tmp_path_factory.mktemp("seq") / "toy.h5"
+    write_sequences(path, X, seq_range, n_batches=n_batches, labels=labels)
+    return path
+
+
+def setup(path, alloc, family="gauss", K=8, seed=0, init="kmeanspp"):
+    """(store, model, initial globals, ids, rng): ``alloc`` with a Gaussian-like family, K seeds by ``init``."""
+    store = BatchStore.open(path)
+    obs = make_obs({"name": family, "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-5, "mean": None},
+                   store.D, store.moments())
+    model = Model(alloc, obs)
+    rng = np.random.default_rng(seed)
+    cfg = OmegaConf.create({"name": init, "K": K, "n_samples": 5000, "n_trials": None, "kmeans_iters": 0})
+    stats = initial_stats(model, store, cfg, rng, K)
+    return store, model, model.global_step(stats), ClusterIds.first(K), rng
+
+
+def run_laps(alg, laps):
+    """Step ``alg`` to ``laps`` completed laps; the lap-end ELBOs."""
+    elbos = []
+    while alg.lap < laps:
+        result = alg.step()
+        if result is not None:
+            elbos.append(result.elbo)
+    return np.array(elbos)
