@@ -65,6 +65,7 @@ class TopicLocalConfig:
     conv_thr: float = MISSING  # a document stops when no N_dk moves by more than this
     n_restarts: int = MISSING  # sparse restart proposals per document (0: none)
     restart_iters: int = MISSING  # local iterations of each restart proposal
+    warm_start: bool = MISSING  # memo: start each document from its topic counts of the batch's last visit
 
 
 @dataclass

@@ -78,10 +78,13 @@ class Model:
         return Globals(stats, {k: np.asarray(v) for k, v in alloc_params.items()}, obs_post)
 
     # ------------------------------------------------------------- local step
-    def local_step(self, batch, globals_: Globals) -> tuple[np.ndarray, Local]:
-        """E log p(x_n | φ_k) (N_atoms, K) and the allocation model's local step under ``globals_``."""
+    def local_step(self, batch, globals_: Globals, warm: np.ndarray | None = None) -> tuple[np.ndarray, Local]:
+        """E log p(x_n | φ_k) (N_atoms, K) and the allocation model's local step under ``globals_``, started
+        from ``warm`` (what ``AllocModel.warm_state`` kept from the batch's previous visit) when given."""
         log_lik = self.obs.expected_log_lik(globals_.obs, self.alloc.atoms(batch))
-        return log_lik, self.alloc.local_step(batch, log_lik, globals_.alloc)
+        if warm is None:
+            return log_lik, self.alloc.local_step(batch, log_lik, globals_.alloc)
+        return log_lik, self.alloc.local_step(batch, log_lik, globals_.alloc, warm=warm)
 
     def summarize(self, batch, local: Local) -> SuffStats:
         """A batch's summaries: the allocation model's, the family's, and the number of atoms."""

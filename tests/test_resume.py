@@ -20,6 +20,10 @@ CASES = {
     "hdp_hmm_births": ["model=hdp_hmm", "init.K=1", "data.n_seqs=8", "data.seq_length=300", "data.n_batches=4"],
     # merges and deletes tracked over lap 2 when the run is cut, and a birth tried at its first batch
     "hdp_hmm_moves": ["model=hdp_hmm", "init.K=12", "data.n_seqs=8", "data.seq_length=300", "data.n_batches=4"],
+    # a topic birth seeded at lap 2's first batch, its candidate summaries tracked when the run is cut
+    "hdp_topic_births": ["model=hdp_topic", "init.K=1", "data.n_docs=400"],
+    # documents warm-started from their topic counts of the last visit, merges and deletes in flight
+    "hdp_topic_warm": ["model=hdp_topic", "init.K=12", "data.n_docs=400", "model.warm_start=true"],
 }
 
 
@@ -79,7 +83,7 @@ def assert_resume_is_exact(cfg, tmp_path):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, case):
     summary, trace = assert_resume_is_exact(compose_cfg(*COMMON, *CASES[case]), tmp_path)
-    if case in ("memo_moves", "hdp_hmm_births"):
+    if case in ("memo_moves", "hdp_hmm_births", "hdp_topic_births"):
         assert trace["birth_accepted"].sum() > 0
     if case == "hdp_hmm_moves":
         assert trace["merge_tried"].iloc[1] + trace["delete_tried"].iloc[1] > 0 and trace["birth_tried"].iloc[1] > 0

@@ -60,6 +60,30 @@ def test_memo_with_one_batch_equals_full_vb(compose_cfg, tmp_path, documents):
     np.testing.assert_allclose(memo, vb, rtol=1e-12)
 
 
+def test_warm_started_memo_with_one_batch_equals_warm_started_vb_and_never_decreases(compose_cfg, tmp_path,
+                                                                                      documents):
+    """With model.warm_start each document starts from its N_d of the last visit (Hughes 2016 thesis §5.3):
+    memo over one batch is still full VB, and over three batches the ELBO never decreases."""
+    common = ["model=hdp_topic", "obs=mult", "data=hdf5", "init.K=4", "alg.n_laps=6", "alg.converge_thr=-1",
+              "moves=[]", "seed=3", "model.warm_start=true"]
+    runner.train(compose_cfg(*common, f"data.path={documents[1]}", "alg=vb"), tmp_path / "vb")
+    runner.train(compose_cfg(*common, f"data.path={documents[1]}", "alg=memo"), tmp_path / "memo")
+    runner.train(compose_cfg(*common, f"data.path={documents[3]}", "alg=memo"), tmp_path / "memo3")
+    vb = pd.read_csv(tmp_path / "vb" / "trace.csv")["elbo"].to_numpy()
+    memo = pd.read_csv(tmp_path / "memo" / "trace.csv")["elbo"].to_numpy()
+    np.testing.assert_allclose(memo, vb, rtol=1e-12)
+    cold = pd.read_csv(tmp_path / "memo3" / "trace.csv")["elbo"].to_numpy()
+    assert np.all(np.diff(cold) > -1e-10 * np.abs(cold[1:]))
+
+
+def test_warm_starts_follow_cluster_edits():
+    """A merge's warm start sums the merged columns, a fresh cluster starts at 0, a sort permutes."""
+    from bnpvi.learn.base import remap_columns
+    table = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(remap_columns(table, [[2], [0, 3], [], [1]]),
+                                  np.stack([table[:, 2], table[:, 0] + table[:, 3], np.zeros(3), table[:, 1]], axis=1))
+
+
 def test_a_topic_model_given_points_is_a_one_line_error(compose_cfg, tmp_path):
     from bnpvi.data.points import write_points
 
@@ -82,26 +106,25 @@ def test_store_round_trip_of_the_fixture(documents):
         assert store.kind == "bow" and store.n_batches == 3 and store.n_atoms == 300
 
 
-def matched_topics(run_dir, true_topics):
-    """Each true topic's L1 distance to its closest learned topic (E[φ_k])."""
+def hellinger_to_truth(run_dir, true_topics):
+    """Each true topic's Hellinger distance to its closest learned topic (E[φ_k])."""
     from bnpvi.io.model_file import read_model
-
     lam = read_model(run_dir / "model.h5")["posterior"]["lam"]
     phi = lam / lam.sum(axis=1, keepdims=True)
-    return np.abs(phi[:, None, :] - true_topics[None, :, :]).sum(axis=-1).min(axis=0)
+    return np.sqrt(0.5 * ((np.sqrt(phi[:, None, :]) - np.sqrt(true_topics[None, :, :])) ** 2).sum(axis=-1)).min(axis=0)
 
 
 def test_merge_and_delete_from_fifty_topics_find_the_ten_generated_bars(compose_cfg, tmp_path):
     """memo with merge and delete from K = 50 on the package's bars corpus (10 bars on a 10 x 10 grid,
     1-3 bars per document) ends with exactly the 10 topics, each holding more than 1 % of the tokens
-    and matching a true bar; every accepted move raises the whole-data ELBO, exactly."""
+    and within Hellinger 0.1 of a true bar; every accepted move raises the whole-data ELBO, exactly."""
     cfg = compose_cfg("model=hdp_topic", "init.K=50", "moves=[merge,delete]", "alg.n_laps=25")
     summary = runner.train(cfg, tmp_path / "run")
     counts = np.asarray(summary["counts"])
     assert summary["K"] == 10 and np.all(counts > 0.01 * counts.sum())
     with BatchStore.open(next((tmp_path / "cache").glob("toybars10_*.h5"))) as store:
         true_topics = store.read_true_topics()
-    assert np.all(matched_topics(tmp_path / "run", true_topics) < 0.1)
+    assert np.all(hellinger_to_truth(tmp_path / "run", true_topics) < 0.1)
     trace = pd.read_csv(tmp_path / "run" / "trace.csv")
     assert trace["merge_accepted"].sum() + trace["delete_accepted"].sum() > 0
     assert np.all(np.diff(trace["elbo"].to_numpy()[1:]) > -1e-9 * np.abs(trace["elbo"].to_numpy()[2:]))
@@ -111,7 +134,10 @@ def test_merge_and_delete_from_fifty_topics_find_the_ten_generated_bars(compose_
 
 @pytest.mark.slow
 def test_merge_and_delete_find_the_six_topics_of_the_reference_bars(compose_cfg, tmp_path, shared_data):
-    """The same on the reference corpus bars_one_per_doc (6 true topics, 2,000 documents)."""
+    """The same on the reference corpus bars_one_per_doc (6 true topics, 2,000 documents). From K = 50 the
+    learned bars lack most of the true topics' background mass (each document's stray tokens go to the
+    topics of the bars they fall on), so they are within Hellinger 0.15 of the truth, not 0.1; births
+    from K = 1 reach 0.06 and a higher ELBO (tests/test_topic_births.py)."""
     from bnpvi.data.convert import convert
 
     path = convert(shared_data / "bars_one_per_doc" / "dataset.npz", tmp_path / "bars.h5", n_batches=4)
@@ -121,4 +147,4 @@ def test_merge_and_delete_find_the_six_topics_of_the_reference_bars(compose_cfg,
     counts = np.asarray(summary["counts"])
     assert summary["K"] == 6 and np.all(counts > 0.01 * counts.sum())
     true_topics = np.load(shared_data / "bars_one_per_doc" / "dataset.npz")["true_topics"]
-    assert np.all(matched_topics(tmp_path / "run", true_topics) < 0.15)
+    assert np.all(hellinger_to_truth(tmp_path / "run", true_topics) < 0.15)

@@ -69,8 +69,9 @@ class AllocModel(ABC):
         The initial number of clusters when ``init.K`` is null and births are off.
     birth_kind : str
         How a birth makes new clusters: "split" (a poorly fit cluster's atoms re-divided
-        among fresh clusters, judged after a lap) or "interval" (an HMM: fresh states cut
-        from one interval of a sequence, judged at the batch).
+        among fresh clusters, judged after a lap), "interval" (an HMM: fresh states cut
+        from one interval of a sequence, judged at the batch) or "topic" (a topic split
+        into pieces, every batch re-summarised under the candidate, judged after a lap).
     whole_delete : bool
         True when a delete must re-run the local step on every batch without the target
         (``local_step_without``) instead of re-dividing the target's mass among a few
@@ -98,6 +99,12 @@ class AllocModel(ABC):
     @abstractmethod
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
         """Optimal q(z) of ``batch`` given E log p(x_n | φ_k) (N_atoms, K) and the parameters."""
+
+    def warm_state(self, local: Local) -> np.ndarray | None:
+        """What a later local step of the same batch may start from (``local_step(..., warm=...)``), a
+        (groups, K) array whose columns follow the clusters; None (the default) when the model's local
+        step always starts afresh."""
+        return None
 
     @abstractmethod
     def summarize(self, local: Local) -> dict[str, np.ndarray]:

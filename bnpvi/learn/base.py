@@ -60,6 +60,7 @@ class Algorithm(ABC):
         self.globals = globals_
         self.ids = ids
         self.caches: list[SuffStats | None] = []
+        self.warm: list = [None] * store.n_batches  # per batch: AllocModel.warm_state of its last local step
         self.n_batches = store.n_batches
         self.lap = 0  # number of completed laps
         self.pos = 0  # batches of the current lap done
@@ -107,9 +108,19 @@ class Algorithm(ABC):
         """ELBO and globals of candidate summaries whose clusters come from ``sources`` (see ``SuffStats.remap``)."""
         return self.model.evaluate(stats, self.model.alloc.warm_start(self.globals.alloc, sources))
 
+    def warm_for(self, b: int):
+        """Where batch b's local step starts: the ``AllocModel.warm_state`` of its previous visit (a topic
+        model's document-topic counts N_d, Hughes 2016 thesis §5.3 "key differences"; O(documents x K)
+        per batch), or None (the model's own start)."""
+        warm = self.warm[b]
+        return warm if warm is not None and warm.shape[1] == self.globals.K else None
+
     def apply(self, edit: Edit) -> None:
-        """The one place where a change of the cluster set takes effect: caches, globals, ids."""
+        """The one place where a change of the cluster set takes effect: caches, globals, ids, warm starts."""
         K = self.globals.K
+        self.warm = [None if w is None or w.shape[1] != K else
+                     (edit.warm(b, w) if edit.warm is not None else remap_columns(w, edit.sources))
+                     for b, w in enumerate(self.warm)]
         self.caches = [None if c is None else edit.rewrite(b, c.pad_to(K)) for b, c in enumerate(self.caches)]
         self.globals = edit.globals
         self.ids.remap(edit.sources)
@@ -148,7 +159,7 @@ class Algorithm(ABC):
         return {"lap": self.lap, "pos": self.pos, "batches_seen": self.batches_seen,
                 "order": np.asarray(self.order, dtype=np.int64),
                 "globals": {"stats": self.globals.stats.to_tree(), "alloc": dict(self.globals.alloc)},
-                "ids": self.ids.state(),
+                "ids": self.ids.state(), "warm": {str(b): w for b, w in enumerate(self.warm) if w is not None},
                 "rejected_sort": {} if self.rejected_sort is None else {"lap": np.int64(self.rejected_sort[0]),
                                                                        "order": self.rejected_sort[1]}}
 
@@ -160,5 +171,17 @@ class Algorithm(ABC):
         saved = state["globals"]
         self.globals = self.model.restore(SuffStats.from_tree(saved["stats"]), saved["alloc"])
         self.ids = ClusterIds.from_state(state["ids"])
+        warm = state.get("warm", {})
+        self.warm = [np.asarray(warm[str(b)]) if str(b) in warm else None for b in range(self.n_batches)]
         saved = state.get("rejected_sort") or {}
         self.rejected_sort = (int(saved["lap"]), np.asarray(saved["order"], dtype=np.int64)) if saved else None
+
+
+def remap_columns(table: np.ndarray, sources) -> np.ndarray:
+    """Columns of a (groups, K) table for a new cluster set: column i is the sum of the columns ``sources[i]``
+    (0 for a fresh cluster), as ``SuffStats.remap`` does for additive summaries."""
+    out = np.zeros((table.shape[0], len(sources)))
+    for i, s in enumerate(sources):
+        if s:
+            out[:, i] = table[:, list(s)].sum(axis=1)
+    return out

@@ -19,6 +19,8 @@ class MemoizedVB(Algorithm):
     of every atom, so the ELBO at the globals is the exact whole-data ELBO and never
     decreases. Caches made before a birth have fewer clusters; they are padded with
     empty clusters when next used (nested truncation, thesis Eq. 4.21).
+    Local steps start from the batch's previous one where the model allows it
+    (``Algorithm.warm_for``).
 
     Parameters
     ----------
@@ -44,7 +46,8 @@ class MemoizedVB(Algorithm):
     def _visit_once(self, b, batch) -> bool:
         """One memoized update of batch b; whether a move then rewrote its cache."""
         plans = self.moves.batch_plans(self, b) if self.moves is not None else {}
-        result = process_batch(self.model, self.globals, batch, plans, self.moves)
+        result = process_batch(self.model, self.globals, batch, plans, self.moves, self.warm_for(b))
+        self.warm[b] = result.warm
         new, old = result.stats, self.caches[b]
         self.aggregate = self.aggregate + new if old is None else self.aggregate - old.pad_to(new.K) + new
         self.caches[b] = new

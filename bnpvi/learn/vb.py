@@ -25,7 +25,9 @@ class FullVB(Algorithm):
         self.accum = self.model.empty_stats(self.globals.K)
 
     def visit(self, b, batch) -> None:
-        self.accum = self.accum + process_batch(self.model, self.globals, batch).stats
+        result = process_batch(self.model, self.globals, batch, warm=self.warm_for(b))
+        self.warm[b] = result.warm
+        self.accum = self.accum + result.stats
 
     def finish_lap(self):
         self.globals = self.model.global_step(self.accum, self.globals.alloc)

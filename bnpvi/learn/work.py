@@ -17,9 +17,10 @@ class BatchResult:
 
     stats: SuffStats
     tracked: dict = field(default_factory=dict)
+    warm: object = None  # AllocModel.warm_state of the local step
 
 
-def process_batch(model, globals_, batch, plans: dict | None = None, schedule=None) -> BatchResult:
+def process_batch(model, globals_, batch, plans: dict | None = None, schedule=None, warm=None) -> BatchResult:
     """Local step and summaries of ``batch`` under ``globals_``; moves in ``plans`` track their data.
 
     Parameters
@@ -31,8 +32,10 @@ def process_batch(model, globals_, batch, plans: dict | None = None, schedule=No
         Per-move plans for this batch (``MoveSchedule.batch_plans``); empty or None for none.
     schedule : MoveSchedule, optional
         Dispatches ``plans`` to the moves' ``track`` (needed when ``plans`` is not empty).
+    warm : ndarray, optional
+        Where the local step starts (``AllocModel.warm_state`` of the batch's previous visit).
     """
-    log_lik, local = model.local_step(batch, globals_)
+    log_lik, local = model.local_step(batch, globals_, warm=warm)
     stats = model.summarize(batch, local)
     tracked = schedule.track(model, globals_, batch, log_lik, local, plans) if plans else {}
-    return BatchResult(stats, tracked)
+    return BatchResult(stats, tracked, model.alloc.warm_state(local))

@@ -46,6 +46,9 @@ class Edit:
     sources: list
     rewrite: Callable[[int, SuffStats], SuffStats]
     globals: object
+    warm: Callable | None = None
+    """(b, warm start) -> batch b's new warm start (``AllocModel.warm_state``); by default its columns are
+    remapped as ``sources`` says (a new cluster's column is the sum of its sources', 0 for a fresh one)."""
 
 
 @dataclass

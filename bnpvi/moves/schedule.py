@@ -21,11 +21,12 @@ from bnpvi.moves.birth import BirthMove
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove
 from bnpvi.moves.seq_birth import SequenceBirthMove
+from bnpvi.moves.topic_birth import TopicBirthMove
 
 MOVES = {cls.name: cls for cls in (MergeMove, DeleteMove, BirthMove)}
 """Every move, in the order they plan and decide."""
 
-BIRTHS = {"split": BirthMove, "interval": SequenceBirthMove}
+BIRTHS = {"split": BirthMove, "interval": SequenceBirthMove, "topic": TopicBirthMove}
 """Birth moves by the allocation model's ``birth_kind``."""
 
 

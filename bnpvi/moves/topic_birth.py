@@ -1,0 +1,258 @@
+"""Births of topics (Hughes 2016 thesis §5.5.3, after the template of §4.2): one topic split into J' pieces,
+judged on the whole data set at the end of the lap.
+
+At the lap's first batch:
+
+1. **target**: of the eligible topics with at least ``min_batch_mass`` tokens in the batch, the one
+   whose tokens are worst explained (b-score Σ_u c_u r_uk C_uk / N_k, thesis Eq. 4.24);
+2. **seeds**: every document's target-weighted word counts x_dv = Σ_{u: v_u = v} c_u r_ut (the
+   documents, not single tokens, are clustered: a one-hot token is a degenerate atom) are
+   divided into J' ≤ ``n_new`` groups by Bregman k-means++ and k-means (thesis Alg. 2.1-2.2);
+3. **candidate globals**: the target's topic is replaced by the first group and the others are
+   appended, their word counts scaled to the target's whole-data mass, the target's top-level
+   probability β̂_t shared among the pieces in proportion to their mass; then ``refine_iters``
+   rounds of the document-level step on the batch with the K + J' − 1 topics re-estimate the
+   pieces (pieces left with less than ``MIN_FRESH_MASS`` tokens are dropped).
+
+Every batch of the lap (the first included) is then summarised a second time, by the
+document-level step under the candidate globals. At the end of the lap these summaries describe a
+valid q for every document of the data set with K + J' − 1 topics, so the candidate's ELBO (at
+its own optimal globals) is the exact whole-data ELBO, and the birth is accepted iff it beats
+the current one. Of several proposals of a lap, only the best is accepted: each one changes every
+document's q, so the others' summaries no longer apply, and for the same reason a lap whose
+merge or delete was accepted drops its births untried. Extra pieces are left to the next laps'
+merges and deletes, which are exact for topic models.
+
+This costs one more document-level step per batch and proposal, during the laps with births.
+Retry rules: ``birth.TargetedBirths``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from bnpvi.data.batch import WordCountBatch
+from bnpvi.model import Globals
+from bnpvi.moves.base import Edit, accepts, ordered_sum
+from bnpvi.moves.birth import TargetedBirths, kmeans_clusters
+from bnpvi.stats import SuffStats
+
+MIN_FRESH_MASS = 1.0
+"""A piece with fewer tokens than this in the seeding batch after refinement is dropped."""
+
+
+def target_documents(batch, weights: np.ndarray, min_tokens: float) -> tuple[WordCountBatch, np.ndarray]:
+    """Documents of ``batch`` as count vectors c_u w_u (w_u the target's share of entry u), those with
+    at least ``min_tokens`` of it; and their indices in the batch."""
+    X = sp.csr_matrix((batch.word_counts * weights, batch.word_ids, batch.doc_range),
+                      shape=(batch.doc_range.shape[0] - 1, batch.vocab_size))
+    X.eliminate_zeros()
+    rows = np.flatnonzero(np.asarray(X.sum(axis=1)).ravel() >= min_tokens)
+    sub = X[rows]
+    return WordCountBatch(sub.indices.astype(np.int32), sub.data.astype(np.float64), sub.indptr.astype(np.int64),
+                          batch.vocab_size), rows
+
+
+class Candidate:
+    """Candidate globals of one birth: every topic's word statistics and the allocation parameters.
+
+    Parameters
+    ----------
+    N, fields : the observation family's summaries of the K + J' − 1 topics
+    alloc : the allocation parameters under which the candidate's document-level steps run
+    """
+
+    def __init__(self, N: np.ndarray, fields: dict, alloc: dict):
+        self.N, self.fields, self.alloc = N, fields, alloc
+
+    def globals(self, model) -> Globals:
+        return Globals(model.empty_stats(self.N.shape[0]), self.alloc, model.obs.posterior(self.N, self.fields))
+
+    def state(self) -> dict:
+        return {"N": self.N, "fields": dict(self.fields), "alloc": dict(self.alloc)}
+
+    @classmethod
+    def from_state(cls, state: dict) -> "Candidate":
+        return cls(np.asarray(state["N"]), {n: np.asarray(v) for n, v in state["fields"].items()},
+                   {n: np.asarray(v) for n, v in state["alloc"].items()})
+
+
+class TopicBirthMove(TargetedBirths):
+    """Whole-data births of topics (module docstring)."""
+
+    name = "birth"
+
+    def reset(self) -> None:
+        self.eligible = np.zeros(0, dtype=np.int64)
+        self.seed = 0
+        self.seeded = False
+        self.target_uids = np.zeros(0, dtype=np.int64)
+        self.candidates: list[Candidate] = []
+        self.tracked: dict[int, list[tuple]] = {}  # per batch, per proposal: summaries, warm start (or None)
+
+    def plan(self, run, rng, excluded: set[int]) -> set[int]:
+        self.eligible = self._eligible(run, excluded)
+        self.seed = int(rng.integers(2**63 - 1))
+        return set()
+
+    def batch_plan(self, run, b: int):
+        if not self.seeded:
+            if not self.eligible.size or run.pos != 0:
+                return None
+            return {"eligible": run.ids.positions(self.eligible), "seed": self.seed,
+                    "room": self.cfg.Kmax - run.globals.K}
+        if not self.target_uids.size:
+            return None
+        return {"candidates": self.candidates}
+
+    # ---------------------------------------------------------------- track
+    def track(self, model, globals_, batch, log_lik, local, plan):
+        out = {}
+        candidates = plan.get("candidates")
+        if candidates is None:  # the lap's first batch: seed the proposals here
+            out = self._seed(model, globals_, batch, log_lik, local, plan)
+            candidates = out["candidates"]
+        out["tracked"] = []
+        for c in candidates:
+            proposal = model.local_step(batch, c.globals(model))[1]
+            out["tracked"].append((model.summarize(batch, proposal), model.alloc.warm_state(proposal)))
+        return out
+
+    def _seed(self, model, globals_, batch, log_lik, local, plan) -> dict:
+        cfg, alloc = self.cfg, model.alloc
+        rng = np.random.default_rng(plan["seed"])
+        mass, fit = alloc.topic_fit(local, log_lik)
+        score = np.where(mass > 0, fit / np.maximum(mass, 1e-300), np.inf)
+        eligible = set(int(k) for k in plan["eligible"])
+        room = int(plan["room"])
+        targets, candidates, failed = [], [], []
+        for k in np.argsort(score, kind="stable"):
+            k = int(k)
+            if len(targets) >= cfg.max_per_lap or room < 1:
+                break
+            if k not in eligible or mass[k] < cfg.min_batch_mass:
+                continue
+            candidate = self._propose(model, globals_, batch, local, k, float(mass[k]), room, rng)
+            if candidate is None:
+                failed.append(k)
+                continue
+            targets.append(k)
+            candidates.append(candidate)
+            room -= candidate.N.shape[0] - globals_.K
+        return {"targets": np.array(targets, dtype=np.intp), "candidates": candidates,
+                "failed": np.array(failed, dtype=np.intp)}
+
+    def _propose(self, model, globals_, batch, local, target: int, batch_mass: float, room: int,
+                 rng: np.random.Generator) -> Candidate | None:
+        """Seed and refine the candidate globals of a birth of ``target`` (module docstring, steps 2-3)."""
+        cfg, alloc = self.cfg, model.alloc
+        seeds = self._seed_pieces(model, batch, alloc.topic_share(local, target), room, rng)
+        if seeds is None:
+            return None
+        stats, K = globals_.stats, globals_.K
+        scale = float(stats.N[target]) / batch_mass
+        base_N, base_fields = np.maximum(stats.N, 0.0), stats.select(model.obs_fields)
+
+        def candidate(piece_N: np.ndarray, piece_fields: dict) -> Candidate:
+            """The target's row replaced by the first piece, the others appended, scaled to the whole data."""
+            N = np.concatenate([base_N, scale * piece_N[1:]])
+            N[target] = scale * piece_N[0]
+            fields = {}
+            for n, v in base_fields.items():
+                fields[n] = np.concatenate([v, scale * piece_fields[n][1:]])
+                fields[n][target] = scale * piece_fields[n][0]
+            return Candidate(N, fields, alloc.split_params(globals_.alloc, target, piece_N / piece_N.sum()))
+
+        pieces = [target] + list(range(K, K + seeds[0].shape[0] - 1))
+        current = candidate(*seeds)
+        for _ in range(int(cfg.refine_iters)):
+            rows = model.summarize(batch, model.local_step(batch, current.globals(model))[1])
+            kept = [p for p in pieces if rows.N[p] >= MIN_FRESH_MASS]
+            if len(kept) < 2:
+                return None
+            current = candidate(rows.N[kept], {n: v[kept] for n, v in rows.select(model.obs_fields).items()})
+            pieces = pieces[: len(kept)]
+        return current
+
+    def _seed_pieces(self, model, batch, share: np.ndarray, room: int, rng: np.random.Generator):
+        """Masses (J',) and observation summaries of the k-means groups of the target's data in ``batch``
+        (module docstring, step 2), groups of less than ``MIN_FRESH_MASS`` dropped; None when fewer than
+        two are left. Documents are clustered for bag-of-words data; the atoms themselves otherwise."""
+        cfg = self.cfg
+        if hasattr(batch, "word_ids"):
+            sample, _ = target_documents(batch, share, min_tokens=1.0)
+        else:
+            sample = model.alloc.atoms(batch).take(np.flatnonzero(share > cfg.eps))
+        if sample.n_atoms > cfg.max_atoms:
+            sample = sample.take(np.sort(rng.choice(sample.n_atoms, size=cfg.max_atoms, replace=False)))
+        J = min(int(cfg.n_new), sample.n_atoms // 2, room + 1)
+        if J < 2:
+            return None
+        N, fields = kmeans_clusters(model.obs, sample, J, cfg.kmeans_iters, rng)
+        mass = fields["S"].sum(axis=1) if hasattr(sample, "word_ids") else N
+        keep = np.flatnonzero(mass >= MIN_FRESH_MASS)
+        if keep.size < 2:
+            return None
+        return mass[keep], {n: v[keep] for n, v in fields.items()}
+
+    def collect(self, run, schedule, b: int, tracked) -> None:
+        if "targets" in tracked:
+            self.seeded = True
+            self.target_uids = run.ids.uids[tracked["targets"]]
+            self.candidates = tracked["candidates"]
+            for k in tracked["failed"]:
+                uid = int(run.ids.uids[k])
+                self.failures.record(uid, False, (float(run.globals.stats.N[k]),))
+                self.last_tried[uid] = schedule.lap
+                schedule.event(self.name, str(uid), np.nan, False)
+        self.tracked[b] = tracked["tracked"]
+
+    # --------------------------------------------------------------- decide
+    def decide(self, run, schedule) -> None:
+        """Judge every proposal by the exact whole-data ELBO; accept the best one if it gains."""
+        if self.active(schedule.lap):
+            self.stuck += 1
+        if not self.target_uids.size or schedule.changed:
+            return  # nothing proposed, or an accepted merge or delete changed what the summaries describe
+        self.check_complete(run, self.tracked, "birth proposal")
+        batches = sorted(self.tracked)
+        stats, K = run.globals.stats, run.globals.K
+        current = run.elbo()
+        judged = []
+        for i in range(self.target_uids.shape[0]):
+            total = ordered_sum(self.tracked[b][i][0] for b in batches)
+            sources = [[k] for k in range(K)] + [[] for _ in range(total.K - K)]
+            value, globals_ = run.evaluate(total, sources)
+            judged.append((value - current, sources, globals_))
+        best = int(np.argmax([gain for gain, _, _ in judged]))
+        for i, (uid, (gain, sources, globals_)) in enumerate(zip(self.target_uids, judged)):
+            target = int(run.ids.positions([uid])[0])
+            accepted = i == best and accepts(gain, current)
+            self.failures.record(uid, accepted, (float(stats.N[target]),))
+            self.last_tried[int(uid)] = schedule.lap
+            fresh = len(sources) - K + 1
+            schedule.event(self.name, str(int(uid)), gain, accepted, fresh=fresh, kept=fresh)
+        gain, sources, globals_ = judged[best]
+        if accepts(gain, current):
+            run.apply(Edit(sources, lambda b, cache: self.tracked[b][best][0], globals_,
+                           warm=lambda b, warm: self.tracked[b][best][1]))
+            schedule.changed |= set(run.ids.uids.tolist())
+            self.stuck = 0
+
+    # ---------------------------------------------------------------- state
+    def state(self) -> dict:
+        return dict(super().state(), seeded=np.int64(self.seeded), target_uids=self.target_uids,
+                    candidates={str(i): c.state() for i, c in enumerate(self.candidates)},
+                    tracked={str(b): {str(i): dict({"stats": s.to_tree()}, **({} if w is None else {"warm": w}))
+                                      for i, (s, w) in enumerate(v)} for b, v in self.tracked.items()})
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        self.seeded = bool(int(state["seeded"]))
+        self.target_uids = np.asarray(state["target_uids"], dtype=np.int64).reshape(-1)
+        candidates = state.get("candidates", {})
+        self.candidates = [Candidate.from_state(candidates[str(i)]) for i in range(len(candidates))]
+        self.tracked = {int(b): [(SuffStats.from_tree(v[str(i)]["stats"]),
+                                  np.asarray(v[str(i)]["warm"]) if "warm" in v[str(i)] else None)
+                                 for i in range(len(v))]
+                        for b, v in state.get("tracked", {}).items()}
