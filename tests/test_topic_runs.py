@@ -148,3 +148,38 @@ def test_merge_and_delete_find_the_six_topics_of_the_reference_bars(compose_cfg,
     assert summary["K"] == 6 and np.all(counts > 0.01 * counts.sum())
     true_topics = np.load(shared_data / "bars_one_per_doc" / "dataset.npz")["true_topics"]
     assert np.all(hellinger_to_truth(tmp_path / "run", true_topics) < 0.15)
+
+
+@pytest.fixture(scope="module")
+def patches(tmp_path_factory):
+    """Documents of 4-D vectors ("patches"), 1-2 of 4 zero-mean full-covariance topics per document."""
+    from bnpvi.data.store import write_sequences
+    rng = np.random.default_rng(0)
+    D, K = 4, 4
+    rotations = [np.linalg.qr(rng.normal(size=(D, D)))[0] for _ in range(K)]
+    covs = [U @ np.diag(np.exp(2.0 * rng.normal(size=D))) @ U.T for U in rotations]
+    X, labels, bounds = [], [], [0]
+    for _ in range(200):
+        used = rng.choice(K, size=rng.integers(1, 3), replace=False)
+        z = used[rng.integers(0, used.size, size=int(rng.integers(40, 80)))]
+        X.extend(rng.multivariate_normal(np.zeros(D), covs[k]) for k in z)
+        labels.extend(z)
+        bounds.append(bounds[-1] + z.size)
+    path = tmp_path_factory.mktemp("patches") / "patches.h5"
+    write_sequences(path, np.array(X), np.array(bounds), n_batches=3, labels=np.array(labels))
+    return path
+
+
+@pytest.mark.parametrize("start", [["init.K=1", "moves=[birth,merge,delete]"], ["init.K=20", "moves=[merge,delete]"]],
+                         ids=["births", "merges"])
+def test_zero_mean_gaussian_topics_of_grouped_vectors(compose_cfg, tmp_path, patches, start):
+    """model=hdp_topic obs=zm_gauss on documents of vectors (Hughes 2016 thesis §5.6, image patches): from one
+    topic with births, or from 20 with merges and deletes, the 4 true covariance topics are found, and each
+    vector's most likely topic agrees with its true one (ARI > 0.9)."""
+    cfg = compose_cfg("model=hdp_topic", "obs=zm_gauss", "data=hdf5", f"data.path={patches}", *start)
+    summary = runner.train(cfg, tmp_path / "run")
+    counts = np.asarray(summary["counts"])
+    assert summary["K"] == 4 and np.all(counts > 0.01 * counts.sum()) and summary["ari"] > 0.9, summary
+    with h5py.File(tmp_path / "run" / "doc_topics.h5") as f:
+        assert f["proportions"].shape == (200, 4)
+    assert not (tmp_path / "run" / "topics.csv").exists()  # no words to list

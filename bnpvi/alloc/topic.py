@@ -8,7 +8,9 @@ Mean field (Eq. 5.6-5.13): q(π_d) = Dir(θ_d) (K + 1 entries in the HDP, the la
 topics beyond K), q(z_dt) = Cat(r_dt), and for the HDP q(u_k) = Beta(ρ_k ω_k, (1 − ρ_k) ω_k).
 Tokens of one word type in a document share their responsibilities (§5.3.5), so the atoms
 the observation family sees are the (document, word type) entries, each weighted by its
-count c_du (``atoms``: one count vector with a single word per entry). The local step
+count c_du (``atoms``: one count vector with a single word per entry). Documents of real
+vectors (image patches grouped by image, thesis §5.6 with ``obs=zm_gauss``) come as a
+sequence file, each sequence one document and each step one token (c = 1). The local step
 (Alg. 5.1, compiled: ``bnpvi.kernels.topic``) alternates r_du ∝ exp(C_du + ψ(θ_d)) and
 θ_d = N_d + α β̂, then tries sparse restarts (§5.3.4).
 
@@ -73,7 +75,7 @@ class TopicAlloc(AllocModel):
         and the run ends at 18 topics (ELBO −508,097) where cold starts reach the true 10 (−506,292).
     """
 
-    data_kinds = ("bow",)
+    data_kinds = ("bow", "seq")
     moves: tuple[str, ...] = ()
     abundant_K = 50
 
@@ -93,16 +95,28 @@ class TopicAlloc(AllocModel):
                 "G": ((), DOC_TERM), "n_docs": ((), TOTAL), "P_rest": ((), TOTAL), "Q_total": ((), TOTAL),
                 "Q_rest": ((), TOTAL), "G_rest": ((), TOTAL)}
 
+    def check_data(self, kind: str) -> str | None:
+        if kind in self.data_kinds:
+            return None
+        return (f"model={self.name} needs documents: bag-of-words (convert them with `bnpvi-data convert` from "
+                "LDA-C (.ldac) or a sparse NPZ) or groups of vectors such as image patches (convert with "
+                "--sequences, one sequence per document)")
+
     def atoms(self, batch):
-        """One atom per (document, word type) entry: the count vectors the observation family sees."""
-        if not hasattr(batch, "tokens"):
-            raise BnpviError(f"model={self.name} needs bag-of-words documents; convert them with "
-                             "`bnpvi-data convert` from LDA-C (.ldac) or a sparse NPZ")
-        return batch.tokens()
+        """What the observation family sees: one atom per (document, word type) entry of bag-of-words
+        documents (count vectors with a single word), or the vectors of grouped documents themselves."""
+        if hasattr(batch, "tokens"):
+            return batch.tokens()
+        if hasattr(batch, "seq_range"):
+            return batch
+        raise BnpviError(self.check_data("points"))
 
     @staticmethod
     def _tables(batch) -> tuple[np.ndarray, np.ndarray]:
-        return np.ascontiguousarray(batch.word_counts, dtype=np.float64), np.ascontiguousarray(batch.doc_range)
+        """Token counts c_u of the atoms and the document boundaries."""
+        if hasattr(batch, "word_counts"):
+            return np.ascontiguousarray(batch.word_counts, dtype=np.float64), np.ascontiguousarray(batch.doc_range)
+        return np.ones(batch.n_atoms), np.ascontiguousarray(batch.seq_range, dtype=np.int64)
 
     # ---------------------------------------------------------- local step
     @abstractmethod
@@ -202,8 +216,11 @@ class TopicAlloc(AllocModel):
         return np.ascontiguousarray(local.resp.values[:, topic])
 
     def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
-        """Each document's most used topic, argmax_k N_dk."""
-        return np.asarray(self.local_step(batch, log_lik, params).tables["doc_counts"].argmax(axis=1), dtype=np.int64)
+        """The most likely topic of every atom of ``batch``: a bag-of-words document's most used topic
+        argmax_k N_dk, or a grouped vector's argmax_k r_uk."""
+        local = self.local_step(batch, log_lik, params)
+        best = local.tables["doc_counts"] if hasattr(batch, "tokens") else local.resp.values
+        return np.asarray(best.argmax(axis=1), dtype=np.int64)
 
 
 class HDPTopicAlloc(TopicAlloc):

@@ -173,7 +173,8 @@ class Run:
             self.store.close()
             raise
         self.labels = self.store.labels()
-        self.sequences = self.store.kind == "seq"
+        # sequences in the HMM sense (a topic model's grouped vectors are documents, scored by ARI per token)
+        self.sequences = self.store.kind == "seq" and not isinstance(self.model.alloc, TopicAlloc)
         self.heldout = evaluates_heldout(self.model, self.store)
         self._heldout_last: tuple | None = None  # (globals, result) of the latest held-out evaluation
         self.meta = {"D": self.store.D, "n_atoms": self.store.n_atoms, "n_batches": self.store.n_batches,
