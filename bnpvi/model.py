@@ -78,18 +78,22 @@ class Model:
         return Globals(stats, {k: np.asarray(v) for k, v in alloc_params.items()}, obs_post)
 
     # ------------------------------------------------------------- local step
-    def local_step(self, batch, globals_: Globals, warm: np.ndarray | None = None) -> tuple[np.ndarray, Local]:
-        """E log p(x_n | φ_k) (N_atoms, K) and the allocation model's local step under ``globals_``, started
-        from ``warm`` (what ``AllocModel.warm_state`` kept from the batch's previous visit) when given."""
-        log_lik = self.obs.expected_log_lik(globals_.obs, self.alloc.atoms(batch))
-        if warm is None:
-            return log_lik, self.alloc.local_step(batch, log_lik, globals_.alloc)
-        return log_lik, self.alloc.local_step(batch, log_lik, globals_.alloc, warm=warm)
+    def local_step(self, batch, globals_: Globals, warm: np.ndarray | None = None,
+                   pairs: np.ndarray | None = None) -> tuple[np.ndarray, Local]:
+        """E log p(x_n | φ_k) (``AllocModel.expected_log_lik``) and the allocation model's local step under
+        ``globals_``, started from ``warm`` (what ``AllocModel.warm_state`` kept from the batch's previous
+        visit) and tracking merge ``pairs`` (``AllocModel.pairs_in_local_step``) when given."""
+        log_lik = self.alloc.expected_log_lik(self.obs, globals_.obs, batch)
+        extra = {name: v for name, v in (("warm", warm), ("pairs", pairs)) if v is not None}
+        return log_lik, self.alloc.local_step(batch, log_lik, globals_.alloc, **extra)
 
     def summarize(self, batch, local: Local) -> SuffStats:
         """A batch's summaries: the allocation model's, the family's, and the number of atoms."""
         fields = dict(self.alloc.summarize(local))
-        fields.update(self.obs.summarize(self.alloc.atoms(batch), local.resp))
+        if "word_topic" in local.tables:  # the local step accumulated Σ_u c_u r_uk by word (one-word atoms)
+            fields.update(self.obs.word_stats(local.tables["word_topic"]))
+        else:
+            fields.update(self.obs.summarize(self.alloc.atoms(batch), local.resp))
         fields["n_atoms"] = np.float64(batch.n_atoms)
         return SuffStats(fields, {name: spec for name, (_, spec) in self.layout.items()})
 
@@ -105,8 +109,7 @@ class Model:
 
     def decode(self, batch, globals_: Globals) -> np.ndarray:
         """The most likely cluster of every atom of ``batch``."""
-        return self.alloc.decode(batch, self.obs.expected_log_lik(globals_.obs, self.alloc.atoms(batch)),
-                                 globals_.alloc)
+        return self.alloc.decode(batch, self.alloc.expected_log_lik(self.obs, globals_.obs, batch), globals_.alloc)
 
     def decode_marginals(self, batch, globals_: Globals) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`decode` of ``batch`` and the cluster of largest marginal r_nk of every atom.

@@ -3,12 +3,13 @@
 """Compiled document-level local step of the HDP topic model (and of LDA).
 
 Never call these directly: ``bnpvi.kernels.topic`` validates dtypes, shapes,
-contiguity, finiteness and ``doc_range``, allocates the outputs and checks the
-result. Every function here assumes valid, C-contiguous input.
+contiguity, finiteness, ``doc_range``, ``word_ids`` and ``pairs``, allocates the
+outputs and checks the result. Every function here assumes valid, C-contiguous input.
 
-Math (Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46). Document d is rows u of
-C = log_lik with token counts c_u; a = prior (α β̂_k), a_rest = α β̂_{>K}. Block
-coordinate ascent alternates
+Math (Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46). Document d is rows u of C with
+token counts c_u; C_u is row u of the dense (nnz, K) ``log_lik``, or in table mode row
+``word_ids[u]`` of the (V, K) table ``log_lik``. a = prior (α β̂_k), a_rest = α β̂_{>K}.
+Block coordinate ascent alternates
 
     r_uk ∝ exp(C_uk + w_k),   N_dk = Σ_u c_u r_uk,   θ_dk = N_dk + a_k,   w_k = ψ(θ_dk)
 
@@ -17,11 +18,14 @@ likelihood"), or ψ(N⁰_dk + a_k) for warm-start counts N⁰. One iteration is 
 of w from N followed by one of N (through r); the loop stops once
 max_k |N_dk(new) − N_dk(old)| < conv_thr or after max_iters iterations, so N_d is
 always the count of the current r. Efficient form: per row m_u = max_k C_uk and
-L_uk = exp(C_uk − m_u), computed once per document (stored in ``resp`` until the
-document is done); with w̃ = w − max w and p_k = exp(w̃_k), s_u = Σ_k L_uk p_k and
-N_k = p_k Σ_u c_u L_uk / s_u. A row whose s_u < 1e-250 (its best topics have
-underflowing weights) is done directly by log-sum-exp of C_u + w̃ instead, so the
-form never divides by an underflowed sum.
+L_uk = exp(C_uk − m_u), held in the document's rows of a block buffer R until the
+document is done (dense mode: computed per row; table mode: computed once per word type
+used in the batch and copied, the same numbers); with w̃ = w − max w and p_k = exp(w̃_k),
+s_u = Σ_k L_uk p_k and N_k = p_k Σ_u c_u L_uk / s_u. A row whose s_u < 1e-250 (its best
+topics have underflowing weights) is done directly by log-sum-exp of C_u + w̃ instead, so
+the form never divides by an underflowed sum. The rows go four at a time (s_u of four
+rows interleaved, Σ_u c_u L_uk / s_u updated once per four rows) with every sum in the
+order of one row at a time.
 
 Objective (collapsed over θ; the constant c_Dir(a, a_rest) left out). For r from w̃
 and θ = N(r) + a,
@@ -41,19 +45,44 @@ is accepted iff its L_d is larger than the current one by more than rounding:
 L'_d − L_d > 1e-12 (1 + |L_d|). (Proposals often return to the current state, and their
 L_d then differs from the current one by rounding noise only.)
 
+Summaries of the returned r (0 ln 0 = 0), written while r is formed (from the s_u and
+ln s_u that the last pass and objective of the current state left, kept apart from a
+proposal's):
+
+* H_k = −Σ_u c_u r_uk ln r_uk (Hughes 2016 thesis Eq. 5.47), without a log per entry:
+  ln r_uk = (C_uk − m_u) + w̃_k − ln s_u, or for a row done directly
+  (C_uk − mx_u) + w̃_k − ln s'_u with mx_u = max_k (C_uk + w̃_k) and
+  s'_u = Σ_k exp(C_uk + w̃_k − mx_u). Where r_uk > 1/2 that sum would cancel (ln r_uk ≈ 0
+  from terms as large as |w̃_k|), so it is ln r_uk itself; r_uk = 0 adds exactly 0.
+* PH_j = −Σ_u c_u t ln t, t = r_ua + r_ub for pairs[j] = (a, b): the entropy of topics a
+  and b merged (Hughes, Kim & Sudderth 2015 §5.1). Where t rounds to r_ua (or r_ub), the
+  entry's ln r above is used; otherwise ln t.
+* In table mode, word_topic[v] = Σ_{u: word_ids[u] = v} c_u r_u.
+
+Blocks and memory: documents go in blocks of consecutive documents, at most BLOCK_DOCS
+of them and BLOCK_ROWS rows (a longer document alone); the block boundaries depend on
+doc_range only. A block's rows of R are those of ``resp`` itself, or of a scratch of one
+block when resp is not kept, so the scratch never grows with nnz (table mode also holds
+L and m of the word types, (V, K)).
+
 ψ is :c:func:`_digamma` below (recurrence to x ≥ 10, asymptotic series; Taylor series
 about the positive root near it); lnΓ is libm's ``lgamma``.
 
 Determinism
 -----------
 Documents are independent: each one is done start to finish by one thread in a fixed
-order of operations, with per-thread scratch, and writes only its own outputs. So
-results are bit-identical for any thread count, including builds without OpenMP.
+order of operations, with per-thread scratch, and writes only its own outputs; its H
+and PH go to its own row of a per-block buffer. After each block, those rows are added in
+document order, and word_topic gets c_u r_u in row order (its columns split among the
+threads: each entry still sums its terms in row order). So results are bit-identical for
+any thread count, including builds without OpenMP, and do not depend on whether resp is
+kept or on the mode (dense or table) C comes in.
 """
 import numpy as np
 
 from cython.parallel cimport prange, threadid
 from libc.math cimport exp, log, lgamma, INFINITY
+from libc.string cimport memcpy
 
 
 cdef extern from *:
@@ -68,6 +97,59 @@ cdef extern from *:
     int bnpvi_topic_max_threads() noexcept nogil
 
 
+cdef extern from *:
+    """
+    /* Two doubles (GCC / clang vector extension); the u type loads unaligned. */
+    typedef double bnpvi_v2 __attribute__((vector_size(16)));
+    typedef double bnpvi_v2u __attribute__((vector_size(16), aligned(8)));
+
+    /* s[j] = sum_k x_j[k] y[k] for four rows, each summed exactly as _dot does it (four
+       partial sums over k mod 4: the lanes of the pairs (0, 1) and (2, 3); the tail
+       k >= K4 into the first; then (s0 + s1) + (s2 + s3)), with eight independent
+       additions in flight instead of two. */
+    static void bnpvi_dot4(const double* x0, const double* x1, const double* x2, const double* x3,
+                           const double* y, Py_ssize_t K, double* s)
+    {
+        const double* x[4] = {x0, x1, x2, x3};
+        bnpvi_v2 lo0 = {0.0, 0.0}, hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
+        Py_ssize_t k, K4 = K - K % 4;
+        int j;
+        for (k = 0; k < K4; k += 4) {
+            bnpvi_v2 ylo = *(const bnpvi_v2u*)(y + k), yhi = *(const bnpvi_v2u*)(y + k + 2);
+            lo0 += *(const bnpvi_v2u*)(x0 + k) * ylo;
+            hi0 += *(const bnpvi_v2u*)(x0 + k + 2) * yhi;
+            lo1 += *(const bnpvi_v2u*)(x1 + k) * ylo;
+            hi1 += *(const bnpvi_v2u*)(x1 + k + 2) * yhi;
+            lo2 += *(const bnpvi_v2u*)(x2 + k) * ylo;
+            hi2 += *(const bnpvi_v2u*)(x2 + k + 2) * yhi;
+            lo3 += *(const bnpvi_v2u*)(x3 + k) * ylo;
+            hi3 += *(const bnpvi_v2u*)(x3 + k + 2) * yhi;
+        }
+        {
+            bnpvi_v2 lo[4] = {lo0, lo1, lo2, lo3}, hi[4] = {hi0, hi1, hi2, hi3};
+            for (j = 0; j < 4; j++) {
+                double s0 = lo[j][0];
+                for (k = K4; k < K; k++)
+                    s0 = s0 + x[j][k] * y[k];
+                s[j] = (s0 + lo[j][1]) + (hi[j][0] + hi[j][1]);
+            }
+        }
+    }
+
+    /* Ask for the cache lines of x[0:n] (a table row read next, at a place the hardware
+       cannot guess). */
+    static void bnpvi_prefetch(const double* x, Py_ssize_t n)
+    {
+        Py_ssize_t i;
+        for (i = 0; i < n; i += 8)
+            __builtin_prefetch(x + i);
+    }
+    """
+    void bnpvi_dot4(const double* x0, const double* x1, const double* x2, const double* x3,
+                    const double* y, Py_ssize_t K, double* s) noexcept nogil
+    void bnpvi_prefetch(const double* x, Py_ssize_t n) noexcept nogil
+
+
 # exp(x) rounds to +0.0 for every x < ln(2⁻¹⁰⁷⁵) ≈ −745.1332; skip the slow libm call there.
 cdef double EXP_ZERO = -745.2
 # Rows with s_u below this are done directly (terms lost to underflow, < K · 2⁻¹⁰²²,
@@ -78,9 +160,16 @@ cdef double USED_MIN = 0.1
 # A restart is accepted when it gains more than this times 1 + |L_d| (more than rounding:
 # a proposal that returns to the current state must not win or lose by rounding noise).
 cdef double MIN_GAIN = 1e-12
-# Scratch vectors of K doubles per thread (see _doc).
 cdef enum:
+    # scratch vectors of K doubles per thread (see _doc)
     N_VECS = 8
+    # a block of documents: at most this many documents and rows (a longer document alone)
+    BLOCK_DOCS = 512
+    BLOCK_ROWS = 16384
+
+
+BLOCK = (BLOCK_DOCS, BLOCK_ROWS)
+"""(documents, rows) of a block at most (module docstring)."""
 
 
 def max_threads():
@@ -152,6 +241,78 @@ def _digamma_array(const double[::1] x):
 
 
 # ------------------------------------------------------------------ one document
+cdef struct Rows:
+    # the n rows of one document: C_u at C + i_u K with i_u = wid[u] (table mode) or u
+    # (dense mode, wid NULL); L_u at L + u K (then r_u), m_u = m[u], c_u = cnt[u]
+    const double* C
+    const long long* wid
+    double* L
+    double* m
+    const double* cnt
+    Py_ssize_t n
+
+
+cdef struct Opts:
+    # the settings every document shares (see doc_topic_step)
+    Py_ssize_t K
+    Py_ssize_t pk
+    const double* a
+    double a_rest
+    int max_iters
+    double thr
+    int n_restarts
+    int restart_iters
+    const long long* pairs
+    Py_ssize_t M
+
+
+cdef inline Rows _rows(const double* C, const long long* wid, double* L, double* m, const double* cnt,
+                       Py_ssize_t n) noexcept nogil:
+    cdef Rows rw
+    rw.C = C
+    rw.wid = wid
+    rw.L = L
+    rw.m = m
+    rw.cnt = cnt
+    rw.n = n
+    return rw
+
+
+cdef inline const double* _crow(const Rows* rw, Py_ssize_t u, Py_ssize_t K) noexcept nogil:
+    """C_u."""
+    return rw.C + (rw.wid[u] if rw.wid != NULL else u) * K
+
+
+cdef void _exp_rows(const double* C, Py_ssize_t n, Py_ssize_t K, double* L, double* m) noexcept nogil:
+    """m_u = max_k C_uk and L_uk = exp(C_uk − m_u) for n rows."""
+    cdef Py_ssize_t u, k
+    cdef double mx, x
+    cdef const double* row
+    cdef double* Lrow
+    for u in range(n):
+        row = C + u * K
+        Lrow = L + u * K
+        mx = row[0]
+        for k in range(1, K):
+            if row[k] > mx:
+                mx = row[k]
+        m[u] = mx
+        for k in range(K):
+            x = row[k] - mx
+            Lrow[k] = exp(x) if x >= EXP_ZERO else 0.0
+
+
+cdef void _gather(const double* Lt, const double* mt, const long long* wid, Py_ssize_t n, Py_ssize_t K,
+                  double* L, double* m) noexcept nogil:
+    """L_u = Lt[wid[u]] and m_u = mt[wid[u]] for n rows (table mode)."""
+    cdef Py_ssize_t u
+    for u in range(n):
+        if u + 1 < n:
+            bnpvi_prefetch(Lt + wid[u + 1] * K, K)
+        memcpy(L + u * K, Lt + wid[u] * K, K * sizeof(double))
+        m[u] = mt[wid[u]]
+
+
 cdef inline void _weights(const double* N, const double* a, Py_ssize_t K,
                           double* wt, double* p) noexcept nogil:
     """w̃_k = ψ(N_k + a_k) − max_j ψ(N_j + a_j) and p_k = exp(w̃_k)."""
@@ -188,8 +349,11 @@ cdef inline double _dot(const double* x, const double* y, Py_ssize_t K) noexcept
 
 
 cdef inline double _direct_row(const double* C, const double* wt, Py_ssize_t K,
-                               double scale, double* out, bint add) noexcept nogil:
-    """Row done by log-sum-exp of C_u + w̃: out_k (+)= scale · r_uk; returns ln Σ_k exp(C_uk + w̃_k)."""
+                               double scale, double* out, bint add, double* mx_out) noexcept nogil:
+    """Row done by log-sum-exp of C_u + w̃: out_k (+)= scale · r_uk.
+
+    Returns ln s with s = Σ_k exp(C_uk + w̃_k − mx); mx = max_k (C_uk + w̃_k) goes to mx_out.
+    """
     cdef Py_ssize_t k
     cdef double mx = -INFINITY, s = 0.0, x, inv
     for k in range(K):
@@ -208,49 +372,78 @@ cdef inline double _direct_row(const double* C, const double* wt, Py_ssize_t K,
             out[k] = out[k] + x
         else:
             out[k] = x
-    return mx + log(s)
+    mx_out[0] = mx
+    return log(s)
 
 
-cdef void _pass(const double* C, const double* cnt, const double* L, Py_ssize_t n, Py_ssize_t K,
-                const double* wt, const double* p, double* sb, double* lzb,
+cdef inline double _row_weight(const Rows* rw, Py_ssize_t u, Py_ssize_t K, double s, const double* wt,
+                               double* sb, double* lzb, double* extra) noexcept nogil:
+    """Row u of _pass given s_u = s: c_u / s_u (efficient form), or 0 once the row is added
+    to extra directly."""
+    cdef double mx, ls
+    if s >= S_MIN:
+        sb[u] = s
+        return rw.cnt[u] / s
+    sb[u] = 0.0
+    ls = _direct_row(_crow(rw, u, K), wt, K, rw.cnt[u], extra, True, &mx)
+    lzb[u] = mx + ls
+    return 0.0
+
+
+cdef void _pass(const Rows* rw, Py_ssize_t K, const double* wt, const double* p, double* sb, double* lzb,
                 double* acc, double* extra, double* N) noexcept nogil:
     """N_k = Σ_u c_u r_uk for r ∝ exp(C + w̃), in the efficient form.
 
     sb[u] receives s_u, or 0 for a row done directly, whose log normaliser then goes
-    to lzb[u]; acc and extra (K) are scratch.
+    to lzb[u]; acc and extra (K) are scratch. Rows go four at a time: acc_k gets f_u L_uk
+    of rows u, u+1, u+2, u+3 in that order, with f_u = 0 for a row done directly (adding
+    +0 to acc_k ≥ +0 changes nothing), so the bits are those of one row at a time.
     """
-    cdef Py_ssize_t u, k
-    cdef double s, f
-    cdef const double* Lrow
+    cdef Py_ssize_t u = 0, k
+    cdef double f0, f1, f2, f3
+    cdef double s[4]
+    cdef const double* L0
+    cdef const double* L1
+    cdef const double* L2
+    cdef const double* L3
     for k in range(K):
         acc[k] = 0.0
         extra[k] = 0.0
-    for u in range(n):
-        Lrow = L + u * K
-        s = _dot(Lrow, p, K)
-        if s >= S_MIN:
-            sb[u] = s
-            f = cnt[u] / s
-            for k in range(K):
-                acc[k] = acc[k] + f * Lrow[k]
-        else:
-            sb[u] = 0.0
-            lzb[u] = _direct_row(C + u * K, wt, K, cnt[u], extra, True)
+    while u + 4 <= rw.n:
+        L0 = rw.L + u * K
+        L1 = L0 + K
+        L2 = L1 + K
+        L3 = L2 + K
+        bnpvi_dot4(L0, L1, L2, L3, p, K, s)
+        f0 = _row_weight(rw, u, K, s[0], wt, sb, lzb, extra)
+        f1 = _row_weight(rw, u + 1, K, s[1], wt, sb, lzb, extra)
+        f2 = _row_weight(rw, u + 2, K, s[2], wt, sb, lzb, extra)
+        f3 = _row_weight(rw, u + 3, K, s[3], wt, sb, lzb, extra)
+        for k in range(K):
+            acc[k] = acc[k] + f0 * L0[k] + f1 * L1[k] + f2 * L2[k] + f3 * L3[k]
+        u = u + 4
+    while u < rw.n:
+        L0 = rw.L + u * K
+        f0 = _row_weight(rw, u, K, _dot(L0, p, K), wt, sb, lzb, extra)
+        for k in range(K):
+            acc[k] = acc[k] + f0 * L0[k]
+        u = u + 1
     for k in range(K):
         N[k] = p[k] * acc[k] + extra[k]
 
 
-cdef double _objective(const double* cnt, const double* m, const double* sb, const double* lzb,
-                       Py_ssize_t n, Py_ssize_t K, const double* N, const double* wt,
-                       const double* a, double a_rest) noexcept nogil:
-    """L_d of the state left by the last _pass (module docstring)."""
+cdef double _objective(const Rows* rw, const double* sb, double* lzb, Py_ssize_t K, const double* N,
+                       const double* wt, const double* a, double a_rest) noexcept nogil:
+    """L_d of the state left by the last _pass (module docstring); ln s_u goes to lzb[u] for
+    the rows in the efficient form."""
     cdef Py_ssize_t u, k
     cdef double out = 0.0, tot = 0.0, th
-    for u in range(n):
+    for u in range(rw.n):
         if sb[u] > 0.0:
-            out = out + cnt[u] * (m[u] + log(sb[u]))
+            lzb[u] = log(sb[u])
+            out = out + rw.cnt[u] * (rw.m[u] + lzb[u])
         else:
-            out = out + cnt[u] * lzb[u]
+            out = out + rw.cnt[u] * lzb[u]
     for k in range(K):
         th = N[k] + a[k]
         tot = tot + th
@@ -293,17 +486,69 @@ cdef Py_ssize_t _candidates(const double* N, Py_ssize_t K, Py_ssize_t most,
     return most
 
 
-cdef void _doc(const double* C, const double* cnt, Py_ssize_t n, Py_ssize_t K,
-               const double* a, double a_rest, const double* init,
-               int max_iters, double thr, int n_restarts, int restart_iters,
-               double* R, double* m, double* sb, double* lzb, double* ws, Py_ssize_t pk,
-               Py_ssize_t* cand, double* Nout, long long* iters_out, double* obj_out,
-               long long* acc_out) noexcept nogil:
+cdef void _finish(const Rows* rw, const Opts* o, const double* wt, const double* sb, const double* lzb,
+                  double* p, double* lr, double* H, double* PH) noexcept nogil:
+    """r of the weights w̃ in place of L, and the document's H (K) and PH (M) (module
+    docstring). sb and lzb are those of the last _pass and _objective with these weights;
+    p and lr (K) are scratch."""
+    cdef Py_ssize_t u, k, j, a, b, K = o.K
+    cdef double inv, c, r, t, tl, shift, ls
+    cdef const double* Crow
+    cdef double* Rrow
+    for k in range(K):
+        p[k] = exp(wt[k]) if wt[k] >= EXP_ZERO else 0.0
+        H[k] = 0.0
+    for j in range(o.M):
+        PH[j] = 0.0
+    for u in range(rw.n):
+        Crow = _crow(rw, u, K)
+        if u + 1 < rw.n:
+            bnpvi_prefetch(_crow(rw, u + 1, K), K)
+        Rrow = rw.L + u * K
+        c = rw.cnt[u]
+        if sb[u] > 0.0:
+            inv = 1.0 / sb[u]
+            for k in range(K):
+                Rrow[k] = (Rrow[k] * p[k]) * inv
+            shift = rw.m[u]
+            ls = lzb[u]
+        else:
+            ls = _direct_row(Crow, wt, K, 1.0, Rrow, False, &shift)
+        # lr_k = ln r_uk (0 where r_uk = 0, so that r_uk lr_k = 0)
+        for k in range(K):
+            r = Rrow[k]
+            if r > 0.5:
+                lr[k] = log(r)
+            elif r > 0.0:
+                lr[k] = ((Crow[k] - shift) + wt[k]) - ls
+            else:
+                lr[k] = 0.0
+            H[k] = H[k] - c * (r * lr[k])
+        for j in range(o.M):
+            a = o.pairs[2 * j]
+            b = o.pairs[2 * j + 1]
+            t = Rrow[a] + Rrow[b]
+            if t == Rrow[a]:
+                tl = Rrow[a] * lr[a]
+            elif t == Rrow[b]:
+                tl = Rrow[b] * lr[b]
+            else:
+                tl = t * log(t)
+            PH[j] = PH[j] - c * tl
+
+
+cdef void _doc(const Rows* rw, const Opts* o, const double* init, double* st,
+               double* ws, Py_ssize_t* cand, double* Nout, long long* iters_out, double* obj_out,
+               long long* acc_out, double* H, double* PH) noexcept nogil:
     """The whole local step of one document (module docstring).
 
-    R (n, K) holds L_uk until the end, then r_uk; m, sb, lzb (n) are per-row scratch;
-    ws holds N_VECS vectors of stride pk; cand (K) is scratch.
+    rw.L holds L_uk and receives r_uk; st (4 n) holds the per-row sb, lzb of _pass and
+    _objective for the current state and for a restart proposal (swapped when it is
+    accepted, so that _finish has them); ws holds N_VECS vectors of stride o.pk; cand (K)
+    is scratch. H (K) and PH (M) receive the document's entropies (see _finish).
     """
+    cdef Py_ssize_t K = o.K, pk = o.pk
+    cdef const double* a = o.a
     cdef double* wt = ws
     cdef double* p = ws + pk
     cdef double* N = ws + 2 * pk
@@ -312,40 +557,33 @@ cdef void _doc(const double* C, const double* cnt, Py_ssize_t n, Py_ssize_t K,
     cdef double* extra = ws + 5 * pk
     cdef double* wq = ws + 6 * pk
     cdef double* Nq = ws + 7 * pk
-    cdef Py_ssize_t u, k, c, j, ncand, used
+    cdef double* sb = st
+    cdef double* lzb = st + rw.n
+    cdef double* sq = st + 2 * rw.n
+    cdef double* lq = st + 3 * rw.n
+    cdef double* swap
+    cdef Py_ssize_t k, c, j, ncand, used
     cdef int it, t
     cdef long long accepted = 0
-    cdef double mx, x, diff, cur, prop, inv, s, tot
-    cdef const double* row
-    cdef double* Rrow
+    cdef double x, diff, cur, prop, tot
 
-    if n == 0:
+    if rw.n == 0:
         cur = 0.0
         tot = 0.0
         for k in range(K):
             Nout[k] = 0.0
+            H[k] = 0.0
             cur = cur + lgamma(a[k])
             tot = tot + a[k]
-        if a_rest > 0.0:
-            cur = cur + lgamma(a_rest)
-            tot = tot + a_rest
+        for j in range(o.M):
+            PH[j] = 0.0
+        if o.a_rest > 0.0:
+            cur = cur + lgamma(o.a_rest)
+            tot = tot + o.a_rest
         obj_out[0] = cur - lgamma(tot)
         iters_out[0] = 0
         acc_out[0] = 0
         return
-
-    # L_uk = exp(C_uk − m_u), once per document
-    for u in range(n):
-        row = C + u * K
-        Rrow = R + u * K
-        mx = row[0]
-        for k in range(1, K):
-            if row[k] > mx:
-                mx = row[k]
-        m[u] = mx
-        for k in range(K):
-            x = row[k] - mx
-            Rrow[k] = exp(x) if x >= EXP_ZERO else 0.0
 
     # first weights, then coordinate ascent
     if init != NULL:
@@ -355,12 +593,12 @@ cdef void _doc(const double* C, const double* cnt, Py_ssize_t n, Py_ssize_t K,
         for k in range(K):
             wt[k] = log(a[k])
     _shift(wt, p, K)
-    _pass(C, cnt, R, n, K, wt, p, sb, lzb, acc, extra, N)
+    _pass(rw, K, wt, p, sb, lzb, acc, extra, N)
     it = 0
-    while it < max_iters:
+    while it < o.max_iters:
         it = it + 1
         _weights(N, a, K, wt, p)
-        _pass(C, cnt, R, n, K, wt, p, sb, lzb, acc, extra, Nn)
+        _pass(rw, K, wt, p, sb, lzb, acc, extra, Nn)
         diff = 0.0
         for k in range(K):
             x = Nn[k] - N[k]
@@ -369,15 +607,15 @@ cdef void _doc(const double* C, const double* cnt, Py_ssize_t n, Py_ssize_t K,
             if x > diff:
                 diff = x
             N[k] = Nn[k]
-        if diff < thr:
+        if diff < o.thr:
             break
     iters_out[0] = it
-    cur = _objective(cnt, m, sb, lzb, n, K, N, wt, a, a_rest)
+    cur = _objective(rw, sb, lzb, K, N, wt, a, o.a_rest)
 
     # sparse restarts
-    if n_restarts > 0:
+    if o.n_restarts > 0:
         used = _n_used(N, K)
-        ncand = n_restarts if n_restarts < used - 1 else used - 1
+        ncand = o.n_restarts if o.n_restarts < used - 1 else used - 1
         if ncand > 0:
             ncand = _candidates(N, K, ncand, cand)
         for c in range(ncand):
@@ -387,70 +625,148 @@ cdef void _doc(const double* C, const double* cnt, Py_ssize_t n, Py_ssize_t K,
             for k in range(K):
                 Nq[k] = N[k]
             Nq[j] = 0.0
-            for t in range(restart_iters):
+            for t in range(o.restart_iters):
                 _weights(Nq, a, K, wq, p)
-                _pass(C, cnt, R, n, K, wq, p, sb, lzb, acc, extra, Nq)
-            prop = _objective(cnt, m, sb, lzb, n, K, Nq, wq, a, a_rest)
+                _pass(rw, K, wq, p, sq, lq, acc, extra, Nq)
+            prop = _objective(rw, sq, lq, K, Nq, wq, a, o.a_rest)
             if prop - cur > MIN_GAIN * (1.0 + (cur if cur > 0.0 else -cur)):
                 cur = prop
                 accepted = accepted + 1
                 for k in range(K):
                     N[k] = Nq[k]
                     wt[k] = wq[k]
+                swap = sb
+                sb = sq
+                sq = swap
+                swap = lzb
+                lzb = lq
+                lq = swap
 
-    # resp of the current weights, in place of L (rows as in _pass)
-    for k in range(K):
-        p[k] = exp(wt[k]) if wt[k] >= EXP_ZERO else 0.0
-    for u in range(n):
-        Rrow = R + u * K
-        s = _dot(Rrow, p, K)
-        if s >= S_MIN:
-            inv = 1.0 / s
-            for k in range(K):
-                Rrow[k] = (Rrow[k] * p[k]) * inv
-        else:
-            _direct_row(C + u * K, wt, K, 1.0, Rrow, False)
+    _finish(rw, o, wt, sb, lzb, p, acc, H, PH)
     for k in range(K):
         Nout[k] = N[k]
     obj_out[0] = cur
     acc_out[0] = accepted
 
 
-def doc_topic_step(const double[:, ::1] log_lik, const double[::1] counts,
-                   const long long[::1] doc_range, const double[::1] prior, double prior_rest,
-                   const double[:, ::1] init_counts, bint use_init, int max_iters, double conv_thr,
-                   int n_restarts, int restart_iters, double[:, ::1] resp,
-                   double[:, ::1] doc_counts, long long[::1] iters, double[::1] objective,
-                   long long[::1] restarts_accepted, int n_threads):
+# ------------------------------------------------------------------------ batch
+cdef Py_ssize_t _block_end(const long long[::1] doc_range, Py_ssize_t d0) noexcept nogil:
+    """End (exclusive) of the block of documents from d0: at most BLOCK_DOCS documents and
+    BLOCK_ROWS rows, and at least one document."""
+    cdef Py_ssize_t d1 = d0 + 1, D = doc_range.shape[0] - 1
+    while d1 < D and d1 - d0 < BLOCK_DOCS and doc_range[d1 + 1] - doc_range[d0] <= BLOCK_ROWS:
+        d1 = d1 + 1
+    return d1
+
+
+def doc_topic_step(const double[:, ::1] log_lik, const long long[::1] word_ids, bint table,
+                   const double[::1] counts, const long long[::1] doc_range, const double[::1] prior,
+                   double prior_rest, const double[:, ::1] init_counts, bint use_init, int max_iters,
+                   double conv_thr, int n_restarts, int restart_iters, const long long[:, ::1] pairs,
+                   double[:, ::1] resp, bint keep_resp, double[:, ::1] doc_counts, long long[::1] iters,
+                   double[::1] objective, long long[::1] restarts_accepted, double[::1] entropy,
+                   double[:, ::1] word_topic, double[::1] pair_entropy, int n_threads):
     """The local step of every document into the outputs (see the module docstring).
 
-    ``init_counts`` (D, K) is read only when ``use_init`` (pass a (0, K) array otherwise).
+    ``log_lik`` is the (V, K) table of ``word_ids`` when ``table``, else the (nnz, K) rows.
+    ``init_counts`` (D, K) is read only when ``use_init``, ``resp`` (nnz, K) only when
+    ``keep_resp`` and ``word_topic`` (V, K) only when ``table`` (pass (0, K) arrays
+    otherwise). ``entropy``, ``word_topic`` and ``pair_entropy`` must be zero on entry.
     """
-    cdef Py_ssize_t nnz = log_lik.shape[0], K = log_lik.shape[1]
-    cdef Py_ssize_t D = doc_range.shape[0] - 1
-    cdef Py_ssize_t pk = _padded(K)
-    cdef Py_ssize_t d, u0, u1, tid
+    cdef Py_ssize_t K = log_lik.shape[1], V = log_lik.shape[0], nnz = counts.shape[0]
+    cdef Py_ssize_t D = doc_range.shape[0] - 1, M = pairs.shape[0]
+    cdef Py_ssize_t pk = _padded(K), pm = _padded(M)
+    cdef Py_ssize_t d, d0, d1, u, u0, n, ub, k, j, k0, k1, v, tid, rows = 0
     cdef int nt = n_threads if n_threads > 0 else 1
-    cdef double[::1] m = np.empty(max(nnz, 1))
-    cdef double[::1] sb = np.empty(max(nnz, 1))
-    cdef double[::1] lzb = np.empty(max(nnz, 1))
-    cdef double[:, ::1] ws = np.empty((nt, N_VECS * pk))
-    cdef Py_ssize_t[:, ::1] cs = np.empty((nt, pk), dtype=np.intp)
+    # word_topic's columns go to the threads in nch ranges of ch (a multiple of 8: a cache line)
+    cdef Py_ssize_t ch = ((K + nt - 1) // nt + 7) // 8 * 8
+    cdef Py_ssize_t nch = (K + ch - 1) // ch
     cdef bint warm = use_init and init_counts.shape[0] == D
+    cdef Opts o
+    cdef Rows rw
+    cdef double c
+    cdef double* Rb
     cdef double* R
+    cdef double* W
+    cdef const double* Rrow
 
     if D <= 0:
         return
+    d0 = 0
+    while d0 < D:
+        d1 = _block_end(doc_range, d0)
+        rows = max(rows, doc_range[d1] - doc_range[d0])
+        d0 = d1
+    rows = max(rows, 1)
+    o.K = K
+    o.pk = pk
+    o.a = &prior[0]
+    o.a_rest = prior_rest
+    o.max_iters = max_iters
+    o.thr = conv_thr
+    o.n_restarts = n_restarts
+    o.restart_iters = restart_iters
+    o.pairs = &pairs[0, 0] if M > 0 else NULL
+    o.M = M
+    # per-row scratch of one block; table mode: L and m of the word types used
+    cdef double[:, ::1] Rs = np.empty((0 if keep_resp else rows, K))
+    cdef double[::1] mb = np.empty(rows)
+    cdef double[::1] st = np.empty(4 * rows)
+    cdef double[:, ::1] Lt = np.empty((V if table else 0, K))
+    cdef double[::1] mt = np.empty(V if table else 0)
+    cdef unsigned char[::1] seen = np.zeros(V if table else 0, dtype=np.uint8)
+    # per-document entropies of one block; per-thread vectors
+    cdef double[:, ::1] hb = np.empty((BLOCK_DOCS, pk))
+    cdef double[:, ::1] pb = np.empty((BLOCK_DOCS, pm))
+    cdef double[:, ::1] ws = np.empty((nt, N_VECS * pk))
+    cdef Py_ssize_t[:, ::1] cs = np.empty((nt, pk), dtype=np.intp)
+    cdef double* resp0 = &resp[0, 0] if keep_resp and nnz > 0 else NULL
+    cdef const double* Cb = &log_lik[0, 0] if V > 0 else NULL
+
     with nogil:
-        for d in prange(D, schedule="dynamic", num_threads=nt):
-            tid = threadid()
-            u0 = doc_range[d]
-            u1 = doc_range[d + 1]
-            # a document without rows touches no row array (&x[u0] would be past the end)
-            R = &resp[u0, 0] if u1 > u0 else NULL
-            _doc(&log_lik[u0, 0] if u1 > u0 else NULL, &counts[u0] if u1 > u0 else NULL, u1 - u0, K,
-                 &prior[0], prior_rest, &init_counts[d, 0] if warm else NULL,
-                 max_iters, conv_thr, n_restarts, restart_iters,
-                 R, &m[u0] if u1 > u0 else NULL, &sb[u0] if u1 > u0 else NULL,
-                 &lzb[u0] if u1 > u0 else NULL, &ws[tid, 0], pk, &cs[tid, 0],
-                 &doc_counts[d, 0], &iters[d], &objective[d], &restarts_accepted[d])
+        if table:
+            for u in range(nnz):
+                seen[word_ids[u]] = 1
+            for v in prange(V, schedule="static", num_threads=nt):
+                if seen[v]:
+                    _exp_rows(&log_lik[v, 0], 1, K, &Lt[v, 0], &mt[v])
+        d0 = 0
+        while d0 < D:
+            d1 = _block_end(doc_range, d0)
+            ub = doc_range[d0]
+            Rb = resp0 + ub * K if keep_resp else &Rs[0, 0]
+            for d in prange(d0, d1, schedule="dynamic", num_threads=nt):
+                tid = threadid()
+                u0 = doc_range[d]
+                n = doc_range[d + 1] - u0
+                # a document without rows touches no row array (&x[u0] would be past the end)
+                if n == 0:
+                    rw = _rows(NULL, NULL, NULL, NULL, NULL, 0)
+                elif table:
+                    R = Rb + (u0 - ub) * K
+                    _gather(&Lt[0, 0], &mt[0], &word_ids[u0], n, K, R, &mb[u0 - ub])
+                    rw = _rows(Cb, &word_ids[u0], R, &mb[u0 - ub], &counts[u0], n)
+                else:
+                    R = Rb + (u0 - ub) * K
+                    _exp_rows(&log_lik[u0, 0], n, K, R, &mb[u0 - ub])
+                    rw = _rows(&log_lik[u0, 0], NULL, R, &mb[u0 - ub], &counts[u0], n)
+                _doc(&rw, &o, &init_counts[d, 0] if warm else NULL, &st[4 * (u0 - ub)] if n > 0 else NULL,
+                     &ws[tid, 0], &cs[tid, 0], &doc_counts[d, 0], &iters[d],
+                     &objective[d], &restarts_accepted[d], &hb[d - d0, 0], &pb[d - d0, 0])
+            # sums over documents and rows, in their order
+            for d in range(d0, d1):
+                for k in range(K):
+                    entropy[k] = entropy[k] + hb[d - d0, k]
+                for j in range(M):
+                    pair_entropy[j] = pair_entropy[j] + pb[d - d0, j]
+            if table:  # every thread its own columns, over the rows in order
+                for j in prange(nch, schedule="static", num_threads=nt):
+                    k0 = j * ch
+                    k1 = k0 + ch if k0 + ch < K else K
+                    for u in range(ub, doc_range[d1]):
+                        c = counts[u]
+                        W = &word_topic[word_ids[u], 0]
+                        Rrow = Rb + (u - ub) * K
+                        for k in range(k0, k1):
+                            W[k] = W[k] + c * Rrow[k]
+            d0 = d1

@@ -108,8 +108,8 @@ def test_birth_gain_is_the_exact_whole_data_elbo_difference(tmp_path, monkeypatc
     calls = []
     local_step = model.local_step
 
-    def recording(batch_, globals_, warm=None):
-        out = local_step(batch_, globals_, warm=warm)
+    def recording(batch_, globals_, **options):
+        out = local_step(batch_, globals_, **options)
         calls.append((globals_, model.summarize(batch_, out[1])))
         return out
     monkeypatch.setattr(model, "local_step", recording)

@@ -1,7 +1,7 @@
 """HDP topic model and LDA: summaries, the ELBO from summaries, the top-level bound, the global step."""
 import numpy as np
 import pytest
-from scipy.special import digamma, gammaln
+from scipy.special import digamma, entr, gammaln
 
 from bnpvi.alloc import HDPTopicAlloc, LDAAlloc, Local, hdp_top
 from bnpvi.data.batch import WordCountBatch
@@ -41,6 +41,12 @@ def random_globals(model, K, seed=1):
     else:
         alloc = model.alloc.global_step(stats)
     return Globals(stats, alloc, obs)
+
+
+def dense_local(model, batch, g, **options):
+    """The local step on the dense (entries, K) log-likelihood, which keeps the responsibilities."""
+    log_lik = model.obs.expected_log_lik(g.obs, model.alloc.atoms(batch))
+    return log_lik, model.alloc.local_step(batch, log_lik, g.alloc, **options)
 
 
 def direct_allocation_terms(alloc, batch, local, params):
@@ -84,10 +90,30 @@ def test_elbo_from_summaries_equals_the_document_by_document_elbo(alloc):
     batch = corpus()
     K = 4
     made_under = random_globals(model, K, seed=1)
-    log_lik, local = model.local_step(batch, made_under)
+    log_lik, local = dense_local(model, batch, made_under)
     stats = model.summarize(batch, local)
     now = random_globals(model, K, seed=2).alloc
     assert alloc.elbo(stats, now) == pytest.approx(direct_allocation_terms(alloc, batch, local, now), rel=1e-10)
+
+
+@pytest.mark.parametrize("alloc", [HDPTopicAlloc(gamma=5.0, alpha=0.7), LDAAlloc(alpha=1.5)], ids=["hdp", "lda"])
+def test_the_memory_flat_local_step_gives_the_dense_summaries(alloc):
+    """With obs=mult the local step looks E ln φ up by word and keeps no responsibilities; every summary
+    (N, H, P, Q, G, the remainders, S) equals that of the dense (entries, K) path, and H and S equal
+    their direct formulas −Σ c r ln r and Σ_u c_u r_uk at word v_u."""
+    model = make_model(alloc)
+    batch = corpus(seed=4, n_docs=30)
+    g = random_globals(model, 5, seed=3)
+    log_lik, flat = model.local_step(batch, g)
+    assert flat.resp is None and log_lik.table.shape == (30, 5)
+    dense = dense_local(model, batch, g)[1]
+    a, b = model.summarize(batch, flat), model.summarize(batch, dense)
+    assert a.allclose(b, rtol=1e-12, atol=1e-12)
+    r, c = dense.resp.values, batch.word_counts
+    np.testing.assert_allclose(a["H"], c @ entr(r), rtol=1e-12)
+    S = np.zeros((30, 5))
+    np.add.at(S, batch.word_ids, c[:, None] * r)
+    np.testing.assert_allclose(a["S"], S.T, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("alloc", [HDPTopicAlloc(), LDAAlloc()], ids=["hdp", "lda"])
@@ -155,7 +181,8 @@ def fixed_assignment_elbo(model, batch, local, K_total: int, rounds: int = 30) -
     for _ in range(rounds):
         prior, rest = alloc.doc_prior(params)
         fixed = Local(Responsibilities(r, K_total), {"doc_counts": N_d, "counts": local.tables["counts"],
-                                                     "prior": prior, "prior_rest": rest})
+                                                     "prior": prior, "prior_rest": rest,
+                                                     "entropy": local.tables["counts"] @ entr(r)})
         stats = model.summarize(batch, fixed)
         params = alloc.global_step(stats, params)
     return model.elbo(stats, model.global_step(stats, params))
@@ -168,7 +195,7 @@ def test_empty_topics_lower_the_bound_by_a_small_penalty(capsys):
     alloc = HDPTopicAlloc(gamma=10.0, alpha=0.5)
     model = make_model(alloc)
     batch = corpus(seed=6, n_docs=40)
-    local = model.local_step(batch, random_globals(model, 4, seed=7))[1]
+    local = dense_local(model, batch, random_globals(model, 4, seed=7))[1]
     base = fixed_assignment_elbo(model, batch, local, 4)
     changes = np.array([fixed_assignment_elbo(model, batch, local, 4 + J) - base for J in (1, 2, 3)])
     with capsys.disabled():
@@ -188,16 +215,21 @@ def test_bad_settings_are_one_line_errors():
 def test_merge_gain_from_tracked_terms_equals_the_explicitly_merged_state():
     """Merging topics a and b with the tracked P, Q, G, H (Hughes, Kim & Sudderth 2015 §5.1) gives the
     summaries, and so the ELBO, of explicitly merged responsibilities and document weights
-    (r'_a = r_a + r_b, θ'_a = θ_a + θ_b), for every pair."""
+    (r'_a = r_a + r_b, θ'_a = θ_a + θ_b), for every pair; the tracked terms of the memory-flat local step
+    (word table, responsibilities never kept) are those of the dense one."""
     alloc = HDPTopicAlloc(gamma=5.0, alpha=0.6)
     model = make_model(alloc)
     batch = corpus(seed=8, n_docs=25)
     K = 4
     g = random_globals(model, K, seed=9)
-    local = model.local_step(batch, g)[1]
-    stats = model.summarize(batch, local)
     pairs = np.array([[a, b] for a in range(K) for b in range(a + 1, K)])
+    local = dense_local(model, batch, g, pairs=pairs)[1]
+    stats = model.summarize(batch, local)
     terms = alloc.merge_terms(local, pairs)
+    flat = model.local_step(batch, g, pairs=pairs)[1]
+    assert flat.resp is None
+    for name, value in alloc.merge_terms(flat, pairs).items():
+        np.testing.assert_allclose(value, terms[name], rtol=1e-12, atol=1e-12)
     t = local.tables
     for m, (a, b) in enumerate(pairs):
         merged = stats.merge(a, b, {name: terms[name][m] for name in terms})
@@ -206,9 +238,10 @@ def test_merge_gain_from_tracked_terms_equals_the_explicitly_merged_state():
         r[:, a] += r[:, b]
         N_d[:, a] += N_d[:, b]
         prior[a] += prior[b]
-        explicit = Local(Responsibilities(np.ascontiguousarray(r[:, keep]), K - 1),
+        r = np.ascontiguousarray(r[:, keep])
+        explicit = Local(Responsibilities(r, K - 1),
                          {"doc_counts": N_d[:, keep], "counts": t["counts"], "prior": prior[keep],
-                          "prior_rest": t["prior_rest"]})
+                          "prior_rest": t["prior_rest"], "entropy": t["counts"] @ entr(r)})
         brute = model.summarize(batch, explicit)
         assert merged.allclose(brute, rtol=1e-10, atol=1e-10)
         sources = [[a, b] if k == a else [k] for k in keep]
@@ -234,3 +267,30 @@ def test_delete_candidate_is_the_local_step_of_the_model_without_the_topic():
     np.testing.assert_allclose(prior_direct[0], alloc.alpha * beta[keep], rtol=1e-10)
     direct = model.summarize(batch, model.local_step(batch, without)[1])
     assert candidate.allclose(direct, rtol=1e-9, atol=1e-9)
+
+
+def test_a_delete_started_from_the_current_state_is_a_valid_q_for_every_document():
+    """Given the batch's current local step, a delete re-infers the documents that used the target from the
+    likelihood and starts the others from their N_d without it (thesis §5.5.2's target set). The joined
+    result is one genuine q: its N_d, entropy and word counts are those of its responsibilities, and the
+    target documents' q is the fresh local step's, bit for bit."""
+    from bnpvi.alloc.topic import TARGET_MIN, _rows
+    alloc = HDPTopicAlloc(gamma=5.0, alpha=0.6)
+    model = make_model(alloc)
+    batch = corpus(seed=12, n_docs=40)
+    K, target = 5, 1
+    g = random_globals(model, K, seed=13)
+    log_lik, local = dense_local(model, batch, g)
+    fresh = local.tables["doc_counts"][:, target] > TARGET_MIN
+    assert 0 < fresh.sum() < 40
+    joined = alloc.local_step_without(batch, log_lik, g.alloc, target, local)
+    r, c = joined.resp.values, batch.word_counts
+    doc = np.repeat(np.arange(40), np.diff(batch.doc_range))
+    np.testing.assert_allclose(joined.tables["doc_counts"], np.stack([np.bincount(doc, c * r[:, k], 40)
+                                                                      for k in range(K - 1)], axis=1), atol=1e-9)
+    np.testing.assert_allclose(joined.tables["entropy"], c @ entr(r), rtol=1e-12)
+    cold = alloc.local_step_without(batch, log_lik, g.alloc, target)
+    rows = _rows(batch.doc_range, np.flatnonzero(fresh))[0]
+    np.testing.assert_array_equal(joined.resp.values[rows], cold.resp.values[rows])
+    flat = alloc.local_step_without(batch, model.local_step(batch, g)[0], g.alloc, target, local)
+    assert model.summarize(batch, flat).allclose(model.summarize(batch, joined), rtol=1e-12, atol=1e-12)

@@ -14,7 +14,7 @@ from bnpvi.learn.memo import MemoizedVB
 from bnpvi.moves.topic_birth import TopicBirthMove, target_documents
 from bnpvi.stats import ClusterIds
 from test_moves import BIRTH
-from test_topic import corpus, direct_allocation_terms, make_model
+from test_topic import corpus, dense_local, direct_allocation_terms, make_model
 from test_topic_runs import hellinger_to_truth
 
 
@@ -71,7 +71,7 @@ def test_an_accepted_birth_gains_exactly_the_elbo_difference(tmp_path, monkeypat
     assert event.gain == pytest.approx(seen["after"] - seen["before"], rel=1e-9)
 
     after = seen["globals"]
-    local = model.local_step(batch, seen["candidate"].globals(model))[1]
+    local = dense_local(model, batch, seen["candidate"].globals(model))[1]
     r, counts = local.resp.values, batch.word_counts
     S = np.zeros((batch.vocab_size, after.K))
     np.add.at(S, batch.word_ids, counts[:, None] * r)  # word counts of every topic, summed entry by entry

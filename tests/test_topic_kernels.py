@@ -1,8 +1,10 @@
 """Compiled topic-model local step vs the NumPy reference, its digamma, the objective's
-monotonicity and identity, sparse restarts, determinism and validation.
+monotonicity and identity, sparse restarts, table mode and the summaries (entropies,
+word-topic counts, merged-pair entropies), determinism and validation.
 
-Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46 (the document-level coordinate ascent);
-Hughes, Kim & Sudderth 2015 (AISTATS), sparse restarts.
+Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46 (the document-level coordinate ascent) and
+Eq. 5.47 (entropy summary); Hughes, Kim & Sudderth 2015 (AISTATS), sparse restarts and
+§5.1 (merged-pair entropy).
 """
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import dataclasses
 
 import numpy as np
 import pytest
-from scipy.special import digamma, gammaln
+import scipy.sparse
+from scipy.special import digamma, entr, gammaln, logsumexp
 
 from bnpvi.kernels import KernelInputError
 from bnpvi.kernels import reference as ref
@@ -18,6 +21,7 @@ from bnpvi.kernels import topic
 
 RTOL = 1e-10
 FIELDS = ["resp", "doc_counts", "iters", "objective", "restarts_accepted"]
+ALL_FIELDS = FIELDS + ["entropy", "word_topic", "pair_entropy"]
 ROOT = 1.4616321449683623  # the positive root of ψ
 
 
@@ -345,6 +349,166 @@ def test_result_is_frozen():
         res.resp = None
 
 
+# ------------------------------------------------------- table mode and summaries
+def make_table_batch(lengths, K, rng, V=60, scale=1.0, rest=True, alpha=2.0):
+    """(table, word_ids, counts, doc_range, prior, prior_rest): make_batch's log-likelihoods
+    as a (V, K) table read through word ids (types repeat within and across documents; some
+    types are never used)."""
+    table, _, _, prior, prior_rest = make_batch([V], K, rng, alpha=alpha, rest=rest, scale=scale)
+    nnz = int(np.sum(lengths))
+    word_ids = rng.integers(0, V - 3, nnz).astype(np.int64)
+    counts = rng.integers(1, 6, nnz) * rng.choice([1.0, 0.5], nnz)
+    return table, word_ids, counts, doc_range_of(lengths), prior, prior_rest
+
+
+def some_pairs(K, rng, M=30):
+    a, b = rng.integers(0, K, (2, 4 * M))
+    keep = a != b
+    return np.ascontiguousarray(np.stack([a[keep], b[keep]], axis=1)[:M])
+
+
+def direct_summaries(res, counts, word_ids=None, pairs=None, V=None):
+    """entropy, word_topic and pair_entropy of the returned r, straight from their formulas."""
+    r = res.resp
+    out = {"entropy": counts @ entr(r)}
+    if word_ids is not None:
+        X = scipy.sparse.csr_matrix((counts, (np.arange(counts.size), word_ids)), shape=(counts.size, V))
+        out["word_topic"] = X.T @ r
+    if pairs is not None:
+        out["pair_entropy"] = counts @ entr(r[:, pairs[:, 0]] + r[:, pairs[:, 1]])
+    return out
+
+
+def noise(field, counts) -> float:
+    """Absolute tolerance of a summary: a pair holding all of a row's mass has t = 1 ± 2⁻⁵², and
+    t ln t is rounding noise (|t ln t| ≤ 2⁻⁵² per token) that no relative tolerance covers."""
+    return 1e-15 * counts.sum() if field == "pair_entropy" else 0.0
+
+
+def assert_summaries(res, counts, word_ids=None, pairs=None, V=None, what=""):
+    for f, want in direct_summaries(res, counts, word_ids, pairs, V).items():
+        np.testing.assert_allclose(getattr(res, f), want, rtol=1e-12, atol=noise(f, counts), err_msg=f"{what}: {f}")
+
+
+def assert_same_bits(got, want, fields, what=""):
+    for f in fields:
+        a, b = getattr(got, f), getattr(want, f)
+        assert (a is None) == (b is None), f"{what}: {f}"
+        if a is not None:
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), f"{what}: {f}"
+
+
+@pytest.mark.parametrize("scale", [1.0, 300.0])
+@pytest.mark.parametrize("restarts", [0, 4])
+@pytest.mark.parametrize("warm", [False, True])
+@pytest.mark.parametrize("K", [1, 6, 40])
+def test_table_mode_equals_dense_mode_bit_for_bit(K, warm, restarts, scale):
+    rng = np.random.default_rng([K, warm, restarts, int(scale), 10])
+    lengths = mixed_lengths(rng, D=50)
+    table, wid, counts, dr, prior, rest = make_table_batch(lengths, K, rng, scale=scale)
+    init = rng.gamma(0.5, 4.0, (len(lengths), K)) * (rng.random((len(lengths), K)) < 0.6) if warm else None
+    pairs = some_pairs(K, rng) if K > 1 else None
+    kw = dict(init_counts=init, n_restarts=restarts, conv_thr=0.01, pairs=pairs)
+    dense = topic.doc_topic_step(np.ascontiguousarray(table[wid]), counts, dr, prior, rest, **kw)
+    tab = topic.doc_topic_step(table, counts, dr, prior, rest, word_ids=wid, **kw)
+    assert_same_bits(tab, dense, ["resp", "doc_counts", "objective", "iters", "restarts_accepted", "entropy",
+                                  "pair_entropy"], f"K={K}")
+    assert dense.word_topic is None and tab.word_topic.shape == table.shape
+    if restarts and K > 2 and scale == 1.0:
+        assert tab.restarts_accepted.sum() > 0  # the restarts' code really ran
+    if scale == 1.0:  # (at scale 300 the efficient form flushes some r < 1e-270 to 0, the reference not)
+        assert_matches(tab, ref.doc_topic_step(table, counts, dr, prior, rest, word_ids=wid, **kw), f"K={K}")
+
+
+@pytest.mark.parametrize("restarts", [0, 3])
+@pytest.mark.parametrize("rest", [True, False])
+@pytest.mark.parametrize("K, scale", [(1, 1.0), (2, 1.0), (9, 1.0), (9, 300.0), (50, 3.0)])
+def test_summaries_equal_their_formulas(K, scale, rest, restarts):
+    # empty documents (mixed_lengths), LDA (rest = False), r that underflow to 0 (scale 300)
+    rng = np.random.default_rng([K, int(scale), rest, restarts, 11])
+    lengths = mixed_lengths(rng, D=60)
+    table, wid, counts, dr, prior, prior_rest = make_table_batch(lengths, K, rng, scale=scale, rest=rest)
+    pairs = some_pairs(K, rng) if K > 1 else np.empty((0, 2), dtype=np.int64)
+    kw = dict(n_restarts=restarts, conv_thr=0.01)
+    res = topic.doc_topic_step(table, counts, dr, prior, prior_rest, word_ids=wid, pairs=pairs, **kw)
+    assert_summaries(res, counts, wid, pairs, table.shape[0], f"K={K}")
+    assert res.pair_entropy.shape == (pairs.shape[0],)
+    if scale > 100:
+        assert np.any(res.resp == 0.0)  # the underflow case really occurs
+    unused = np.setdiff1d(np.arange(table.shape[0]), wid)
+    assert unused.size and np.all(res.word_topic[unused] == 0.0)
+    np.testing.assert_allclose(res.word_topic.sum(axis=0), res.doc_counts.sum(axis=0), rtol=1e-12)
+    if scale < 100:  # the reference's summaries, of its own r (which agrees with ours to RTOL; at scale 300
+        # r ≈ 1 − 1e-18 rounds differently, and entropies near 0 are then not comparable)
+        want = ref.doc_topic_step(table, counts, dr, prior, prior_rest, word_ids=wid, pairs=pairs, **kw)
+        for f, w in zip(ALL_FIELDS[5:], want[5:]):
+            np.testing.assert_allclose(getattr(res, f), w, rtol=RTOL, atol=max(noise(f, counts), 1e-300), err_msg=f)
+    # dense mode: the same entropies, no word-topic counts
+    dense = topic.doc_topic_step(np.ascontiguousarray(table[wid]), counts, dr, prior, prior_rest, **kw)
+    assert dense.word_topic is None and dense.pair_entropy is None
+    assert dense.entropy.tobytes() == res.entropy.tobytes()
+
+
+def test_summaries_of_rows_done_directly():
+    # one-row documents whose s_u = Σ_k L_uk p_k ≈ e^-600 < 1e-250: r comes from log-sum-exp,
+    # and so must ln r (max_iters = 0 keeps the first weights w̃ ≈ (-603, 0, -23)); alone in
+    # its document, a wrong ln r of the tiny r_u0 would show in H_0
+    C = np.array([[0.0, -600.0, -590.0], [0.0, -600.0, -580.0]])
+    counts = np.array([2.0, 3.0])
+    dr = doc_range_of([1, 0, 1])
+    prior = np.array([1.0 / 600.0, 1.0, 0.05])
+    init = np.array([[0.0, 10.0, 0.0]] * 3)
+    pairs = np.array([[0, 1], [0, 2], [2, 1]], dtype=np.int64)
+    for kw in (dict(max_iters=0), dict(max_iters=0, n_restarts=2), dict()):
+        res = topic.doc_topic_step(C, counts, dr, prior, 0.3, init_counts=init, pairs=pairs, **kw)
+        assert_summaries(res, counts, pairs=pairs, what=str(kw))
+        assert_matches(res, ref.doc_topic_step(C, counts, dr, prior, 0.3, init_counts=init, **kw), str(kw))
+    w = digamma(init[0] + prior)
+    assert np.all(logsumexp(C + w - w.max(), axis=1) < np.log(1e-250))  # ln s_u: the rows are done directly
+    first = topic.doc_topic_step(C, counts, dr, prior, 0.3, init_counts=init, pairs=pairs, max_iters=0)
+    assert 0.01 < first.resp[0, 0] < 0.99 and 0.01 < first.resp[1, 2] < 0.99 and 0.0 < first.resp[0, 2] < 1e-4
+    assert np.all(first.entropy > 0.0) and np.all(first.pair_entropy > 0.0)
+
+
+def test_summaries_where_r_is_one_or_zero():
+    # r_uk = 1 and r_uj = 0 exactly (C 800 nats apart): those add exactly 0; K = 1: all r = 1
+    C = np.array([[0.0, -800.0, -1.0], [-800.0, 0.0, -800.0], [0.0, -0.5, -900.0]])
+    counts, dr = np.array([4.0, 2.0, 1.0]), doc_range_of([3])
+    pairs = np.array([[0, 1], [1, 2], [0, 2]], dtype=np.int64)
+    res = topic.doc_topic_step(C, counts, dr, np.full(3, 0.4), 0.2, pairs=pairs)
+    assert res.resp[1, 1] == 1.0 and res.resp[1, 0] == 0.0 and res.resp[2, 2] == 0.0
+    assert_summaries(res, counts, pairs=pairs)
+    one = topic.doc_topic_step(C[:, :1].copy(), counts, dr, np.array([0.4]), 0.2)
+    assert one.entropy.tolist() == [0.0]
+
+
+@pytest.mark.parametrize("table_mode", [False, True])
+@pytest.mark.parametrize("K, restarts", [(3, 0), (12, 3)])
+def test_keep_resp_false_and_threads_change_no_bit(K, restarts, table_mode):
+    # ~1300 documents of ~0-60 rows (three blocks of <= 512 documents), then one document
+    # longer than a block's rows (alone in its block)
+    block_docs, block_rows = topic._ext.BLOCK
+    rng = np.random.default_rng([K, restarts, table_mode, 12])
+    lengths = list(rng.integers(0, 60, size=int(2.5 * block_docs))) + [block_rows + 7, 0, 5]
+    table, wid, counts, dr, prior, rest = make_table_batch(lengths, K, rng, V=400, alpha=0.7)
+    assert int(dr[-1]) > 2 * block_rows
+    init = rng.gamma(0.5, 5.0, (len(lengths), K))
+    if table_mode:
+        args, extra = (table, counts, dr, prior, rest), dict(word_ids=wid)
+    else:
+        args, extra = (np.ascontiguousarray(table[wid]), counts, dr, prior, rest), {}
+    pairs = some_pairs(K, rng, M=7)
+    for kw in (dict(n_restarts=restarts, pairs=pairs), dict(init_counts=init, n_restarts=restarts)):
+        kw.update(extra)
+        first = topic.doc_topic_step(*args, n_threads=1, **kw)
+        assert_summaries(first, counts, kw.get("word_ids"), kw.get("pairs"), table.shape[0])
+        for nt in (1, 2, 3):
+            lean = topic.doc_topic_step(*args, n_threads=nt, keep_resp=False, **kw)
+            assert lean.resp is None
+            assert_same_bits(lean, first, ALL_FIELDS[1:], f"keep_resp=False, n_threads={nt}")
+            assert_same_bits(topic.doc_topic_step(*args, n_threads=nt, **kw), first, ALL_FIELDS, f"n_threads={nt}")
+
+
 # --------------------------------------------------------------- determinism
 def _bits(res) -> list[bytes]:
     return [getattr(res, f).tobytes() for f in FIELDS]
@@ -390,7 +554,8 @@ def _set(a, index, value):
         (lambda C, c, dr, a, r: (C, c, dr, a[:2].copy(), r), r"prior must have shape \(3,\)"),
         (lambda C, c, dr, a, r: (C, c, np.empty(0, dtype=np.int64), a, r), "doc_range must hold"),
         (lambda C, c, dr, a, r: (C, c, dr + 1, a, r), r"doc_range\[0\] must be 0"),
-        (lambda C, c, dr, a, r: (C, c, np.array([0, 3, 6], dtype=np.int64), a, r), r"doc_range\[-1\] must be nnz = 7"),
+        (lambda C, c, dr, a, r: (C, c, np.array([0, 3, 6], dtype=np.int64), a, r),
+         r"doc_range\[-1\] must be nnz = 7"),
         (lambda C, c, dr, a, r: (C, c, np.array([0, 5, 3, 7], dtype=np.int64), a, r),
          r"must not decrease: doc_range\[1\] = 5, doc_range\[2\] = 3"),
         (lambda C, c, dr, a, r: (_set(C, (4, 1), np.nan), c, dr, a, r), r"log_lik has a NaN at \(4, 1\)"),
@@ -420,7 +585,8 @@ def test_rejects_bad_input(mutate, match):
         (dict(init_counts=np.zeros((2, 3))), r"init_counts must have shape \(3, 3\)"),
         (dict(init_counts=np.zeros((3, 3), dtype=np.float32)), "init_counts must have dtype float64"),
         (dict(init_counts=np.asfortranarray(np.zeros((3, 3)))), "init_counts must be C-contiguous"),
-        (dict(init_counts=_set(np.zeros((3, 3)), (1, 2), -1.0)), r"init_counts must be finite and >= 0, got -1.0 at \(1, 2\)"),
+        (dict(init_counts=_set(np.zeros((3, 3)), (1, 2), -1.0)),
+         r"init_counts must be finite and >= 0, got -1.0 at \(1, 2\)"),
         (dict(init_counts=_set(np.zeros((3, 3)), (0, 0), np.nan)), "init_counts must be finite and >= 0, got a NaN"),
         (dict(max_iters=-1), "max_iters must be an int in"),
         (dict(max_iters=2.0), "max_iters must be an int in"),
@@ -437,6 +603,53 @@ def test_rejects_bad_input(mutate, match):
 def test_rejects_bad_options(kw, match):
     with pytest.raises(KernelInputError, match=match) as info:
         topic.doc_topic_step(*_ok(), **kw)
+    assert "\n" not in str(info.value)
+
+
+def _table_ok():
+    table, wid, counts, dr, prior, rest = make_table_batch([3, 0, 4], 3, np.random.default_rng(0), V=10)
+    return (table, counts, dr, prior, rest), wid
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (dict(word_ids=lambda w: _set(w, 4, 10)),
+         r"word_ids\[4\] = 10 is out of range: log_lik is a table of 10 word types, so 0 <= word_ids < 10"),
+        (dict(word_ids=lambda w: _set(w, 2, -1)), r"word_ids\[2\] = -1 is out of range"),
+        (dict(word_ids=lambda w: w.astype(np.int32)), "word_ids must have dtype int64, got int32"),
+        (dict(word_ids=lambda w: w.astype(np.float64)), "word_ids must have dtype int64"),
+        (dict(word_ids=lambda w: w[:6].copy()),
+         r"word_ids must have shape \(7,\) to match counts \(7,\), got \(6,\)"),
+        (dict(word_ids=lambda w: np.repeat(w, 2)[::2]), "word_ids must be C-contiguous"),
+        (dict(word_ids=lambda w: w[:, None].copy()), "word_ids must be 1-D"),
+        (dict(table=lambda t: np.ascontiguousarray(t[:, :2])),
+         r"prior must have shape \(2,\) to match log_lik \(10, 2\), got \(3,\)"),
+        (dict(table=lambda t: _set(t, (8, 1), np.nan)), r"log_lik has a NaN at \(8, 1\)"),
+        (dict(counts=lambda c: c[:6].copy()),
+         r"word_ids must have shape \(6,\) to match counts \(6,\), got \(7,\)"),
+        (dict(pairs=np.array([[0, 1], [2, 3]])), r"pairs\[1, 1\] = 3 is out of range: topics are 0 \.\. 2"),
+        (dict(pairs=np.array([[0, 1], [-1, 2]])), r"pairs\[1, 0\] = -1 is out of range"),
+        (dict(pairs=np.array([[0, 1], [2, 2]])), r"pairs\[1\] = \(2, 2\) pairs topic 2 with itself"),
+        (dict(pairs=np.array([[0, 1, 2]])), r"pairs must have shape \(M, 2\) \(pairs of topics\), got \(1, 3\)"),
+        (dict(pairs=np.array([0, 1])), "pairs must be 2-D"),
+        (dict(pairs=np.array([[0, 1]], dtype=np.int32)), "pairs must have dtype int64"),
+        (dict(pairs=[[0, 1]]), "pairs must be a numpy.ndarray"),
+        (dict(keep_resp=0), "keep_resp must be True or False, got 0"),
+        (dict(keep_resp=None), "keep_resp must be True or False"),
+    ],
+)
+def test_rejects_bad_table_mode_and_pairs(change, match):
+    (table, counts, dr, prior, rest), wid = _table_ok()
+    if "table" in change:
+        table = change["table"](table)
+    if "counts" in change:
+        counts = change["counts"](counts)
+        dr = doc_range_of([3, 0, 3])
+    kw = dict(word_ids=change["word_ids"](wid) if "word_ids" in change else wid)
+    kw.update({k: v for k, v in change.items() if k in ("pairs", "keep_resp")})
+    with pytest.raises(KernelInputError, match=match) as info:
+        topic.doc_topic_step(table, counts, dr, prior, rest, **kw)
     assert "\n" not in str(info.value)
 
 

@@ -34,14 +34,16 @@ class Local:
 
     Attributes
     ----------
-    resp : Responsibilities
+    resp : Responsibilities or None
         Atom-level marginals r_nk = q(z_n = k): what the observation family summarises.
+        None when the local step never holds them whole (a topic model's one-word atoms:
+        the family's summaries then come as ``tables["word_topic"]``, see ``Model.summarize``).
     tables : dict of str to ndarray
         The allocation model's own per-batch results (e.g. an HMM's transition counts
         and entropy tables), empty for mixtures.
     """
 
-    resp: Responsibilities
+    resp: Responsibilities | None
     tables: dict = field(default_factory=dict)
 
 
@@ -76,6 +78,9 @@ class AllocModel(ABC):
         True when a delete must re-run the local step on every batch without the target
         (``local_step_without``) instead of re-dividing the target's mass among a few
         clusters (``restricted_local_step``).
+    pairs_in_local_step : bool
+        True when a merge's tracked terms for the planned pairs are computed inside the local step
+        (``local_step(..., pairs=...)``), because its responsibilities are never held whole.
     sort_needs_check : bool
         True when the ELBO depends on the order of the clusters beyond what sorting by
         size improves (an HDP's surrogate bound): a sort is then kept only if it does not
@@ -90,6 +95,7 @@ class AllocModel(ABC):
     birth_kind: str = "split"
     abundant_K: int = 8
     whole_delete: bool = False
+    pairs_in_local_step: bool = False
     sort_needs_check: bool = False
 
     @abstractmethod
@@ -130,6 +136,11 @@ class AllocModel(ABC):
         """The batch as the observation family sees it: its atoms (the batch itself; a topic model
         returns one atom per (document, word type) entry)."""
         return batch
+
+    def expected_log_lik(self, obs, post, batch):
+        """E log p(x_n | φ_k) of the atoms of ``batch`` in the form ``local_step`` takes: by default the
+        family's dense (atoms, K) array."""
+        return obs.expected_log_lik(post, self.atoms(batch))
 
     def warm_start(self, params: Params, sources: Sequence[Sequence[int]]) -> dict | None:
         """Parameters to warm-start the global step after a cluster edit (see ``SuffStats.remap``).

@@ -123,9 +123,11 @@ class HMMAlloc(AllocModel):
         start, table = fb.merge_pair_terms(t["messages"], t["seq_range"], t["log_trans"], pairs)
         return {"start_entropy": start, "trans_entropy": table}
 
-    def local_step_without(self, batch, log_lik: np.ndarray, params: Params, target: int) -> Local:
+    def local_step_without(self, batch, log_lik: np.ndarray, params: Params, target: int,
+                           local: Local | None = None) -> Local:
         """Forward-backward with state ``target`` removed (its row and column of the potentials dropped):
-        the optimal q(z) over the other K − 1 states, exact for every sequence (a delete, thesis §6.5.3)."""
+        the optimal q(z) over the other K − 1 states, exact for every sequence (a delete, thesis §6.5.3);
+        ``local`` (the batch's current local step) is not needed."""
         log_start, log_trans = self._potentials(params)
         keep = np.delete(np.arange(log_start.shape[0]), target)
         return self._forward_backward(batch, log_lik[:, keep], log_start[keep], log_trans[np.ix_(keep, keep)])

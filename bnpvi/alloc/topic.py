@@ -32,9 +32,10 @@ normaliser D c_Dir(α/K, ..., α/K). β̂ is the current global value while θ_d
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import digamma, entr, gammaln
+from scipy.special import digamma, gammaln
 
 from bnpvi.alloc import hdp_top
 from bnpvi.alloc.base import AllocModel, Local, Params
@@ -44,12 +45,73 @@ from bnpvi.kernels.hmm import blas_single_thread
 from bnpvi.special import c_dir
 from bnpvi.stats import ENTROPY, PER_CLUSTER, TOTAL, FieldSpec, Responsibilities, SuffStats
 
-PAIR_BLOCK = 16
-"""Merge pairs whose entropies are computed at a time (an (entries x PAIR_BLOCK) array)."""
+TARGET_MIN = 0.01
+"""A delete's target documents, re-inferred from the likelihood, use the target for more than this many tokens."""
 
 DOC_TERM = FieldSpec(pad="none", merge="tracked")
 """A per-topic sum over documents of a function of θ_d (P, Q, G): it has no value for a topic the
 batch was never summarised under, and a merge's value must be tracked."""
+
+
+@dataclass(frozen=True, eq=False)
+class WordLogLik:
+    """c_u E ln φ_k,v_u of every (document, word type) entry u of a batch, held as the (V, K) table
+    E ln φ_kv with the entries' words and counts: the (entries x K) matrix is never built.
+
+    Attributes
+    ----------
+    table : (V, K) ndarray, E ln φ_kv by word
+    word_ids : (entries,) int64 ndarray, v_u
+    counts : (entries,) float64 ndarray, c_u
+    """
+
+    table: np.ndarray
+    word_ids: np.ndarray
+    counts: np.ndarray
+
+    def columns(self, keep) -> "WordLogLik":
+        """The same for the topics ``keep`` only."""
+        return WordLogLik(np.ascontiguousarray(self.table[:, keep]), self.word_ids, self.counts)
+
+
+def columns(log_lik, keep):
+    """``log_lik`` (a dense array or a :class:`WordLogLik`) for the topics ``keep`` only."""
+    return log_lik.columns(keep) if isinstance(log_lik, WordLogLik) else log_lik[:, keep]
+
+
+def _rows(doc_range: np.ndarray, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The atoms (rows) of documents ``docs``, in order, and the documents' boundaries among them."""
+    lengths = np.diff(doc_range)[docs]
+    bounds = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    rows = np.arange(bounds[-1]) - np.repeat(bounds[:-1], lengths) + np.repeat(doc_range[docs], lengths)
+    return rows, bounds
+
+
+def _documents(counts, doc_range, log_lik, docs):
+    """(counts, doc_range, log_lik) of the documents ``docs`` of a batch."""
+    rows, bounds = _rows(doc_range, docs)
+    if isinstance(log_lik, WordLogLik):
+        part = WordLogLik(log_lik.table, np.ascontiguousarray(log_lik.word_ids[rows]), counts[rows])
+    else:
+        part = log_lik[rows]
+    return np.ascontiguousarray(counts[rows]), bounds, part
+
+
+def _joined(parts, counts, doc_range, prior, prior_rest) -> Local:
+    """One Local from the Locals of disjoint sets of a batch's documents, (docs, local) each."""
+    K = prior.shape[0]
+    N_d = np.zeros((doc_range.shape[0] - 1, K))
+    resp = None if parts[0][1].resp is None else np.zeros((counts.shape[0], K))
+    tables = {"counts": counts, "prior": prior, "prior_rest": prior_rest}
+    for docs, local in parts:
+        N_d[docs] = local.tables["doc_counts"]
+        if resp is not None:
+            resp[_rows(doc_range, docs)[0]] = local.resp.values
+        for name in ("entropy", "word_topic"):
+            if name in local.tables:
+                tables[name] = tables[name] + local.tables[name] if name in tables else local.tables[name]
+    tables["doc_counts"] = N_d
+    return Local(None if resp is None else Responsibilities(resp, K), tables)
 
 
 class TopicAlloc(AllocModel):
@@ -77,6 +139,7 @@ class TopicAlloc(AllocModel):
 
     data_kinds = ("bow", "seq")
     moves: tuple[str, ...] = ()
+    pairs_in_local_step = True
     abundant_K = 50
 
     def __init__(self, alpha: float, max_iters: int = 100, conv_thr: float = 0.05, n_restarts: int = 5,
@@ -111,6 +174,17 @@ class TopicAlloc(AllocModel):
             return batch
         raise BnpviError(self.check_data("points"))
 
+    def expected_log_lik(self, obs, post, batch):
+        """A :class:`WordLogLik` when the atoms are one-word count vectors of a family with a word table
+        (``obs=mult``), else the family's dense (atoms, K) array."""
+        if not (hasattr(batch, "word_ids") and hasattr(obs, "word_table")):
+            return obs.expected_log_lik(post, self.atoms(batch))
+        if int(batch.vocab_size) != obs.V:
+            raise BnpviError(f"documents have vocabulary size {batch.vocab_size} but the mult family was built "
+                             f"for V={obs.V}")
+        counts, _ = self._tables(batch)
+        return WordLogLik(obs.word_table(post), np.ascontiguousarray(batch.word_ids, dtype=np.int64), counts)
+
     @staticmethod
     def _tables(batch) -> tuple[np.ndarray, np.ndarray]:
         """Token counts c_u of the atoms and the document boundaries."""
@@ -123,30 +197,51 @@ class TopicAlloc(AllocModel):
     def doc_prior(self, params: Params) -> tuple[np.ndarray, float]:
         """The Dirichlet parameters of q(π_d)'s prior part: α β̂_k (K,) and α β̂_> (0 for LDA)."""
 
-    def local_step(self, batch, log_lik: np.ndarray, params: Params, warm: np.ndarray | None = None) -> Local:
+    def local_step(self, batch, log_lik, params: Params, warm: np.ndarray | None = None,
+                   pairs: np.ndarray | None = None, keep_resp: bool = False) -> Local:
         """Per-document iterations and sparse restarts (thesis Alg. 5.1-5.2) for every document of the batch.
 
-        ``log_lik`` holds c_du E ln φ_k,v_du per entry (the family's count-weighted value); the
-        step uses C_duk = E ln φ_k,v_du. ``warm``: the documents' N_d to start from (default: the
-        likelihood).
+        ``log_lik`` holds c_du E ln φ_k,v_du per entry: a dense (entries, K) array (the family's
+        count-weighted value) or a :class:`WordLogLik`; the step uses C_duk = E ln φ_k,v_du.
+        ``warm``: the documents' N_d to start from (default: the likelihood). ``pairs``: merge pairs
+        whose merged entropies the step computes (``merge_terms``). With a WordLogLik the
+        responsibilities are not kept (``resp`` is None; the family's word counts come in the
+        ``word_topic`` table) unless ``keep_resp``.
         """
-        return self._doc_step(batch, log_lik, *self.doc_prior(params), warm=warm)
+        return self._doc_step(batch, log_lik, *self.doc_prior(params), warm=warm, pairs=pairs, keep_resp=keep_resp)
 
     def warm_state(self, local: Local) -> np.ndarray | None:
         """N_d (documents, K), where the batch's next local step starts when ``warm_start`` is on."""
         return local.tables["doc_counts"] if self.warm_docs else None
 
-    def _doc_step(self, batch, log_lik: np.ndarray, prior: np.ndarray, prior_rest: float,
-                  warm: np.ndarray | None = None) -> Local:
-        """The compiled document-level step with the document prior (prior, prior_rest), from N_d = ``warm``."""
-        counts, doc_range = self._tables(batch)
-        C = np.ascontiguousarray(log_lik / counts[:, None])
+    def _doc_step(self, batch, log_lik, prior: np.ndarray, prior_rest: float, warm: np.ndarray | None = None,
+                  pairs: np.ndarray | None = None, keep_resp: bool = False) -> Local:
+        """The compiled document-level step with the document prior (prior, prior_rest), from N_d = ``warm``.
+
+        Local tables: doc_counts N_d, counts c, prior, prior_rest, entropy H_k, and word_topic (V, K)
+        for a WordLogLik, pairs and pair_entropy for merge pairs."""
+        return self._run(*self._tables(batch), log_lik, prior, prior_rest, warm, pairs, keep_resp)
+
+    def _run(self, counts, doc_range, log_lik, prior, prior_rest, warm=None, pairs=None, keep_resp=False) -> Local:
+        """``_doc_step`` on documents given by their atoms' counts and boundaries."""
+        if isinstance(log_lik, WordLogLik):
+            C, word_ids = log_lik.table, log_lik.word_ids
+        else:
+            C, word_ids, keep_resp = np.ascontiguousarray(log_lik / counts[:, None]), None, True
         init = None if warm is None else np.ascontiguousarray(warm, dtype=np.float64)
+        if pairs is not None:
+            pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
         out = topic_kernel.doc_topic_step(C, counts, doc_range, np.ascontiguousarray(prior), prior_rest,
                                           init_counts=init, max_iters=self.max_iters, conv_thr=self.conv_thr,
-                                          n_restarts=self.n_restarts, restart_iters=self.restart_iters)
-        return Local(Responsibilities(out.resp, prior.shape[0]),
-                     {"doc_counts": out.doc_counts, "counts": counts, "prior": prior, "prior_rest": prior_rest})
+                                          n_restarts=self.n_restarts, restart_iters=self.restart_iters,
+                                          word_ids=word_ids, keep_resp=keep_resp, pairs=pairs)
+        tables = {"doc_counts": out.doc_counts, "counts": counts, "prior": prior, "prior_rest": prior_rest,
+                  "entropy": out.entropy}
+        if out.word_topic is not None:
+            tables["word_topic"] = out.word_topic
+        if pairs is not None:
+            tables.update(pairs=pairs, pair_entropy=out.pair_entropy)
+        return Local(None if out.resp is None else Responsibilities(out.resp, prior.shape[0]), tables)
 
     def summarize(self, local: Local) -> dict[str, np.ndarray]:
         """The summaries of the module docstring, from N_d and r (vectorised over documents)."""
@@ -157,7 +252,7 @@ class TopicAlloc(AllocModel):
         psi_total = digamma(total)
         P_d = digamma(theta) - psi_total[:, None]
         D = N_d.shape[0]
-        fields = {"N": N_d.sum(axis=0), "H": self._entropy(local.resp.values, t["counts"]),
+        fields = {"N": N_d.sum(axis=0), "H": t["entropy"],
                   "P": P_d.sum(axis=0), "Q": gammaln(theta).sum(axis=0), "G": ((N_d - theta) * P_d).sum(axis=0),
                   "n_docs": np.float64(D), "Q_total": np.float64(gammaln(total).sum())}
         if rest > 0:
@@ -168,11 +263,6 @@ class TopicAlloc(AllocModel):
             fields.update(P_rest=np.float64(0.0), Q_rest=np.float64(0.0), G_rest=np.float64(0.0))
         return fields
 
-    @staticmethod
-    def _entropy(resp: np.ndarray, counts: np.ndarray) -> np.ndarray:
-        """H_k = −Σ_u c_u r_uk ln r_uk (0 ln 0 = 0)."""
-        return counts @ entr(resp)
-
     # ---------------------------------------------------------------- ELBO
     def doc_terms(self, stats: SuffStats) -> float:
         """L_ent + L_doc without the terms linear in β̂: Σ H − Q_0 + Σ (Q + G) + Q_> + G_>."""
@@ -182,38 +272,51 @@ class TopicAlloc(AllocModel):
     # ------------------------------------------------------------------ moves
     def merge_terms(self, local: Local, pairs: np.ndarray) -> dict[str, np.ndarray]:
         """Per pair (a, b): the merged topic's P, Q, G and H in this batch, with θ'_da = θ_da + θ_db and
-        r'_dua = r_dua + r_dub (Hughes, Kim & Sudderth 2015 §5.1; thesis §5.5.1); θ_d. is unchanged."""
+        r'_dua = r_dua + r_dub (Hughes, Kim & Sudderth 2015 §5.1; thesis §5.5.1); θ_d. is unchanged.
+        H comes from the local step, which must have been given the same ``pairs``."""
         t = local.tables
+        if "pairs" not in t or not np.array_equal(t["pairs"], np.asarray(pairs).reshape(-1, 2)):
+            raise ValueError("internal error: merge pairs must be given to the topic model's local step")
         N_d, prior, rest = t["doc_counts"], t["prior"], float(t["prior_rest"])
         theta = N_d + prior
         psi_total = digamma(theta.sum(axis=1) + rest)[:, None]
         a, b = np.asarray(pairs, dtype=np.intp).T
         merged = theta[:, a] + theta[:, b]
         P_d = digamma(merged) - psi_total
-        resp, counts = local.resp.values, t["counts"]
-        H = np.empty(a.shape[0])
-        for lo in range(0, a.shape[0], PAIR_BLOCK):
-            s = slice(lo, lo + PAIR_BLOCK)
-            H[s] = self._entropy(resp[:, a[s]] + resp[:, b[s]], counts)
         return {"P": P_d.sum(axis=0), "Q": gammaln(merged).sum(axis=0),
-                "G": ((N_d[:, a] + N_d[:, b] - merged) * P_d).sum(axis=0), "H": H}
+                "G": ((N_d[:, a] + N_d[:, b] - merged) * P_d).sum(axis=0), "H": t["pair_entropy"]}
 
-    def local_step_without(self, batch, log_lik: np.ndarray, params: Params, target: int) -> Local:
+    def local_step_without(self, batch, log_lik, params: Params, target: int, local: Local | None = None) -> Local:
         """The local step over the other K − 1 topics, topic ``target``'s prior mass α β̂_target moved to the
         remainder (as the sticks of the model without it have it): a valid q for every document, so a
-        delete judged on it is exact (thesis §5.5.2, whole-data form)."""
+        delete judged on it is exact (thesis §5.5.2, whole-data form).
+
+        Given the batch's current ``local``, only the documents that used the target (N_dt > ``TARGET_MIN``,
+        the target set of the thesis' memoized delete, §5.5.2) start afresh from the likelihood; the
+        others start from their current N_d without the target and converge in an iteration or two.
+        Every document still gets a valid q, so the gain stays exact at about the cost of the memoized
+        form (which re-runs the target documents only and is exact only after another lap)."""
         prior, prior_rest = self.doc_prior(params)
         keep = np.delete(np.arange(prior.shape[0]), target)
-        return self._doc_step(batch, log_lik[:, keep], prior[keep], prior_rest + float(prior[target]))
+        log_lik, prior, prior_rest = columns(log_lik, keep), prior[keep], prior_rest + float(prior[target])
+        counts, doc_range = self._tables(batch)
+        if local is None:
+            return self._run(counts, doc_range, log_lik, prior, prior_rest)
+        N_d = local.tables["doc_counts"]
+        fresh = N_d[:, target] > TARGET_MIN
+        parts = [(docs, self._run(*_documents(counts, doc_range, log_lik, docs), prior, prior_rest,
+                                  warm=None if start_fresh else N_d[docs][:, keep]))
+                 for start_fresh, docs in ((True, np.flatnonzero(fresh)), (False, np.flatnonzero(~fresh)))]
+        return _joined(parts, counts, doc_range, prior, prior_rest)
 
-    def topic_fit(self, local: Local, log_lik: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def topic_fit(self, local: Local, log_lik) -> tuple[np.ndarray, np.ndarray]:
         """Per topic, the batch's tokens N_k and Σ_u c_u r_uk C_uk (a birth's b-score is their ratio,
         Hughes 2016 thesis Eq. 4.24)."""
-        return local.tables["doc_counts"].sum(axis=0), np.einsum("uk,uk->k", local.resp.values, log_lik)
-
-    def topic_share(self, local: Local, topic: int) -> np.ndarray:
-        """r_{u, topic} of every (document, word type) entry of the batch."""
-        return np.ascontiguousarray(local.resp.values[:, topic])
+        if isinstance(log_lik, WordLogLik):
+            fit = np.einsum("vk,vk->k", local.tables["word_topic"], log_lik.table)
+        else:
+            fit = np.einsum("uk,uk->k", local.resp.values, log_lik)
+        return local.tables["doc_counts"].sum(axis=0), fit
 
     def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
         """The most likely topic of every atom of ``batch``: a bag-of-words document's most used topic

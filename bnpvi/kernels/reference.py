@@ -230,12 +230,14 @@ def viterbi(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,
 # ------------------------------------------------------------------- topic models
 def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarray, prior: np.ndarray,
                    prior_rest: float, *, init_counts: np.ndarray | None = None, max_iters: int = 100,
-                   conv_thr: float = 0.05, n_restarts: int = 0, restart_iters: int = 2):
+                   conv_thr: float = 0.05, n_restarts: int = 0, restart_iters: int = 2,
+                   word_ids: np.ndarray | None = None, pairs: np.ndarray | None = None):
     """Document-level local step of the HDP topic model / LDA, one document at a time.
 
     Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46, written straight from the equations
     (``csrc/topic_step.pyx`` uses the efficient form of the same updates). For document d
-    (rows u of C = log_lik, counts c, a = prior, a_> = prior_rest):
+    (rows u of C = log_lik, or of C = log_lik[word_ids] when word_ids is given; counts c,
+    a = prior, a_> = prior_rest):
 
     * first r_uk ∝ exp(C_uk + ln a_k), or ∝ exp(C_uk + ψ(N⁰_dk + a_k)) for init_counts N⁰;
       N_dk = Σ_u c_u r_uk;
@@ -250,9 +252,14 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
       N'_j = 0, restart_iters iterations from θ' = N' + a, accepted iff its L_d is larger
       by more than rounding: L'_d − L_d > 1e-12 (1 + |L_d|).
 
+    Then, over all rows, with entr(x) = −x ln x (0 at 0): entropy H_k = Σ_u c_u entr(r_uk)
+    (Hughes 2016 thesis Eq. 5.47); word_topic[v] = Σ_{u: word_ids[u] = v} c_u r_u; and for
+    pairs[m] = (a, b), pair_entropy_m = Σ_u c_u entr(r_ua + r_ub), the entropy of topics a
+    and b merged (Hughes, Kim & Sudderth 2015 §5.1).
+
     Parameters
     ----------
-    log_lik : (nnz, K) ndarray of float64
+    log_lik : (nnz, K) ndarray of float64, or (V, K) with word_ids
     counts : (nnz,) ndarray of float64
     doc_range : (D + 1,) ndarray of int64
     prior : (K,) ndarray of float64
@@ -260,14 +267,20 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     init_counts : (D, K) ndarray of float64, optional
     max_iters, conv_thr, n_restarts, restart_iters
         As for ``bnpvi.kernels.topic.doc_topic_step``.
+    word_ids : (nnz,) ndarray of int64, optional
+        Row u's word type: C_u = log_lik[word_ids[u]].
+    pairs : (M, 2) ndarray of int64, optional
 
     Returns
     -------
-    resp, doc_counts, iters, objective, restarts_accepted
-        Shapes (nnz, K), (D, K), (D,) int64, (D,), (D,) int64.
+    resp, doc_counts, iters, objective, restarts_accepted, entropy, word_topic, pair_entropy
+        Shapes (nnz, K), (D, K), (D,) int64, (D,), (D,) int64, (K,), (V, K) or None
+        (without word_ids), (M,) or None (without pairs).
     """
-    from scipy.special import digamma, gammaln, logsumexp
+    from scipy.special import digamma, entr, gammaln, logsumexp
 
+    if word_ids is not None:
+        table, log_lik = log_lik, log_lik[word_ids]
     nnz, K = log_lik.shape
     D = doc_range.shape[0] - 1
     resp = np.zeros((nnz, K))
@@ -329,4 +342,12 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
         resp[u0:u1] = r
         doc_counts[d] = N
         objective[d] = L
-    return resp, doc_counts, iters, objective, accepted
+    entropy = counts @ entr(resp)
+    word_topic = None
+    if word_ids is not None:
+        word_topic = np.zeros(table.shape)
+        np.add.at(word_topic, word_ids, counts[:, None] * resp)
+    pair_entropy = None
+    if pairs is not None:
+        pair_entropy = counts @ entr(resp[:, pairs[:, 0]] + resp[:, pairs[:, 1]])
+    return resp, doc_counts, iters, objective, accepted, entropy, word_topic, pair_entropy

@@ -7,9 +7,15 @@ Hughes, Kim & Sudderth 2015 (AISTATS), sparse restarts. It validates its inputs
 and raises :class:`KernelInputError` with a one-line message; it never casts or
 copies inputs silently.
 
-Documents are independent and each is done start to finish by one thread, so every
-result is bit-identical from call to call and for any ``n_threads``. A NumPy
-reference with the same equations lives in :mod:`bnpvi.kernels.reference`.
+It can also read C as a (V, K) table indexed by ``word_ids`` instead of a dense
+(nnz, K) matrix, and return the batch's summaries (topic entropies, word-topic counts,
+merged-pair entropies) without ever holding the (nnz, K) responsibilities
+(``keep_resp=False``): its scratch is then that of a block of documents.
+
+Documents are independent and each is done start to finish by one thread; sums over
+documents are added in document order. So every result is bit-identical from call to
+call and for any ``n_threads``. A NumPy reference with the same equations lives in
+:mod:`bnpvi.kernels.reference`.
 """
 from __future__ import annotations
 
@@ -36,8 +42,9 @@ class DocTopicResult:
 
     Attributes
     ----------
-    resp : (nnz, K) ndarray
+    resp : (nnz, K) ndarray, or None
         r_uk, the responsibilities of the (document, word type) rows; rows sum to 1.
+        None when called with ``keep_resp=False``.
     doc_counts : (D, K) ndarray
         N_dk = Σ_u c_u r_uk over the rows of document d (0 for a document without rows).
     iters : (D,) ndarray of int64
@@ -46,13 +53,26 @@ class DocTopicResult:
         The collapsed per-document objective L_d of the returned state.
     restarts_accepted : (D,) ndarray of int64
         Sparse restart proposals accepted per document.
+    entropy : (K,) ndarray
+        H_k = −Σ_u c_u r_uk ln r_uk over all rows (0 ln 0 = 0): the batch's entropy
+        summary of topic k (Hughes 2016 thesis Eq. 5.47).
+    word_topic : (V, K) ndarray, or None
+        Σ_u c_u r_uk over the rows u with word_ids[u] = v, at row v: the batch's
+        word-topic counts. None without ``word_ids``.
+    pair_entropy : (M,) ndarray, or None
+        −Σ_u c_u t_u ln t_u with t_u = r_ua + r_ub for pairs[m] = (a, b): the entropy
+        summary of topic a and b merged (Hughes, Kim & Sudderth 2015 §5.1). None without
+        ``pairs``.
     """
 
-    resp: np.ndarray
+    resp: np.ndarray | None
     doc_counts: np.ndarray
     iters: np.ndarray
     objective: np.ndarray
     restarts_accepted: np.ndarray
+    entropy: np.ndarray
+    word_topic: np.ndarray | None
+    pair_entropy: np.ndarray | None
 
 
 # --------------------------------------------------------------------------- checks
@@ -78,16 +98,31 @@ def _first_bad(a: np.ndarray, bad: np.ndarray):
     return where, what
 
 
-def _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts) -> tuple[int, int, int, float]:
+def _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts,
+                  word_ids) -> tuple[int, int, int, float]:
     _check_array(log_lik, "log_lik", 2)
     _check_array(counts, "counts", 1)
     _check_array(doc_range, "doc_range", 1, np.int64)
     _check_array(prior, "prior", 1)
-    nnz, K = log_lik.shape
+    rows, K = log_lik.shape
     if K < 1:
         raise KernelInputError(f"log_lik must have at least one column (topic), got shape {log_lik.shape}")
-    if counts.shape != (nnz,):
-        raise KernelInputError(f"counts must have shape ({nnz},) to match log_lik {log_lik.shape}, got {counts.shape}")
+    if word_ids is None:
+        nnz, what = rows, "the rows of log_lik"
+        if counts.shape != (nnz,):
+            raise KernelInputError(f"counts must have shape ({nnz},) to match log_lik {log_lik.shape}, "
+                                   f"got {counts.shape}")
+    else:
+        _check_array(word_ids, "word_ids", 1, np.int64)
+        nnz, what = counts.shape[0], "the entries of counts and word_ids"
+        if word_ids.shape != (nnz,):
+            raise KernelInputError(f"word_ids must have shape ({nnz},) to match counts {counts.shape}, "
+                                   f"got {word_ids.shape}")
+        bad = (word_ids < 0) | (word_ids >= rows)
+        if bad.any():
+            u = int(np.flatnonzero(bad)[0])
+            raise KernelInputError(f"word_ids[{u}] = {int(word_ids[u])} is out of range: log_lik is a table of "
+                                   f"{rows} word types, so 0 <= word_ids < {rows}")
     if prior.shape != (K,):
         raise KernelInputError(f"prior must have shape ({K},) to match log_lik {log_lik.shape}, got {prior.shape}")
     if doc_range.shape[0] < 1:
@@ -95,7 +130,7 @@ def _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts) ->
     if doc_range[0] != 0:
         raise KernelInputError(f"doc_range[0] must be 0, got {int(doc_range[0])}")
     if doc_range[-1] != nnz:
-        raise KernelInputError(f"doc_range[-1] must be nnz = {nnz} (the rows of log_lik), got {int(doc_range[-1])}")
+        raise KernelInputError(f"doc_range[-1] must be nnz = {nnz} ({what}), got {int(doc_range[-1])}")
     step = np.diff(doc_range)
     if step.size and step.min() < 0:
         s = int(np.flatnonzero(step < 0)[0])
@@ -119,7 +154,8 @@ def _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts) ->
     if init_counts is not None:
         _check_array(init_counts, "init_counts", 2)
         if init_counts.shape != (D, K):
-            raise KernelInputError(f"init_counts must have shape ({D}, {K}) (documents, topics), got {init_counts.shape}")
+            raise KernelInputError(f"init_counts must have shape ({D}, {K}) (documents, topics), "
+                                   f"got {init_counts.shape}")
         bad = ~(init_counts >= 0.0) | ~np.isfinite(init_counts)
         if bad.any():
             at, what = _first_bad(init_counts, bad)
@@ -127,10 +163,30 @@ def _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts) ->
     return nnz, K, D, rest
 
 
+def _check_pairs(pairs, K: int) -> np.ndarray:
+    """pairs as given (validated), or an empty (0, 2) array for None."""
+    if pairs is None:
+        return np.empty((0, 2), dtype=np.int64)
+    _check_array(pairs, "pairs", 2, np.int64)
+    if pairs.shape[1] != 2:
+        raise KernelInputError(f"pairs must have shape (M, 2) (pairs of topics), got {pairs.shape}")
+    bad = (pairs < 0) | (pairs >= K)
+    if bad.any():
+        j, i = np.unravel_index(int(np.flatnonzero(bad)[0]), pairs.shape)
+        raise KernelInputError(f"pairs[{j}, {i}] = {int(pairs[j, i])} is out of range: topics are 0 .. {K - 1}")
+    same = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
+    if same.size:
+        j = int(same[0])
+        raise KernelInputError(f"pairs[{j}] = ({int(pairs[j, 0])}, {int(pairs[j, 1])}) pairs topic "
+                               f"{int(pairs[j, 0])} with itself; a merge needs two different topics")
+    return pairs
+
+
 # -------------------------------------------------------------------------- kernel
 def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarray, prior: np.ndarray,
                    prior_rest: float, *, init_counts: np.ndarray | None = None, max_iters: int = 100,
                    conv_thr: float = 0.05, n_restarts: int = 0, restart_iters: int = 2,
+                   word_ids: np.ndarray | None = None, keep_resp: bool = True, pairs: np.ndarray | None = None,
                    n_threads=None) -> DocTopicResult:
     """Document-level local step of the HDP topic model / LDA for every document of a batch.
 
@@ -166,10 +222,28 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     L'_d − L_d > ``RESTART_MIN_GAIN`` (1 + |L_d|): a proposal that returns to the
     current state must not be accepted (or not) by rounding noise.
 
+    Summaries of the returned r, each summed over all rows (0 ln 0 = 0):
+
+    * ``entropy`` H_k = −Σ_u c_u r_uk ln r_uk (Hughes 2016 thesis Eq. 5.47), from
+      ln r_uk = (C_uk − m_u) + w̃_k − ln s_u (no log per entry; the log of r_uk itself
+      where r_uk > 1/2, where that form would cancel);
+    * ``word_topic`` (V, K), Σ_u c_u r_uk at row ``word_ids[u]`` (table mode);
+    * ``pair_entropy`` −Σ_u c_u t_u ln t_u, t_u = r_ua + r_ub, for every pair (a, b) of
+      ``pairs``: the entropy of topics a and b merged (Hughes, Kim & Sudderth 2015 §5.1;
+      never H_a + H_b, which only bounds it).
+
+    With ``keep_resp=False`` no (nnz, K) array is made: the documents go in blocks of at
+    most 512 documents and 16384 rows (a longer document alone) whose r lives in a scratch
+    of one block (table mode also holds exp(C − max C) of the word types, (V, K)). All
+    outputs other than ``resp`` are the same bits either way, and table mode gives the
+    same bits as the dense ``log_lik = table[word_ids]``.
+
     Parameters
     ----------
-    log_lik : (nnz, K) ndarray of float64, C-contiguous
-        C_uk = E ln φ_{k, v_u} of every (document, word type) row; finite.
+    log_lik : (nnz, K) or (V, K) ndarray of float64, C-contiguous
+        C_uk = E ln φ_{k, v_u} of every (document, word type) row; or, with ``word_ids``,
+        the table E ln φ_{k, v} of every word type v (C_u = ``log_lik[word_ids[u]]``).
+        Finite.
     counts : (nnz,) ndarray of float64, C-contiguous
         c_u > 0, the tokens of the row's word type in its document.
     doc_range : (D + 1,) ndarray of int64, C-contiguous
@@ -188,6 +262,13 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
         Sparse restart proposals per document, ≥ 0.
     restart_iters : int, default 2
         Iterations of every restart proposal, ≥ 1.
+    word_ids : (nnz,) ndarray of int64, C-contiguous, optional
+        The word type v_u ∈ [0, V) of every row: ``log_lik`` is then the (V, K) table
+        ("table mode") and ``word_topic`` is returned.
+    keep_resp : bool, default True
+        Return ``resp``; False: no (nnz, K) array is allocated and ``resp`` is None.
+    pairs : (M, 2) ndarray of int64, C-contiguous, optional
+        Topic pairs (a, b), 0 ≤ a, b < K, a ≠ b (M may be 0): ``pair_entropy`` is returned.
     n_threads : int, optional
         OpenMP threads over documents; default all available for large inputs, 1 for
         small ones. Results do not depend on it (bit for bit).
@@ -195,9 +276,10 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     Returns
     -------
     DocTopicResult
-        resp (nnz, K), doc_counts (D, K), iters (D,) int64, objective (D,),
-        restarts_accepted (D,) int64. A document without rows has N_d = 0, 0 iterations
-        and L_d = Σ_k lnΓ(a_k) + lnΓ(a_>) − lnΓ(Σ_k a_k + a_>).
+        resp (nnz, K) or None, doc_counts (D, K), iters (D,) int64, objective (D,),
+        restarts_accepted (D,) int64, entropy (K,), word_topic (V, K) or None,
+        pair_entropy (M,) or None. A document without rows has N_d = 0, 0 iterations,
+        L_d = Σ_k lnΓ(a_k) + lnΓ(a_>) − lnΓ(Σ_k a_k + a_>), and adds nothing to the sums.
 
     Raises
     ------
@@ -205,20 +287,30 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
         Wrong dtype / shape / layout, a malformed ``doc_range``, a non-finite entry of
         ``log_lik``, a count ≤ 0, a prior entry ≤ 0, a negative or non-finite
         ``prior_rest`` / ``init_counts`` / ``conv_thr``, bad iteration or restart
-        numbers, or priors so small that ψ underflows to −inf everywhere.
+        numbers, a word id outside the table, a pair out of range or of one topic, or
+        priors so small that ψ underflows to −inf everywhere.
     """
-    nnz, K, D, rest = _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts)
+    nnz, K, D, rest = _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts, word_ids)
     max_iters = _check_int(max_iters, "max_iters", 0)
     conv_thr = _check_real(conv_thr, "conv_thr", 0.0)
     n_restarts = _check_int(n_restarts, "n_restarts", 0)
     restart_iters = _check_int(restart_iters, "restart_iters", 1)
-    nt = _threads(n_threads, nnz * K * max(1, max_iters))
-    out = DocTopicResult(np.empty((nnz, K)), np.empty((D, K)), np.empty(D, dtype=np.int64), np.empty(D),
-                         np.empty(D, dtype=np.int64))
+    if not isinstance(keep_resp, (bool, np.bool_)):
+        raise KernelInputError(f"keep_resp must be True or False, got {keep_resp!r}")
+    pair_list = _check_pairs(pairs, K)
+    M = pair_list.shape[0]
+    nt = _threads(n_threads, nnz * (K * max(1, max_iters) + M))
+    table = word_ids is not None
+    out = DocTopicResult(np.empty((nnz, K)) if keep_resp else None, np.empty((D, K)), np.empty(D, dtype=np.int64),
+                         np.empty(D), np.empty(D, dtype=np.int64), np.zeros(K),
+                         np.zeros(log_lik.shape) if table else None, np.zeros(M) if pairs is not None else None)
     warm = init_counts is not None
-    _ext.doc_topic_step(log_lik, counts, doc_range, prior, rest, init_counts if warm else np.empty((0, K)), warm,
-                        max_iters, conv_thr, n_restarts, restart_iters, out.resp, out.doc_counts, out.iters,
-                        out.objective, out.restarts_accepted, nt)
+    none = np.empty((0, K))
+    _ext.doc_topic_step(log_lik, word_ids if table else np.empty(0, dtype=np.int64), table, counts, doc_range, prior,
+                        rest, init_counts if warm else none, warm, max_iters, conv_thr, n_restarts, restart_iters,
+                        pair_list, out.resp if keep_resp else none, bool(keep_resp), out.doc_counts, out.iters,
+                        out.objective, out.restarts_accepted, out.entropy, out.word_topic if table else none,
+                        out.pair_entropy if pairs is not None else np.zeros(0), nt)
     bad = ~np.isfinite(out.objective)
     if bad.any():
         d = int(np.flatnonzero(bad)[0])

@@ -110,6 +110,8 @@ def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves
     phi_T = np.ascontiguousarray((lam / lam.sum(axis=1, keepdims=True)).T)  # (V, K): φ̂_kv by word
     with np.errstate(divide="ignore"):
         log_phi_T = np.log(phi_T)
+    if not np.isfinite(log_phi_T).all():
+        raise BnpviError("held-out log-likelihood: a topic gives probability 0 to a word (λ̂ must be positive)")
     prior, prior_rest = model.alloc.doc_prior(globals_.alloc)
     prior = np.ascontiguousarray(prior, dtype=np.float64)
     K = prior.shape[0]
@@ -121,14 +123,11 @@ def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves
         n_docs = observed.doc_range.shape[0] - 1
 
         # θ_d on the observed part: the document-level step with C_uk = ln φ̂_{k, v_u}, no restarts
-        ids = np.asarray(observed.word_ids, dtype=np.intp)
-        C = np.ascontiguousarray(log_phi_T[ids])
-        if not np.isfinite(C).all():
-            raise BnpviError("held-out log-likelihood: a topic gives probability 0 to an observed word "
-                             "(λ̂ must be positive)")
-        fit = topic_kernel.doc_topic_step(C, np.ascontiguousarray(observed.word_counts, dtype=np.float64),
+        ids = np.ascontiguousarray(observed.word_ids, dtype=np.int64)
+        fit = topic_kernel.doc_topic_step(log_phi_T, np.ascontiguousarray(observed.word_counts, dtype=np.float64),
                                           np.ascontiguousarray(observed.doc_range, dtype=np.int64), prior,
-                                          float(prior_rest), max_iters=max_iters, conv_thr=conv_thr, n_restarts=0)
+                                          float(prior_rest), max_iters=max_iters, conv_thr=conv_thr, n_restarts=0,
+                                          word_ids=ids, keep_resp=False)
         theta = fit.doc_counts + prior
         pi = theta / theta.sum(axis=1, keepdims=True)  # over the K active topics; the HDP's remainder dropped
 

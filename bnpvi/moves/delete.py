@@ -83,7 +83,7 @@ class DeleteMove(Move):
         with ``whole_delete``, the batch's whole summaries without the target."""
         if model.alloc.whole_delete:
             return [model.summarize(batch, model.alloc.local_step_without(batch, log_lik, globals_.alloc,
-                                                                         int(positions[0])))
+                                                                         int(positions[0]), local))
                     for positions in plan]
         resp = local.resp
         log_pi = model.alloc.expected_log_pi(globals_.alloc)

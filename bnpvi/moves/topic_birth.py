@@ -122,6 +122,7 @@ class TopicBirthMove(TargetedBirths):
         cfg, alloc = self.cfg, model.alloc
         rng = np.random.default_rng(plan["seed"])
         mass, fit = alloc.topic_fit(local, log_lik)
+        resp = None  # the batch's responsibilities, made again (the same, bit for bit) once a target needs them
         score = np.where(mass > 0, fit / np.maximum(mass, 1e-300), np.inf)
         eligible = set(int(k) for k in plan["eligible"])
         room = int(plan["room"])
@@ -132,7 +133,10 @@ class TopicBirthMove(TargetedBirths):
                 break
             if k not in eligible or mass[k] < cfg.min_batch_mass:
                 continue
-            candidate = self._propose(model, globals_, batch, local, k, float(mass[k]), room, rng)
+            if resp is None:
+                resp = local.resp if local.resp is not None else alloc.local_step(batch, log_lik, globals_.alloc,
+                                                                                 keep_resp=True).resp
+            candidate = self._propose(model, globals_, batch, resp.column(k), k, float(mass[k]), room, rng)
             if candidate is None:
                 failed.append(k)
                 continue
@@ -142,11 +146,12 @@ class TopicBirthMove(TargetedBirths):
         return {"targets": np.array(targets, dtype=np.intp), "candidates": candidates,
                 "failed": np.array(failed, dtype=np.intp)}
 
-    def _propose(self, model, globals_, batch, local, target: int, batch_mass: float, room: int,
+    def _propose(self, model, globals_, batch, share: np.ndarray, target: int, batch_mass: float, room: int,
                  rng: np.random.Generator) -> Candidate | None:
-        """Seed and refine the candidate globals of a birth of ``target`` (module docstring, steps 2-3)."""
+        """Seed and refine the candidate globals of a birth of ``target`` (module docstring, steps 2-3);
+        ``share``: r_{u, target} of the batch's atoms."""
         cfg, alloc = self.cfg, model.alloc
-        seeds = self._seed_pieces(model, batch, alloc.topic_share(local, target), room, rng)
+        seeds = self._seed_pieces(model, batch, share, room, rng)
         if seeds is None:
             return None
         stats, K = globals_.stats, globals_.K

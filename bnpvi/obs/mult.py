@@ -127,6 +127,16 @@ class Mult(ObsFamily):
         E_log_mu = digamma(lam) - digamma(lam.sum(axis=1))[:, None]
         return {"lam": lam, "E_log_mu": E_log_mu}
 
+    # ------------------------------------------------------- one-word atoms
+    def word_table(self, post: Posterior) -> np.ndarray:
+        """(V, K) E ln μ_kv by word: the log-likelihood of an atom that is c tokens of word v is c times
+        row v (a topic model's (document, word type) entries look it up instead of a dense product)."""
+        return np.ascontiguousarray(post["E_log_mu"].T)
+
+    def word_stats(self, word_topic: np.ndarray) -> dict[str, np.ndarray]:
+        """The summaries from Σ_u c_u r_uk accumulated by word, (V, K): S = its transpose."""
+        return {"S": np.ascontiguousarray(np.asarray(word_topic, dtype=np.float64).T)}
+
     # ---------------------------------------------------------------- ELBO
     def expected_log_lik(self, post: Posterior, batch) -> np.ndarray:
         """(N, K) Σ_v x_nv E ln μ_kv = X · (E ln μ)ᵀ, **without** h(x_n) = ln(C_n!/Π x_nv!)."""
