@@ -21,6 +21,8 @@ draws the seed of the k-means++ generator at the start of the lap.
 """
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import numpy as np
 
 from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
@@ -226,19 +228,9 @@ class TargetedBirths(Move):
         self.seed = int(state["seed"])
 
 
-class BirthMove(TargetedBirths):
-    """Births for memoized VI: seeded in the lap's first batch, tracked every batch, judged at lap end."""
-
-    name = "birth"
-
-    def reset(self) -> None:
-        self.eligible = np.zeros(0, dtype=np.int64)  # ids that may be targeted this lap
-        self.seed = 0  # of the k-means++ generator used at the first batch
-        self.seeded = False
-        self.target_uids = np.zeros(0, dtype=np.int64)
-        self.seeds: list[tuple[np.ndarray, dict]] = []
-        self.levels: list[np.ndarray] = []  # each birth's cleanup order (see cleanup_order)
-        self.tracked: dict[int, list[tuple[SuffStats, dict]]] = {}  # per batch, per birth: fresh summaries, group terms
+class LapBirths(TargetedBirths):
+    """Births seeded at the lap's first batch, tracked in every batch and judged at the lap's end: the
+    plan (eligible targets and the k-means++ seed) and the seeding batch's plan."""
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
         """Eligible targets (see ``_eligible``); the seed of this lap's k-means++."""
@@ -252,8 +244,46 @@ class BirthMove(TargetedBirths):
                 return None
             return {"eligible": run.ids.positions(self.eligible), "seed": self.seed,
                     "room": self.cfg.Kmax - run.globals.K}
-        if not self.target_uids.size:
-            return None
+        return self.tracking_plan(run) if self.target_uids.size else None
+
+    @abstractmethod
+    def tracking_plan(self, run) -> dict:
+        """What a batch after the seeding one tracks for the seeded proposals."""
+
+    def collect(self, run, schedule, b: int, tracked) -> None:
+        """Keep batch b's tracked data; at the seeding batch, also the targets and the seeds (``keep_seeds``),
+        and log the targets that could not seed a proposal as failed."""
+        if "targets" in tracked:
+            self.seeded = True
+            self.target_uids = run.ids.uids[tracked["targets"]]
+            self.keep_seeds(tracked)
+            for k in tracked["failed"]:
+                uid = int(run.ids.uids[k])
+                self.failures.record(uid, False, (float(run.globals.stats.N[k]),))
+                self.last_tried[uid] = schedule.lap
+                schedule.event(self.name, str(uid), np.nan, False)
+        self.tracked[b] = tracked["tracked"]
+
+    @abstractmethod
+    def keep_seeds(self, tracked: dict) -> None:
+        """Keep what the seeding batch made for the rest of the lap."""
+
+
+class BirthMove(LapBirths):
+    """Births for memoized VI: seeded in the lap's first batch, tracked every batch, judged at lap end."""
+
+    name = "birth"
+
+    def reset(self) -> None:
+        self.eligible = np.zeros(0, dtype=np.int64)  # ids that may be targeted this lap
+        self.seed = 0  # of the k-means++ generator used at the first batch
+        self.seeded = False
+        self.target_uids = np.zeros(0, dtype=np.int64)
+        self.seeds: list[tuple[np.ndarray, dict]] = []
+        self.levels: list[np.ndarray] = []  # each birth's cleanup order (see cleanup_order)
+        self.tracked: dict[int, list[tuple[SuffStats, dict]]] = {}  # per batch, per birth: fresh summaries, group terms
+
+    def tracking_plan(self, run) -> dict:
         return {"targets": run.ids.positions(self.target_uids), "seeds": self.seeds, "levels": self.levels}
 
     def track(self, model, globals_, batch, log_lik, local, plan):
@@ -303,18 +333,9 @@ class BirthMove(TargetedBirths):
         return {"targets": np.array(targets, dtype=np.intp), "seeds": seeds, "levels": levels,
                 "failed": np.array(failed, dtype=np.intp), "transfers": transfers}
 
-    def collect(self, run, schedule, b: int, tracked) -> None:
-        if "targets" in tracked:
-            self.seeded = True
-            self.target_uids = run.ids.uids[tracked["targets"]]
-            self.seeds = tracked["seeds"]
-            self.levels = tracked["levels"]
-            for k in tracked["failed"]:
-                uid = int(run.ids.uids[k])
-                self.failures.record(uid, False, (float(run.globals.stats.N[k]),))
-                self.last_tried[uid] = schedule.lap
-                schedule.event(self.name, str(uid), np.nan, False)
-        self.tracked[b] = tracked["tracked"]
+    def keep_seeds(self, tracked: dict) -> None:
+        self.seeds = tracked["seeds"]
+        self.levels = tracked["levels"]
 
     def decide(self, run, schedule) -> None:
         """Judge each birth at every level of its cleanup order, exactly; keep the best level if it gains."""

@@ -24,7 +24,7 @@ merge or delete was accepted drops its births untried. Extra pieces are left to 
 merges and deletes, which are exact for topic models.
 
 This costs one more document-level step per batch and proposal, during the laps with births.
-Retry rules: ``birth.TargetedBirths``.
+Retry rules: ``birth.TargetedBirths``; planning: ``birth.LapBirths``.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.model import Globals
 from bnpvi.moves.base import Edit, accepts, ordered_sum
-from bnpvi.moves.birth import TargetedBirths, kmeans_clusters
+from bnpvi.moves.birth import LapBirths, kmeans_clusters
 from bnpvi.stats import SuffStats
 
 MIN_FRESH_MASS = 1.0
@@ -77,7 +77,7 @@ class Candidate:
                    {n: np.asarray(v) for n, v in state["alloc"].items()})
 
 
-class TopicBirthMove(TargetedBirths):
+class TopicBirthMove(LapBirths):
     """Whole-data births of topics (module docstring)."""
 
     name = "birth"
@@ -90,19 +90,7 @@ class TopicBirthMove(TargetedBirths):
         self.candidates: list[Candidate] = []
         self.tracked: dict[int, list[tuple]] = {}  # per batch, per proposal: summaries, warm start (or None)
 
-    def plan(self, run, rng, excluded: set[int]) -> set[int]:
-        self.eligible = self._eligible(run, excluded)
-        self.seed = int(rng.integers(2**63 - 1))
-        return set()
-
-    def batch_plan(self, run, b: int):
-        if not self.seeded:
-            if not self.eligible.size or run.pos != 0:
-                return None
-            return {"eligible": run.ids.positions(self.eligible), "seed": self.seed,
-                    "room": self.cfg.Kmax - run.globals.K}
-        if not self.target_uids.size:
-            return None
+    def tracking_plan(self, run) -> dict:
         return {"candidates": self.candidates}
 
     # ---------------------------------------------------------------- track
@@ -200,17 +188,8 @@ class TopicBirthMove(TargetedBirths):
             return None
         return mass[keep], {n: v[keep] for n, v in fields.items()}
 
-    def collect(self, run, schedule, b: int, tracked) -> None:
-        if "targets" in tracked:
-            self.seeded = True
-            self.target_uids = run.ids.uids[tracked["targets"]]
-            self.candidates = tracked["candidates"]
-            for k in tracked["failed"]:
-                uid = int(run.ids.uids[k])
-                self.failures.record(uid, False, (float(run.globals.stats.N[k]),))
-                self.last_tried[uid] = schedule.lap
-                schedule.event(self.name, str(uid), np.nan, False)
-        self.tracked[b] = tracked["tracked"]
+    def keep_seeds(self, tracked: dict) -> None:
+        self.candidates = tracked["candidates"]
 
     # --------------------------------------------------------------- decide
     def decide(self, run, schedule) -> None:
