@@ -72,11 +72,10 @@ Determinism
 -----------
 Documents are independent: each one is done start to finish by one thread in a fixed
 order of operations, with per-thread scratch, and writes only its own outputs; its H
-and PH go to its own row of a per-block buffer. After each block, those rows are added in
-document order, and word_topic gets c_u r_u in row order (its columns split among the
-threads: each entry still sums its terms in row order). So results are bit-identical for
-any thread count, including builds without OpenMP, and do not depend on whether resp is
-kept or on the mode (dense or table) C comes in.
+and PH go to its own row of a per-block buffer. After each block, one thread adds those
+rows in document order and c_u r_u to word_topic in row order. So results are
+bit-identical for any thread count, including builds without OpenMP, and do not depend
+on whether resp is kept or on the mode (dense or table) C comes in.
 """
 import numpy as np
 
@@ -676,11 +675,8 @@ def doc_topic_step(const double[:, ::1] log_lik, const long long[::1] word_ids, 
     cdef Py_ssize_t K = log_lik.shape[1], V = log_lik.shape[0], nnz = counts.shape[0]
     cdef Py_ssize_t D = doc_range.shape[0] - 1, M = pairs.shape[0]
     cdef Py_ssize_t pk = _padded(K), pm = _padded(M)
-    cdef Py_ssize_t d, d0, d1, u, u0, n, ub, k, j, k0, k1, v, tid, rows = 0
+    cdef Py_ssize_t d, d0, d1, u, u0, n, ub, k, j, v, tid, rows = 0
     cdef int nt = n_threads if n_threads > 0 else 1
-    # word_topic's columns go to the threads in nch ranges of ch (a multiple of 8: a cache line)
-    cdef Py_ssize_t ch = ((K + nt - 1) // nt + 7) // 8 * 8
-    cdef Py_ssize_t nch = (K + ch - 1) // ch
     cdef bint warm = use_init and init_counts.shape[0] == D
     cdef Opts o
     cdef Rows rw
@@ -759,14 +755,11 @@ def doc_topic_step(const double[:, ::1] log_lik, const long long[::1] word_ids, 
                     entropy[k] = entropy[k] + hb[d - d0, k]
                 for j in range(M):
                     pair_entropy[j] = pair_entropy[j] + pb[d - d0, j]
-            if table:  # every thread its own columns, over the rows in order
-                for j in prange(nch, schedule="static", num_threads=nt):
-                    k0 = j * ch
-                    k1 = k0 + ch if k0 + ch < K else K
-                    for u in range(ub, doc_range[d1]):
-                        c = counts[u]
-                        W = &word_topic[word_ids[u], 0]
-                        Rrow = Rb + (u - ub) * K
-                        for k in range(k0, k1):
-                            W[k] = W[k] + c * Rrow[k]
+            if table:
+                for u in range(ub, doc_range[d1]):
+                    c = counts[u]
+                    W = &word_topic[word_ids[u], 0]
+                    Rrow = Rb + (u - ub) * K
+                    for k in range(K):
+                        W[k] = W[k] + c * Rrow[k]
             d0 = d1
