@@ -55,23 +55,21 @@ batch was never summarised under, and a merge's value must be tracked."""
 
 @dataclass(frozen=True, eq=False)
 class WordLogLik:
-    """c_u E ln φ_k,v_u of every (document, word type) entry u of a batch, held as the (V, K) table
-    E ln φ_kv with the entries' words and counts: the (entries x K) matrix is never built.
+    """E ln φ_k,v_u of every (document, word type) entry u of a batch, held as the (V, K) table E ln φ_kv
+    with the entries' words: the (entries x K) matrix is never built (the counts c_u are the batch's).
 
     Attributes
     ----------
     table : (V, K) ndarray, E ln φ_kv by word
     word_ids : (entries,) int64 ndarray, v_u
-    counts : (entries,) float64 ndarray, c_u
     """
 
     table: np.ndarray
     word_ids: np.ndarray
-    counts: np.ndarray
 
     def columns(self, keep) -> "WordLogLik":
         """The same for the topics ``keep`` only."""
-        return WordLogLik(np.ascontiguousarray(self.table[:, keep]), self.word_ids, self.counts)
+        return WordLogLik(np.ascontiguousarray(self.table[:, keep]), self.word_ids)
 
 
 def columns(log_lik, keep):
@@ -91,7 +89,7 @@ def _documents(counts, doc_range, log_lik, docs):
     """(counts, doc_range, log_lik) of the documents ``docs`` of a batch."""
     rows, bounds = _rows(doc_range, docs)
     if isinstance(log_lik, WordLogLik):
-        part = WordLogLik(log_lik.table, np.ascontiguousarray(log_lik.word_ids[rows]), counts[rows])
+        part = WordLogLik(log_lik.table, np.ascontiguousarray(log_lik.word_ids[rows]))
     else:
         part = log_lik[rows]
     return np.ascontiguousarray(counts[rows]), bounds, part
@@ -182,8 +180,7 @@ class TopicAlloc(AllocModel):
         if int(batch.vocab_size) != obs.V:
             raise BnpviError(f"documents have vocabulary size {batch.vocab_size} but the mult family was built "
                              f"for V={obs.V}")
-        counts, _ = self._tables(batch)
-        return WordLogLik(obs.word_table(post), np.ascontiguousarray(batch.word_ids, dtype=np.int64), counts)
+        return WordLogLik(obs.word_table(post), np.ascontiguousarray(batch.word_ids, dtype=np.int64))
 
     @staticmethod
     def _tables(batch) -> tuple[np.ndarray, np.ndarray]:
@@ -208,22 +205,18 @@ class TopicAlloc(AllocModel):
         responsibilities are not kept (``resp`` is None; the family's word counts come in the
         ``word_topic`` table) unless ``keep_resp``.
         """
-        return self._doc_step(batch, log_lik, *self.doc_prior(params), warm=warm, pairs=pairs, keep_resp=keep_resp)
+        return self._run(*self._tables(batch), log_lik, *self.doc_prior(params), warm, pairs, keep_resp)
 
     def warm_state(self, local: Local) -> np.ndarray | None:
         """N_d (documents, K), where the batch's next local step starts when ``warm_start`` is on."""
         return local.tables["doc_counts"] if self.warm_docs else None
 
-    def _doc_step(self, batch, log_lik, prior: np.ndarray, prior_rest: float, warm: np.ndarray | None = None,
-                  pairs: np.ndarray | None = None, keep_resp: bool = False) -> Local:
-        """The compiled document-level step with the document prior (prior, prior_rest), from N_d = ``warm``.
+    def _run(self, counts, doc_range, log_lik, prior, prior_rest, warm=None, pairs=None, keep_resp=False) -> Local:
+        """The compiled document-level step on documents given by their atoms' counts and boundaries, with
+        the document prior (prior, prior_rest), from N_d = ``warm``.
 
         Local tables: doc_counts N_d, counts c, prior, prior_rest, entropy H_k, and word_topic (V, K)
         for a WordLogLik, pairs and pair_entropy for merge pairs."""
-        return self._run(*self._tables(batch), log_lik, prior, prior_rest, warm, pairs, keep_resp)
-
-    def _run(self, counts, doc_range, log_lik, prior, prior_rest, warm=None, pairs=None, keep_resp=False) -> Local:
-        """``_doc_step`` on documents given by their atoms' counts and boundaries."""
         if isinstance(log_lik, WordLogLik):
             C, word_ids = log_lik.table, log_lik.word_ids
         else:
