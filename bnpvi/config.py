@@ -154,6 +154,7 @@ class AlgConfig:
     converge_thr: float = MISSING  # stop when |ΔELBO| / N over a lap is below this (topic models: N tokens) ...
     count_thr: float = MISSING  # ... and no count N_k moved by more than this many atoms (topic models: documents)
     n_batches: Optional[int] = MISSING  # split a file converted without fixed batches into this many
+    sparse_L: Optional[int] = MISSING  # keep at most L responsibilities per atom (null: dense; mixtures, topics)
 
 
 @dataclass

@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False, nonecheck=False
-"""Compiled dense local-step kernels (Hughes 2016 thesis §3.4.2, Eq. 3.47-3.51).
+"""Compiled local-step kernels of mixtures: dense (Hughes 2016 thesis §3.4.2, Eq. 3.47-3.51)
+and L-sparse (thesis §7.1, Eq. 7.4-7.5, Alg. 7.2).
 
 Never call these directly: ``bnpvi.kernels`` validates dtypes, shapes,
 contiguity and aliasing, allocates the outputs and turns the returned status
@@ -245,6 +246,146 @@ def pair_merge_entropy(const double[:, ::1] resp, const long long[:, ::1] pairs,
                     elif bad[c] < 0:
                         bad[c] = n
         _reduce_chunks(part, n_chunks, entropy, -1.0)
+    return _first_bad(bad, n_chunks)
+
+
+# ------------------------------------------------------------------ L-sparse kernels
+cdef inline bint _top_row(const double* ll, const double* lp, Py_ssize_t K, Py_ssize_t L, double* val,
+                          int* idx, double* e, double* h, double* lnorm) noexcept nogil:
+    """One row of the L-sparse local step; returns False when the row is invalid.
+
+    Selection (Hughes 2016 thesis Alg. 7.2): one pass over W_k = ll_k + lp_k keeps the
+    L largest in ``val`` / ``idx``, in descending order, by insertion; a weight enters
+    only if it beats the L-th kept one strictly, so ties go to the lower index (the
+    order of a stable descending sort). Most weights cost one comparison. Then, with
+    m = val_0 and t_i = val_i − m: log_norm = m + log1p(Σ_{i≥1} exp t_i),
+    r_i = exp(t_i) / (1 + Σ_{i≥1} exp t_i), h[idx_i] += r_i (log1p(·) − t_i), and
+    ``val`` is overwritten with r. e is an L-long scratch.
+    """
+    cdef Py_ssize_t k, i, n = 0
+    cdef double v, m, t, s1 = 0.0, ls, inv, r
+    for k in range(K):
+        v = ll[k] + lp[k]
+        if not (v < INFINITY):          # NaN or +inf
+            return False
+        if n < L:
+            i = n
+            n = n + 1
+        elif v > val[L - 1]:
+            i = L - 1
+        else:
+            continue
+        while i > 0 and val[i - 1] < v:
+            val[i] = val[i - 1]
+            idx[i] = idx[i - 1]
+            i = i - 1
+        val[i] = v
+        idx[i] = <int>k
+    m = val[0]
+    if not (m > -INFINITY):             # no finite weight
+        return False
+    e[0] = 1.0
+    val[0] = 0.0
+    for i in range(1, L):
+        t = val[i] - m
+        if t < EXP_ZERO:                # exp(t) rounds to 0 (incl. −inf): keep t finite, r = 0
+            val[i] = EXP_ZERO
+            e[i] = 0.0
+        else:
+            val[i] = t
+            e[i] = exp(t)
+            s1 = s1 + e[i]
+    ls = log1p(s1)
+    lnorm[0] = m + ls
+    inv = 1.0 / (1.0 + s1)
+    for i in range(L):
+        r = e[i] * inv
+        h[idx[i]] = h[idx[i]] + r * (ls - val[i])
+        val[i] = r
+    return True
+
+
+def sparse_local_step(const double[:, ::1] log_lik, const double[::1] log_prior, double[:, ::1] values,
+                      int[:, ::1] indices, double[::1] log_norm, double[::1] entropy, int n_threads):
+    """L-sparse responsibilities (L = values.shape[1] ≤ K), log normalisers and entropy summaries.
+
+    Hughes 2016 thesis Eq. 7.4-7.5, Alg. 7.2: the optimal q(z_n) with at most L nonzero
+    entries is the softmax of the L largest weights. Row n's clusters go to
+    ``indices[n]`` in descending weight (ties: lower index first), their
+    responsibilities to ``values[n]``. Returns the first invalid row or -1.
+    """
+    cdef Py_ssize_t N = log_lik.shape[0], K = log_lik.shape[1], L = values.shape[1]
+    cdef Py_ssize_t csize = _chunk_size(N)
+    cdef Py_ssize_t n_chunks = (N + csize - 1) // csize
+    cdef Py_ssize_t c, n, start, stop
+    cdef int nt = n_threads if n_threads > 0 else 1
+    cdef double[:, ::1] part = np.zeros((max(n_chunks, 1), _padded(K)))
+    cdef double[:, ::1] scratch = np.empty((nt, _padded(L)))
+    cdef Py_ssize_t[::1] bad = np.full(max(n_chunks, 1), -1, dtype=np.intp)
+
+    with nogil:
+        for c in prange(n_chunks, schedule="static", num_threads=nt):
+            start = c * csize
+            stop = start + csize
+            if stop > N:
+                stop = N
+            for n in range(start, stop):
+                if not _top_row(&log_lik[n, 0], &log_prior[0], K, L, &values[n, 0], &indices[n, 0],
+                                &scratch[threadid(), 0], &part[c, 0], &log_norm[n]):
+                    if bad[c] < 0:
+                        bad[c] = n
+        _reduce_chunks(part, n_chunks, entropy, 1.0)
+    return _first_bad(bad, n_chunks)
+
+
+def sparse_pair_entropy_change(const double[:, ::1] values, const int[:, ::1] indices,
+                               const int[:, ::1] pair_of, double[::1] change, int n_threads):
+    """Per pair m: Σ over rows storing both a and b of s ln s − r_a ln r_a − r_b ln r_b, s = r_a + r_b.
+
+    ``pair_of[a, b]`` is the pair number of (a, b) (both orders) or −1. Rows holding one
+    of the two keep their term, so the merged entropy is H_a + H_b − change_m (Hughes
+    2016 thesis §4.1.3 with sparse rows). O(N L²), whatever the number of pairs.
+    Returns the first row with a negative, NaN or infinite value, or -1.
+    """
+    cdef Py_ssize_t N = values.shape[0], L = values.shape[1], M = change.shape[0]
+    cdef Py_ssize_t csize = _chunk_size(N)
+    cdef Py_ssize_t n_chunks = (N + csize - 1) // csize
+    cdef Py_ssize_t c, n, i, j, start, stop
+    cdef int nt = n_threads if n_threads > 0 else 1, m
+    cdef double[:, ::1] part = np.zeros((max(n_chunks, 1), _padded(M)))
+    cdef Py_ssize_t[::1] bad = np.full(max(n_chunks, 1), -1, dtype=np.intp)
+    cdef const double* r
+    cdef const int* ix
+    cdef double ra, rb, s, d
+
+    if M == 0:
+        return -1
+    with nogil:
+        for c in prange(n_chunks, schedule="static", num_threads=nt):
+            start = c * csize
+            stop = start + csize
+            if stop > N:
+                stop = N
+            for n in range(start, stop):
+                r = &values[n, 0]
+                ix = &indices[n, 0]
+                for i in range(L):
+                    if not (r[i] >= 0.0 and r[i] < INFINITY):
+                        if bad[c] < 0:
+                            bad[c] = n
+                        break
+                    if r[i] == 0.0:
+                        continue
+                    for j in range(i + 1, L):
+                        m = pair_of[ix[i], ix[j]]
+                        if m < 0 or not (r[j] > 0.0 and r[j] < INFINITY):
+                            continue
+                        ra = r[i]
+                        rb = r[j]
+                        s = ra + rb
+                        d = s * log(s) - ra * log(ra) - rb * log(rb)
+                        part[c, m] = part[c, m] + d
+        _reduce_chunks(part, n_chunks, change, 1.0)
     return _first_bad(bad, n_chunks)
 
 

@@ -1,4 +1,7 @@
-"""ELBO monotonicity, batch additivity, the memo cache swap, and the stochastic step, for every Gaussian family."""
+"""ELBO monotonicity, batch additivity, the memo cache swap, and the stochastic step, for every Gaussian family.
+
+The first three also with an L-sparse local step (L = 2 of K = 10; Hughes 2016 thesis §7.1.4: each
+step is optimal among L-sparse responsibilities, so the ELBO still never decreases)."""
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
@@ -36,10 +39,11 @@ def store(tmp_path):
         yield s
 
 
-def setup(store, family, K=10, seed=0):
-    """Model, initial globals, ids and generator, as the runner makes them."""
+def setup(store, family, K=10, seed=0, sparse_L=None):
+    """Model, initial globals, ids and generator, as the runner makes them (``sparse_L``: alg.sparse_L)."""
     obs = make_obs(obs_cfg(family), store.D, store.moments())
     model = Model(DPMixAlloc(2.0), obs)
+    model.alloc.use_sparse(sparse_L)
     rng = np.random.default_rng(seed)
     init = OmegaConf.create({"name": "random", "K": K, "n_samples": 1000, "n_trials": None, "kmeans_iters": 0})
     stats = initial_stats(model, store, init, rng, K)
@@ -50,17 +54,19 @@ def all_points(store):
     return PointBatch(np.concatenate([store.read_batch(b).X for b in range(store.n_batches)]))
 
 
+@pytest.mark.parametrize("sparse_L", [None, 2])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_full_vb_elbo_never_decreases(store, family):
-    model, globals_, ids, rng = setup(store, family)
+def test_full_vb_elbo_never_decreases(store, family, sparse_L):
+    model, globals_, ids, rng = setup(store, family, sparse_L=sparse_L)
     elbos = run_laps(FullVB(model, store, {}, rng, globals_, ids), 25)
     assert np.all(np.diff(elbos) >= -1e-9 * np.abs(elbos[1:])), np.diff(elbos).min()
     assert elbos[-1] > elbos[0]
 
 
+@pytest.mark.parametrize("sparse_L", [None, 2])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_memo_elbo_never_decreases_after_every_batch(store, family):
-    model, globals_, ids, rng = setup(store, family)
+def test_memo_elbo_never_decreases_after_every_batch(store, family, sparse_L):
+    model, globals_, ids, rng = setup(store, family, sparse_L=sparse_L)
     alg = MemoizedVB(model, store, {}, rng, globals_, ids)
     run_laps(alg, 1)
     values = []
@@ -72,9 +78,10 @@ def test_memo_elbo_never_decreases_after_every_batch(store, family):
     assert alg.aggregate.allclose(alg.cache_total(), rtol=1e-9, atol=1e-8)
 
 
+@pytest.mark.parametrize("sparse_L", [None, 2])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_memo_aggregate_equals_full_data_summaries_for_fixed_globals(store, family, monkeypatch):
-    model, globals_, ids, rng = setup(store, family)
+def test_memo_aggregate_equals_full_data_summaries_for_fixed_globals(store, family, sparse_L, monkeypatch):
+    model, globals_, ids, rng = setup(store, family, sparse_L=sparse_L)
     alg = MemoizedVB(model, store, {}, rng, globals_, ids)
     run_laps(alg, 3)
     frozen = alg.globals

@@ -84,13 +84,14 @@ def test_default_run_finds_the_toy_clusters_from_one(tmp_path, env, monkeypatch)
 @pytest.mark.parametrize("args", [
     ["alg=vb", "init.K=12", "seed=3", "obs=diag_gauss"],
     ["alg=sovb", "alg.n_laps=4", "obs=zm_gauss", "init=random"],
+    ["alg.sparse_L=2", "init.K=20", "moves=[merge,delete]", "obs=zm_gauss"],
 ])
 def test_other_algorithms_and_families_run(tmp_path, env, args):
     train(["data.n_atoms=1500", *args], tmp_path, env)
     (run,) = list((tmp_path / "outputs").glob("*/*"))
     trace = pd.read_csv(run / "trace.csv")
     assert len(trace) >= 1 and np.all(np.isfinite(trace["elbo"]))
-    assert not (run / "moves.csv").exists()  # the default moves belong to alg=memo
+    assert (run / "moves.csv").exists() == any(a.startswith("moves=") for a in args)  # moves need alg=memo
 
 
 def test_finite_mix_on_a_converted_file_with_n_batches(tmp_path, env):
@@ -238,8 +239,10 @@ def test_unknown_option_in_group(tmp_path, env):
 @pytest.mark.parametrize("args, fragments", [
     (["alg=vb", "moves=[merge]"], ["alg=memo"]),
     (["model=finite_mix", "moves=[merge]"], ["finite"]),
+    (["model=finite_hmm", "alg.sparse_L=2"], ["alg.sparse_L", "model=finite_hmm", "no L-sparse local step"]),
+    (["alg.sparse_L=0"], ["alg.sparse_L must be an integer >= 1, got 0"]),
 ])
-def test_moves_need_memoized_vi_of_a_nonparametric_model(tmp_path, env, args, fragments):
+def test_options_that_do_not_fit_the_model_or_algorithm(tmp_path, env, args, fragments):
     proc = train([*args, "data.n_atoms=300"], tmp_path, env, check=False)
     assert_one_line_error(proc, *fragments)
     assert not list(tmp_path.glob("outputs/*/*"))  # a start-up error leaves no run directory

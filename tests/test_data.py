@@ -493,8 +493,16 @@ def read_all_docs(store):
     return np.concatenate(ids), np.concatenate(counts), np.concatenate([[0], np.cumsum(lengths)])
 
 
+def by_word_id(ids, counts, dr):
+    """Each document's entries sorted by word id (how converters store them: canonical CSR)."""
+    ids, counts, dr = np.asarray(ids), np.asarray(counts), np.asarray(dr)
+    order = np.lexsort((ids, np.repeat(np.arange(len(dr) - 1), np.diff(dr))))
+    return ids[order], counts[order], dr
+
+
 def assert_same_corpus(got, want):
-    for g, w in zip(got, want):
+    """The same documents, each with the same (word id, count) entries (converters store them sorted by id)."""
+    for g, w in zip(by_word_id(*got), by_word_id(*want)):
         np.testing.assert_array_equal(g, w)
 
 
@@ -556,7 +564,7 @@ def test_bow_resplit_pickle_and_blocks(tmp_path):
         blocks = list(store.iter_blocks(max_values=12))
         assert all(b.word_ids.size <= 12 or b.n_atoms == 1 for _, b in blocks)
         assert [s for s, _ in blocks] == list(np.cumsum([0] + [b.n_atoms for _, b in blocks[:-1]]))
-        assert_same_corpus((np.concatenate([b.word_ids for _, b in blocks]),), (ids,))
+        np.testing.assert_array_equal(np.concatenate([b.word_ids for _, b in blocks]), ids)
 
 
 BAD_DOCS = [
@@ -700,7 +708,7 @@ def test_ldac_repeated_ids_are_summed(tmp_path):
     src = tmp_path / "dup.ldac"
     src.write_text("3 4:1 2:5 4:2\n2 4:1 2:5 4:2\n1 0:1\n")  # n counts the pairs, or the distinct ids
     ids, counts, dr, V = read_ldac(src)
-    assert ids.tolist() == [4, 2, 4, 2, 0] and counts.tolist() == [3, 5, 3, 5, 1] and dr.tolist() == [0, 2, 4, 5]
+    assert ids.tolist() == [2, 4, 2, 4, 0] and counts.tolist() == [5, 3, 5, 3, 1] and dr.tolist() == [0, 2, 4, 5]
     assert V == 5
 
 
@@ -880,8 +888,9 @@ def test_shuffle_keeps_documents_and_labels_paired(tmp_path):
     assert sorted(order) == list(range(N)) and order != list(range(N))
     np.testing.assert_array_equal(labels, y[order])
     for i, d in enumerate(order):
-        np.testing.assert_array_equal(got_ids[got_dr[i]:got_dr[i + 1]], ids[dr[d]:dr[d + 1]])
-        np.testing.assert_array_equal(got_counts[got_dr[i]:got_dr[i + 1]], counts[dr[d]:dr[d + 1]])
+        order_in_doc = np.argsort(ids[dr[d]:dr[d + 1]])  # converters store entries sorted by word id
+        np.testing.assert_array_equal(got_ids[got_dr[i]:got_dr[i + 1]], ids[dr[d]:dr[d + 1]][order_in_doc])
+        np.testing.assert_array_equal(got_counts[got_dr[i]:got_dr[i + 1]], counts[dr[d]:dr[d + 1]][order_in_doc])
 
 
 # -------------------------------------------------------------- bow CLI

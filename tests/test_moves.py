@@ -83,27 +83,35 @@ def elbo_of(model, stats):
     return model.elbo(stats, model.global_step(stats))
 
 
-def fitted(family, K=6, iters=5):
-    """A model after a few full-VB steps on one batch: (model, batch, globals, log_lik, local, stats)."""
+def dense_resp(resp: Responsibilities) -> np.ndarray:
+    return resp.values if not resp.is_sparse else resp.matrix().toarray()
+
+
+def fitted(family, K=6, iters=5, sparse_L=None):
+    """A model after a few full-VB steps on one batch: (model, batch, globals, log_lik, local, stats);
+    with ``sparse_L``, an L-sparse local step (Hughes 2016 thesis §7.1)."""
     batch = family_batch(family)
     obs = make_obs(obs_cfg(family), batch.D, moments(batch.X) if isinstance(batch, PointBatch) else None)
     model = Model(DPMixAlloc(2.0), obs)
+    model.alloc.use_sparse(sparse_L)
     rng = np.random.default_rng(1)
     globals_ = model.global_step(model.hard_stats(batch, rng.integers(0, K, batch.n_atoms), K))
     for _ in range(iters):
         globals_ = model.global_step(process_batch(model, globals_, batch).stats)
     log_lik, local = model.local_step(batch, globals_)
-    return model, batch, globals_, log_lik, local, brute_stats(model, batch, local.resp.values)
+    assert local.resp.is_sparse == (sparse_L is not None and sparse_L < K)
+    return model, batch, globals_, log_lik, local, brute_stats(model, batch, dense_resp(local.resp))
 
 
 def assert_gain(predicted, brute):
     assert predicted == pytest.approx(brute, rel=1e-6, abs=1e-6 * max(1.0, abs(brute)))
 
 
+@pytest.mark.parametrize("sparse_L", [None, 2])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_merge_gain_equals_brute_force_for_every_pair(family):
-    model, batch, globals_, _, local, stats = fitted(family)
-    r = local.resp.values
+def test_merge_gain_equals_brute_force_for_every_pair(family, sparse_L):
+    model, batch, globals_, _, local, stats = fitted(family, sparse_L=sparse_L)
+    r = dense_resp(local.resp)
     base = elbo_of(model, stats)
     pairs = np.array([(a, b) for a in range(r.shape[1]) for b in range(a + 1, r.shape[1])])
     scores = merge_scores(model, model.global_step(stats), pairs)
@@ -117,10 +125,11 @@ def test_merge_gain_equals_brute_force_for_every_pair(family):
         assert score >= predicted - 1e-9 * abs(base)  # the m-score bounds the gain from above
 
 
+@pytest.mark.parametrize("sparse_L", [None, 2])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_delete_gain_equals_brute_force(family):
-    model, batch, globals_, log_lik, local, stats = fitted(family)
-    r = local.resp.values
+def test_delete_gain_equals_brute_force(family, sparse_L):
+    model, batch, globals_, log_lik, local, stats = fitted(family, sparse_L=sparse_L)
+    r = dense_resp(local.resp)
     K = r.shape[1]
     move = DeleteMove(OmegaConf.create(DELETE))
     log_pi = model.alloc.expected_log_pi(globals_.alloc)
@@ -136,10 +145,11 @@ def test_delete_gain_equals_brute_force(family):
         assert_gain(predicted, brute)
 
 
+@pytest.mark.parametrize("sparse_L", [None, 1])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_birth_gain_equals_brute_force(family):
-    model, batch, globals_, _, local, stats = fitted(family, K=2)
-    r = local.resp.values
+def test_birth_gain_equals_brute_force(family, sparse_L):
+    model, batch, globals_, _, local, stats = fitted(family, K=2, sparse_L=sparse_L)
+    r = dense_resp(local.resp)
     target = int(np.argmax(r.sum(axis=0)))
     seed = seed_birth(model, batch, r[:, target].copy(), OmegaConf.create(BIRTH), np.random.default_rng(0), 10)
     assert seed is not None and seed[0].shape[0] >= 2

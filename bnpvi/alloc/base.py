@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from bnpvi.errors import BnpviError, check_int
 from bnpvi.stats import FieldSpec, Responsibilities, SuffStats
 
 Params = Mapping[str, np.ndarray]
@@ -85,6 +86,14 @@ class AllocModel(ABC):
         True when the ELBO depends on the order of the clusters beyond what sorting by
         size improves (an HDP's surrogate bound): a sort is then kept only if it does not
         lower the ELBO.
+    has_sparse_step : bool
+        True when the local step can keep at most L responsibilities per atom
+        (:meth:`use_sparse`, config ``alg.sparse_L``; Hughes 2016 thesis Ch. 7).
+
+    Attributes
+    ----------
+    sparse_L : int or None
+        L of the L-sparse local step, None for the dense one (the default).
     """
 
     name: str = ""
@@ -97,6 +106,18 @@ class AllocModel(ABC):
     whole_delete: bool = False
     pairs_in_local_step: bool = False
     sort_needs_check: bool = False
+    has_sparse_step: bool = False
+    sparse_L: int | None = None
+
+    def use_sparse(self, L: int | None) -> None:
+        """Make the local step L-sparse (None: dense); ``alg.sparse_L``."""
+        if L is None:
+            self.sparse_L = None
+            return
+        if not self.has_sparse_step:
+            raise BnpviError(f"alg.sparse_L: model={self.name} has no L-sparse local step "
+                             "(mixtures and topic models have); use alg.sparse_L=null")
+        self.sparse_L = check_int(L, "alg.sparse_L", 1)
 
     @abstractmethod
     def layout(self) -> dict[str, tuple[tuple, FieldSpec]]:

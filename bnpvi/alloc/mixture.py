@@ -36,6 +36,8 @@ class MixtureAlloc(AllocModel):
     ``log_marginal(N)`` and ``kl``.
     """
 
+    has_sparse_step = True
+
     def __init__(self, gamma: float):
         self.gamma = check_number(gamma, "model.gamma")
 
@@ -44,8 +46,9 @@ class MixtureAlloc(AllocModel):
 
     # -------------------------------------------------------------- local step
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
-        """r_nk ∝ exp(E log p(x_n|φ_k) + E ln π_k) (Hughes 2016 thesis Eq. 3.47-3.49), compiled."""
-        return Local(Responsibilities.from_weights(log_lik, self.expected_log_pi(params)))
+        """r_nk ∝ exp(E log p(x_n|φ_k) + E ln π_k) (Hughes 2016 thesis Eq. 3.47-3.49), compiled; over
+        the L largest weights of each atom only when ``sparse_L`` is set (Eq. 7.4-7.5)."""
+        return Local(Responsibilities.from_weights(log_lik, self.expected_log_pi(params), sparse_L=self.sparse_L))
 
     def summarize(self, local: Local) -> dict[str, np.ndarray]:
         return {"N": local.resp.counts(), "H": local.resp.entropy()}

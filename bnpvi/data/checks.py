@@ -216,8 +216,9 @@ def check_documents(word_ids, word_counts, doc_range, vocab_size, where: str, du
         What to name in error messages (usually the file name).
     duplicates : {"reject", "sum"}
         What to do with a word id repeated within one document: reject it (the
-        stored form), or add its counts into the first occurrence (converters).
-        Entry order is otherwise kept.
+        stored form; entry order is kept), or add up its counts (converters; the
+        entries of each document then come sorted by word id, the canonical CSR form
+        that sparse-matrix code can use without sorting again).
     doc_name : callable, optional
         ``doc_name(d) -> str`` names document d in messages (default ``"document d"``).
 
@@ -294,7 +295,7 @@ def check_documents(word_ids, word_counts, doc_range, vocab_size, where: str, du
 
 
 def _merge_duplicates(ids, counts, dr, V, where, duplicates, name):
-    """Reject, or sum into the first occurrence, word ids repeated within a document."""
+    """Reject word ids repeated within a document, or sum them and sort each document's entries by id."""
     N = dr.shape[0] - 1
     if ids.shape[0] < 2:
         return ids, counts, dr
@@ -304,17 +305,14 @@ def _merge_duplicates(ids, counts, dr, V, where, duplicates, name):
     else:  # pragma: no cover - astronomically large N * V
         key = np.unique(np.stack([doc, ids], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
     uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    if uniq.shape[0] == key.shape[0]:
-        return ids, counts, dr
     if duplicates == "reject":
+        if uniq.shape[0] == key.shape[0]:
+            return ids, counts, dr
         dup = np.ones(key.shape[0], dtype=bool)
         dup[first] = False
         j = int(np.flatnonzero(dup)[0])
         raise BnpviError(f"{where}: {name(int(doc[j]))} lists word {ids[j]} more than once "
                          "(sum its counts into one entry)")
-    inverse = inverse.reshape(-1)
-    summed = np.bincount(inverse, weights=counts, minlength=uniq.shape[0])
-    keep = np.sort(first)
-    new_doc = doc[keep]
-    new_dr = np.concatenate([[0], np.cumsum(np.bincount(new_doc, minlength=N))]).astype(np.int64)
-    return ids[keep], summed[inverse[keep]], new_dr
+    summed = np.bincount(inverse.reshape(-1), weights=counts, minlength=uniq.shape[0])  # in key order
+    new_dr = np.concatenate([[0], np.cumsum(np.bincount(doc[first], minlength=N))]).astype(np.int64)
+    return ids[first], summed, new_dr

@@ -39,6 +39,8 @@ __all__ = [
     "dense_local_step",
     "entropy_of",
     "pair_merge_entropy",
+    "sparse_local_step",
+    "sparse_pair_entropy",
 ]
 
 PARALLEL_MIN_WORK = 1 << 20
@@ -251,6 +253,122 @@ def pair_merge_entropy(resp: np.ndarray, pairs: np.ndarray, *, out=None, n_threa
             f"resp row {bad} has a negative, NaN or infinite entry in a paired column: {_row_preview(resp[bad])}"
         )
     return entropy
+
+
+def sparse_local_step(log_lik: np.ndarray, log_prior: np.ndarray, L: int, *, n_threads=None):
+    """L-sparse local step of a mixture: the L largest weights of each row, their softmax, entropies.
+
+    The optimal q(z_n) with at most L nonzero responsibilities (Hughes 2016 thesis
+    Eq. 7.4-7.5, Alg. 7.2; Hughes & Sudderth 2016, fast and accurate local steps, §3):
+    with W_nk = log_lik_nk + log_prior_k, A_n = the L largest W_nk (ties: lower k),
+    r_nk = exp(W_nk) / Σ_{j∈A_n} exp(W_nj) on A_n and 0 elsewhere. Selection is one
+    O(K) pass per row; only L exponentials are taken.
+
+    Parameters
+    ----------
+    log_lik : (N, K) ndarray of float64, C-contiguous
+        E_q log p(x_n | φ_k). May contain −inf.
+    log_prior : (K,) ndarray of float64, C-contiguous
+        E_q ln π_k; −inf marks a cluster with zero weight (selected only when fewer than
+        L weights are finite, then with responsibility exactly 0).
+    L : int
+        1 ≤ L ≤ K.
+    n_threads : int, optional
+        See :func:`dense_local_step`. Results do not depend on it.
+
+    Returns
+    -------
+    values : (N, L) ndarray
+        r_nk of each row's clusters, in descending order of W_nk; rows sum to 1.
+    indices : (N, L) ndarray of int32
+        The clusters, distinct within a row.
+    log_norm : (N,) ndarray
+        log Σ_{k∈A_n} exp W_nk: the optimal per-atom objective, ≤ the dense one.
+    entropy : (K,) ndarray
+        H_k = −Σ_n r_nk ln r_nk.
+
+    Raises
+    ------
+    KernelInputError (a ValueError)
+        Wrong dtype / shape / layout, L outside [1, K], or a row of W with a NaN, a +inf,
+        or no finite entry.
+    """
+    _check_array(log_lik, "log_lik", 2)
+    _check_array(log_prior, "log_prior", 1)
+    N, K = log_lik.shape
+    if log_prior.shape != (K,):
+        raise KernelInputError(f"log_prior must have shape ({K},) to match log_lik {log_lik.shape}, got {log_prior.shape}")
+    if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or not 1 <= L <= K:
+        raise KernelInputError(f"L must be an int in [1, K = {K}], got {L!r}")
+    L = int(L)
+    values, indices = np.empty((N, L)), np.empty((N, L), dtype=np.int32)
+    log_norm, entropy = np.empty(N), np.empty(K)
+    bad = _ext.sparse_local_step(log_lik, log_prior, values, indices, log_norm, entropy,
+                                 _threads(n_threads, N * K))
+    if bad >= 0:
+        raise KernelInputError(_bad_weight_row(log_lik, log_prior, bad, in_place=False))
+    return values, indices, log_norm, entropy
+
+
+def sparse_pair_entropy(values: np.ndarray, indices: np.ndarray, entropy: np.ndarray, pairs: np.ndarray, *,
+                        n_threads=None) -> np.ndarray:
+    """Merged-pair entropies −Σ_n s ln s, s = r_na + r_nb, of L-sparse responsibilities.
+
+    Only the rows that store both a and b differ from H_a + H_b (Hughes 2016 thesis
+    §4.1.3), so one O(N L²) pass serves every pair: H_ab = H_a + H_b − Σ_{both}
+    [s ln s − r_a ln r_a − r_b ln r_b].
+
+    Parameters
+    ----------
+    values : (N, L) ndarray of float64, C-contiguous
+        Non-negative stored responsibilities (0 for padding).
+    indices : (N, L) ndarray of int32, C-contiguous
+        Their clusters, in [0, K).
+    entropy : (K,) ndarray of float64
+        H_k of the same responsibilities.
+    pairs : (M, 2) ndarray of int64, C-contiguous
+        Pairs (a, b), a ≠ b (M may be 0; a pair may repeat).
+    n_threads : int, optional
+        See :func:`dense_local_step`.
+
+    Returns
+    -------
+    entropy : (M,) ndarray
+
+    Raises
+    ------
+    KernelInputError (a ValueError)
+        Wrong dtype / shape / layout, an index or pair out of range, a == b, or a negative,
+        NaN or infinite value.
+    """
+    _check_array(values, "values", 2)
+    _check_array(indices, "indices", 2, np.int32)
+    _check_array(entropy, "entropy", 1)
+    _check_array(pairs, "pairs", 2, np.int64)
+    K, M = entropy.shape[0], pairs.shape[0]
+    if indices.shape != values.shape:
+        raise KernelInputError(f"indices must have the shape of values {values.shape}, got {indices.shape}")
+    if pairs.shape[1] != 2:
+        raise KernelInputError(f"pairs must have shape (M, 2), got {pairs.shape}")
+    if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= K):
+        raise KernelInputError(f"indices hold clusters in [{int(indices.min())}, {int(indices.max())}], "
+                               f"outside [0, {K - 1}]")
+    pair_of = np.full((K, K), -1, dtype=np.int32)
+    if M:
+        lo, hi = int(pairs.min()), int(pairs.max())
+        if lo < 0 or hi >= K:
+            raise KernelInputError(f"pairs hold column indices in [{lo}, {hi}], outside [0, {K - 1}]")
+        same = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
+        if same.size:
+            raise KernelInputError(f"pairs[{same[0]}] merges column {pairs[same[0], 0]} with itself")
+    unique, which = np.unique(np.sort(pairs, axis=1), axis=0, return_inverse=True)  # a pair given twice
+    pair_of[unique[:, 0], unique[:, 1]] = pair_of[unique[:, 1], unique[:, 0]] = np.arange(len(unique),
+                                                                                          dtype=np.int32)
+    change = np.empty(len(unique))
+    bad = _ext.sparse_pair_entropy_change(values, indices, pair_of, change, _threads(n_threads, values.size * 2))
+    if bad >= 0:
+        raise KernelInputError(f"values row {bad} has a negative, NaN or infinite entry: {_row_preview(values[bad])}")
+    return entropy[pairs[:, 0]] + entropy[pairs[:, 1]] - change[which.ravel()]
 
 
 # ---------------------------------------------------------------------- messages

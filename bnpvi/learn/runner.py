@@ -164,6 +164,7 @@ class Run:
         self.heldout_split = check_split(OmegaConf.select(cfg, "heldout_split", default="halves"), "heldout_split")
         self.heldout_seed = check_seed(OmegaConf.select(cfg, "heldout_seed", default=0), "heldout_seed")
         alloc = instantiate(cfg.model)
+        alloc.use_sparse(OmegaConf.select(cfg, "alg.sparse_L", default=None))
         self.store = open_store(cfg, alloc)
         try:
             moments = self.store.scan()

@@ -65,17 +65,24 @@ class Responsibilities:
 
     # --------------------------------------------------------------- constructors
     @classmethod
-    def from_weights(cls, log_lik, log_prior, **kernel_kw) -> "Responsibilities":
-        """Dense local step: r_nk ∝ exp(log_lik_nk + log_prior_k) (Hughes 2016 thesis Eq. 3.47-3.49).
+    def from_weights(cls, log_lik, log_prior, sparse_L: int | None = None, **kernel_kw) -> "Responsibilities":
+        """Local step: r_nk ∝ exp(log_lik_nk + log_prior_k) (Hughes 2016 thesis Eq. 3.47-3.49).
 
-        Uses the compiled :func:`bnpvi.kernels.dense_local_step` (which also returns the
-        log normalisers and the entropies). ``log_lik`` (N, K) and ``log_prior`` (K,) are
-        converted to C-contiguous float64 (no copy when they already are).
+        Dense by default (the compiled :func:`bnpvi.kernels.dense_local_step`); with
+        ``sparse_L`` = L < K, the L-sparse optimum (thesis Eq. 7.4-7.5,
+        :func:`bnpvi.kernels.sparse_local_step`) in the sparse form. L ≥ K is the dense
+        step. Both kernels also return the log normalisers and the entropies.
+        ``log_lik`` (N, K) and ``log_prior`` (K,) are converted to C-contiguous float64
+        (no copy when they already are).
         """
         log_lik = np.ascontiguousarray(log_lik, dtype=np.float64)
         log_prior = np.ascontiguousarray(log_prior, dtype=np.float64)
+        K = log_prior.shape[0]
+        if sparse_L is not None and sparse_L < K:
+            values, indices, log_norm, entropy = kernels.sparse_local_step(log_lik, log_prior, sparse_L, **kernel_kw)
+            return cls(values, K, indices=indices, log_norm=log_norm, entropy_sums=entropy)
         resp, log_norm, entropy = kernels.dense_local_step(log_lik, log_prior, **kernel_kw)
-        return cls(resp, log_prior.shape[0], log_norm=log_norm, entropy_sums=entropy)
+        return cls(resp, K, log_norm=log_norm, entropy_sums=entropy)
 
     @classmethod
     def one_hot(cls, labels, K: int) -> "Responsibilities":
@@ -156,8 +163,8 @@ class Responsibilities:
     def pair_entropy(self, pairs) -> np.ndarray:
         """Merged-column entropies −Σ_n (r_na + r_nb) ln(r_na + r_nb) for (M, 2) pairs.
 
-        The dense form uses the compiled :func:`bnpvi.kernels.pair_merge_entropy`
-        (Hughes 2016 thesis §4.1.2); the sparse form sums over each row's stored entries.
+        Compiled for both forms (Hughes 2016 thesis §4.1.2): :func:`bnpvi.kernels.pair_merge_entropy`
+        (dense) and :func:`bnpvi.kernels.sparse_pair_entropy` (one pass over the stored entries).
         """
         pairs = np.asarray(pairs)
         if pairs.size == 0:
@@ -166,9 +173,5 @@ class Responsibilities:
             pairs = np.ascontiguousarray(pairs, dtype=np.int64)
         if self.indices is None:
             return kernels.pair_merge_entropy(np.ascontiguousarray(self.values), pairs)
-        out = np.empty(pairs.shape[0])
-        for m, (a, b) in enumerate(pairs):
-            s = np.where((self.indices == a) | (self.indices == b), self.values, 0.0).sum(axis=1)
-            s = s[s > 0]
-            out[m] = -np.sum(s * np.log(s))
-        return out
+        return kernels.sparse_pair_entropy(np.ascontiguousarray(self.values), np.ascontiguousarray(self.indices),
+                                          self.entropy(), pairs)
