@@ -65,6 +65,30 @@ doc_range only. A block's rows of R are those of ``resp`` itself, or of a scratc
 block when resp is not kept, so the scratch never grows with nnz (table mode also holds
 L and m of the word types, (V, K)).
 
+L-sparse mode (Hughes 2016 thesis §7.3, Alg. 7.4; Hughes & Sudderth 2016, fast and accurate
+local steps (sparse), §5, Alg. 2), doc_topic_step_sparse: row u keeps at most L topics (its
+support; Le = min(L, K) slots) and r_u = softmax of C_u + w̃ on it. First support: the top L of
+C_uk + w̃_k over all K with the dense mode's first weights (ties to the lower k; the only O(K)
+work per row, and in table mode from a cold start done once per word type of the batch). The
+active set A_d (a list in increasing k) starts as the union of the supports; every iteration
+prunes it to N_dk > ε when ε > 0 (unless none would be left; a pruned topic gets w̃ = −inf and
+N = 0), sets w̃_k = ψ(N_dk + a_k) − max on A_d, then re-selects every row's top min(L, |A_d|)
+over A_d on iterations 1-5 and every 10th (all of them with ``select_always``) and re-weights
+the stored supports otherwise (a support holding a pruned topic re-selects). Selection is a
+running-threshold scan (the L best so far and the worst of them; ties to the lower k in any
+order) over A_d sorted by decreasing w̃, stopped once max_k C_uk + w̃_k falls below the L-th
+best x: no later topic can enter, so the result is the exact top L, but a row usually reads a
+few topics. Values use the efficient form on the support: e_ui = exp(C_{u,k_i} − m_u) (m_u the
+largest C of the support, stored), s_u = Σ_i e_ui p_{k_i}, r_ui = e_ui p_{k_i} / s_u (rows with
+s_u < 1e-250 by log-sum-exp; a row of one topic has r = 1 exactly), so a re-weighting costs no
+exp. The objective is L_d above summed over the supports and A_d (an inactive topic has
+θ_dk = a_k: Σ_k lnΓ(a_k) and Σ_k a_k are batch constants). Restarts as above, each proposal's
+iterations all re-selecting; its topic j (N'_j = 0) leaves the proposal's A_d through the
+pruning, or with ε = 0 stays with weight ψ(a_j) as in the dense mode, so at L = K, ε = 0 and
+``select_always`` the mode is the dense step up to rounding. Scratch of a block: two sets
+(state, proposal) of Le slots (topic, e) per row plus the returned r (Le per row), never
+rows × K; per thread O(K).
+
 ψ is :c:func:`_digamma` below (recurrence to x ≥ 10, asymptotic series; Taylor series
 about the positive root near it); lnΓ is libm's ``lgamma``.
 
@@ -147,6 +171,27 @@ cdef extern from *:
     void bnpvi_dot4(const double* x0, const double* x1, const double* x2, const double* x3,
                     const double* y, Py_ssize_t K, double* s) noexcept nogil
     void bnpvi_prefetch(const double* x, Py_ssize_t n) noexcept nogil
+
+
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    /* A topic k and its weight w (L-sparse mode): sorted by decreasing w, then increasing k. */
+    typedef struct { double w; int k; } bnpvi_wk;
+    static int bnpvi_wk_cmp(const void* a, const void* b)
+    {
+        const bnpvi_wk* x = (const bnpvi_wk*)a;
+        const bnpvi_wk* y = (const bnpvi_wk*)b;
+        if (x->w != y->w)
+            return x->w > y->w ? -1 : 1;
+        return (x->k > y->k) - (x->k < y->k);
+    }
+    static void bnpvi_sort_wk(bnpvi_wk* a, Py_ssize_t n) { qsort(a, (size_t)n, sizeof(bnpvi_wk), bnpvi_wk_cmp); }
+    """
+    ctypedef struct bnpvi_wk:
+        double w
+        int k
+    void bnpvi_sort_wk(bnpvi_wk* a, Py_ssize_t n) noexcept nogil
 
 
 # exp(x) rounds to +0.0 for every x < ln(2⁻¹⁰⁷⁵) ≈ −745.1332; skip the slow libm call there.
@@ -263,6 +308,14 @@ cdef struct Opts:
     int restart_iters
     const long long* pairs
     Py_ssize_t M
+    # L-sparse mode only (see _sp_doc): row width Le = min(L, K), pruning threshold ε, select
+    # at every iteration, lnΓ(a_k), Σ_k lnΓ(a_k) and Σ_k a_k
+    Py_ssize_t Le
+    double eps
+    bint sel_all
+    const double* la
+    double g0
+    double a0
 
 
 cdef inline Rows _rows(const double* C, const long long* wid, double* L, double* m, const double* cnt,
@@ -536,6 +589,27 @@ cdef void _finish(const Rows* rw, const Opts* o, const double* wt, const double*
             PH[j] = PH[j] - c * tl
 
 
+cdef void _empty_doc(const Opts* o, double* Nout, long long* iters_out, double* obj_out, long long* acc_out,
+                     double* H, double* PH) noexcept nogil:
+    """The outputs of a document without rows: N_d = 0, H = PH = 0, 0 iterations and restarts,
+    L_d = Σ_k lnΓ(a_k) + lnΓ(a_rest) − lnΓ(Σ_k a_k + a_rest)."""
+    cdef Py_ssize_t k, j
+    cdef double cur = 0.0, tot = 0.0
+    for k in range(o.K):
+        Nout[k] = 0.0
+        H[k] = 0.0
+        cur = cur + lgamma(o.a[k])
+        tot = tot + o.a[k]
+    for j in range(o.M):
+        PH[j] = 0.0
+    if o.a_rest > 0.0:
+        cur = cur + lgamma(o.a_rest)
+        tot = tot + o.a_rest
+    obj_out[0] = cur - lgamma(tot)
+    iters_out[0] = 0
+    acc_out[0] = 0
+
+
 cdef void _doc(const Rows* rw, const Opts* o, const double* init, double* st,
                double* ws, Py_ssize_t* cand, double* Nout, long long* iters_out, double* obj_out,
                long long* acc_out, double* H, double* PH) noexcept nogil:
@@ -564,24 +638,10 @@ cdef void _doc(const Rows* rw, const Opts* o, const double* init, double* st,
     cdef Py_ssize_t k, c, j, ncand, used
     cdef int it, t
     cdef long long accepted = 0
-    cdef double x, diff, cur, prop, tot
+    cdef double x, diff, cur, prop
 
     if rw.n == 0:
-        cur = 0.0
-        tot = 0.0
-        for k in range(K):
-            Nout[k] = 0.0
-            H[k] = 0.0
-            cur = cur + lgamma(a[k])
-            tot = tot + a[k]
-        for j in range(o.M):
-            PH[j] = 0.0
-        if o.a_rest > 0.0:
-            cur = cur + lgamma(o.a_rest)
-            tot = tot + o.a_rest
-        obj_out[0] = cur - lgamma(tot)
-        iters_out[0] = 0
-        acc_out[0] = 0
+        _empty_doc(o, Nout, iters_out, obj_out, acc_out, H, PH)
         return
 
     # first weights, then coordinate ascent
@@ -644,6 +704,532 @@ cdef void _doc(const Rows* rw, const Opts* o, const double* init, double* st,
     _finish(rw, o, wt, sb, lzb, p, acc, H, PH)
     for k in range(K):
         Nout[k] = N[k]
+    obj_out[0] = cur
+    acc_out[0] = accepted
+
+
+# ------------------------------------------------------------------ L-sparse mode
+# One document of the L-sparse mode (module docstring, "L-sparse mode"). Row u keeps
+# nz_u ≤ Le topics idx_u with e_ui = exp(C_{u,idx_ui} − m_u), m_u the largest C_uk of
+# them; its responsibilities are r_ui = e_ui p_{idx_ui} / s_u with s_u = Σ_i e_ui p_{idx_ui}
+# (the efficient form of the dense mode on the row's support), or by log-sum-exp when
+# s_u < S_MIN. Topics outside the active set have w̃_k = −inf; every loop over topics
+# runs over the active list act (increasing k), so a document costs O(K) only for its
+# first selection, its first weights and its outputs.
+cdef enum:
+    # scratch vectors of K doubles and of K ints per thread (see _sp_doc)
+    SP_VECS = 13
+    SP_IVECS = 4
+    # iterations that re-select every row: the first SELECT_FIRST, then every SELECT_EVERY-th
+    SELECT_FIRST = 5
+    SELECT_EVERY = 10
+
+
+cdef struct SRows:
+    # the sparse rows of one document (idx, e: n Le; the rest: n); sb, lzb as in _pass
+    int* idx
+    double* e
+    int* nz
+    double* m
+    double* sb
+    double* lzb
+
+
+cdef inline SRows _srows(int* idx, double* e, int* nz, double* m, double* sb, double* lzb) noexcept nogil:
+    cdef SRows s
+    s.idx = idx
+    s.e = e
+    s.nz = nz
+    s.m = m
+    s.sb = sb
+    s.lzb = lzb
+    return s
+
+
+cdef inline int _worst(const int* bi, const double* bx, int n) noexcept nogil:
+    """Position of the smallest bx (ties: the larger topic bi), the one a better topic replaces."""
+    cdef int i, w = 0
+    for i in range(1, n):
+        if bx[i] < bx[w] or (bx[i] == bx[w] and bi[i] > bi[w]):
+            w = i
+    return w
+
+
+cdef int _topl_all(const double* C, const double* wt, Py_ssize_t K, int Le, int* bi, double* bx,
+                   double* cmax) noexcept nogil:
+    """The min(Le, K) topics k < K with the largest x_k = C_k + w̃_k, ties to the lower k, by a
+    running-threshold scan: topics to bi, x to bx (in no particular order); returns their number.
+    max_k C_k goes to cmax."""
+    cdef Py_ssize_t k
+    cdef int n = 0, w = 0
+    cdef double x, thr = -INFINITY, cm = -INFINITY
+    for k in range(K):
+        if C[k] > cm:
+            cm = C[k]
+        x = C[k] + wt[k]
+        if n < Le:
+            bi[n] = <int>k
+            bx[n] = x
+            n = n + 1
+            if n == Le:
+                w = _worst(bi, bx, n)
+                thr = bx[w]
+        elif x > thr:
+            bi[w] = <int>k
+            bx[w] = x
+            w = _worst(bi, bx, n)
+            thr = bx[w]
+    cmax[0] = cm
+    return n
+
+
+cdef int _topl_sorted(const double* C, double cmax, const bnpvi_wk* srt, int nA, int Le, int* bi,
+                      double* bx) noexcept nogil:
+    """_topl_all over the active topics srt (sorted by decreasing w̃_k), with an exact early stop:
+    once Le topics are held and cmax + w̃_k (cmax = max_k C_k, a bound on every later x_k) is below
+    the Le-th best x, no later topic can enter. Ties to the lower k in any scan order."""
+    cdef int j, k, n = 0, w = 0
+    cdef double x, thr = -INFINITY
+    for j in range(nA):
+        if n == Le and cmax + srt[j].w < thr:
+            break
+        k = srt[j].k
+        x = C[k] + srt[j].w
+        if n < Le:
+            bi[n] = k
+            bx[n] = x
+            n = n + 1
+            if n == Le:
+                w = _worst(bi, bx, n)
+                thr = bx[w]
+        elif x > thr or (x == thr and k < bi[w]):
+            bi[w] = k
+            bx[w] = x
+            w = _worst(bi, bx, n)
+            thr = bx[w]
+    return n
+
+
+cdef inline void _sp_store(const double* C, const int* bi, int n, int* idx, double* e, int* nz,
+                           double* m) noexcept nogil:
+    """Row of the n selected topics bi: idx, e_i = exp(C_{bi_i} − m) with m = max_i C_{bi_i}."""
+    cdef int i
+    cdef double mx = C[bi[0]], x
+    for i in range(1, n):
+        if C[bi[i]] > mx:
+            mx = C[bi[i]]
+    for i in range(n):
+        idx[i] = bi[i]
+        x = C[bi[i]] - mx
+        e[i] = exp(x) if x >= EXP_ZERO else 0.0
+    nz[0] = n
+    m[0] = mx
+
+
+cdef inline double _sp_direct(const double* C, const int* idx, int n, const double* wt, double* out,
+                              double* mx_out) noexcept nogil:
+    """Row on its support by log-sum-exp of C + w̃: out_i = r_ui. Returns ln s with
+    s = Σ_i exp(x_i − mx), x_i = C_{idx_i} + w̃_{idx_i}; mx = max_i x_i goes to mx_out."""
+    cdef int i
+    cdef double mx = -INFINITY, s = 0.0, x, inv
+    for i in range(n):
+        x = C[idx[i]] + wt[idx[i]]
+        out[i] = x
+        if x > mx:
+            mx = x
+    for i in range(n):
+        x = out[i] - mx
+        out[i] = exp(x) if x >= EXP_ZERO else 0.0
+        s = s + out[i]
+    inv = 1.0 / s
+    for i in range(n):
+        out[i] = out[i] * inv
+    mx_out[0] = mx
+    return log(s)
+
+
+cdef void _sp_pass(const Rows* rw, const SRows* s, const Opts* o, const double* wt, const double* p,
+                   const int* act, int nA, bint select, bint pruned, double* acc, double* extra, int* bi,
+                   double* bx, bnpvi_wk* srt) noexcept nogil:
+    """One update of every row from the weights w̃ (p = exp w̃) on the active list act, adding
+    c_u e_ui / s_u to acc and the rows done directly (c_u r_ui) to extra at idx_ui.
+
+    A row re-selects its top min(Le, |act|) topics over act when ``select``, or (only looked
+    for when ``pruned``: topics left act just now) when its support holds a topic no longer
+    active (w̃ = −inf); otherwise it keeps its support and
+    only its values change. A row of one topic has r = 1 exactly. The selection scans the
+    active topics by decreasing w̃ (sorted into srt (nA) when the first row needs it) and
+    stops early (_topl_sorted; rw.m holds max_k C_uk). bi, bx (Le) are scratch.
+    """
+    cdef Py_ssize_t u, Le = o.Le, K = o.K
+    cdef int i, nz
+    cdef bint need, ready = False
+    cdef double t, f, mx, c
+    cdef const double* C
+    cdef int* idx
+    cdef double* e
+    for u in range(rw.n):
+        C = _crow(rw, u, K)
+        idx = s.idx + u * Le
+        e = s.e + u * Le
+        need = select
+        if pruned and not need:
+            for i in range(s.nz[u]):
+                if wt[idx[i]] == -INFINITY:
+                    need = True
+                    break
+        if need:
+            if not ready:
+                for i in range(nA):
+                    srt[i].k = act[i]
+                    srt[i].w = wt[act[i]]
+                bnpvi_sort_wk(srt, nA)
+                ready = True
+            _sp_store(C, bi, _topl_sorted(C, rw.m[u], srt, nA, <int>Le, bi, bx), idx, e, &s.nz[u], &s.m[u])
+        nz = s.nz[u]
+        t = 0.0
+        for i in range(nz):
+            t = t + e[i] * p[idx[i]]
+        c = rw.cnt[u]
+        if nz == 1:
+            # r_u = 1 exactly (L = 1 or one active topic): N gets c_u itself
+            extra[idx[0]] = extra[idx[0]] + c
+            s.sb[u] = t
+            if t < S_MIN:
+                s.sb[u] = 0.0
+                s.lzb[u] = C[idx[0]] + wt[idx[0]]
+        elif t >= S_MIN:
+            s.sb[u] = t
+            f = c / t
+            for i in range(nz):
+                acc[idx[i]] = acc[idx[i]] + f * e[i]
+        else:
+            s.sb[u] = 0.0
+            s.lzb[u] = _sp_direct(C, idx, nz, wt, bx, &mx) + mx
+            for i in range(nz):
+                extra[idx[i]] = extra[idx[i]] + c * bx[i]
+
+
+cdef inline void _sp_weights(const double* N, const double* a, const int* act, int nA, double* wt,
+                             double* p) noexcept nogil:
+    """w̃_k = ψ(N_k + a_k) − max_{j∈act} ψ(N_j + a_j) and p_k = exp(w̃_k) for k ∈ act."""
+    cdef int j, k
+    cdef double mx = -INFINITY
+    for j in range(nA):
+        k = act[j]
+        wt[k] = _digamma(N[k] + a[k])
+        if wt[k] > mx:
+            mx = wt[k]
+    for j in range(nA):
+        k = act[j]
+        wt[k] = wt[k] - mx
+        p[k] = exp(wt[k]) if wt[k] >= EXP_ZERO else 0.0
+
+
+cdef double _sp_iter(const Rows* rw, const SRows* s, const Opts* o, double* N, double* wt, double* p,
+                     int* act, int* nA, bint select, double* acc, double* extra, int* bi, double* bx,
+                     bnpvi_wk* srt) noexcept nogil:
+    """One iteration of the L-sparse mode; returns max_k |ΔN_k|.
+
+    Prune the active list to N_k > ε (when ε > 0 and some topic is left; a pruned topic gets
+    w̃_k = −inf, p_k = 0 and N_k = 0), weights on it (_sp_weights), then every row (_sp_pass)
+    and N from the rows.
+    """
+    cdef int j, k, n = 0, nold = nA[0]
+    cdef double diff = 0.0, x, Nk
+    if o.eps > 0.0:
+        for j in range(nold):
+            if N[act[j]] > o.eps:
+                n = n + 1
+        if 0 < n < nold:
+            n = 0
+            for j in range(nold):
+                k = act[j]
+                if N[k] > o.eps:
+                    act[n] = k
+                    n = n + 1
+                else:
+                    if N[k] > diff:
+                        diff = N[k]
+                    N[k] = 0.0
+                    wt[k] = -INFINITY
+                    p[k] = 0.0
+            nA[0] = n
+    _sp_weights(N, o.a, act, nA[0], wt, p)
+    for j in range(nA[0]):
+        acc[act[j]] = 0.0
+        extra[act[j]] = 0.0
+    _sp_pass(rw, s, o, wt, p, act, nA[0], select, nA[0] < nold, acc, extra, bi, bx, srt)
+    for j in range(nA[0]):
+        k = act[j]
+        Nk = p[k] * acc[k] + extra[k]
+        x = Nk - N[k]
+        if x < 0.0:
+            x = -x
+        if x > diff:
+            diff = x
+        N[k] = Nk
+    return diff
+
+
+cdef double _sp_objective(const Rows* rw, const SRows* s, const Opts* o, const int* act, int nA,
+                          const double* N, const double* wt) noexcept nogil:
+    """L_d of the rows s with the weights w̃ that made them (module docstring); ln s_u goes to
+    lzb[u] for the rows in the efficient form. Inactive topics (θ_k = a_k) add nothing beyond
+    Σ_k lnΓ(a_k)."""
+    cdef Py_ssize_t u
+    cdef int j, k
+    cdef double out = 0.0, tot = o.a0
+    for u in range(rw.n):
+        if s.sb[u] > 0.0:
+            s.lzb[u] = log(s.sb[u])
+            out = out + rw.cnt[u] * (s.m[u] + s.lzb[u])
+        else:
+            out = out + rw.cnt[u] * s.lzb[u]
+    out = out + o.g0
+    for j in range(nA):
+        k = act[j]
+        tot = tot + N[k]
+        out = out + (lgamma(N[k] + o.a[k]) - o.la[k])
+        if N[k] != 0.0:
+            out = out - N[k] * wt[k]
+    if o.a_rest > 0.0:
+        out = out + lgamma(o.a_rest)
+        tot = tot + o.a_rest
+    return out - lgamma(tot)
+
+
+cdef int _sp_n_used(const double* N, const int* act, int nA) noexcept nogil:
+    cdef int j, n = 0
+    for j in range(nA):
+        if N[act[j]] > USED_MIN:
+            n += 1
+    return n
+
+
+cdef int _sp_candidates(const double* N, const int* act, int nA, int most, int* cand) noexcept nogil:
+    """_candidates over the active list (increasing k; the other topics have N_k = 0)."""
+    cdef int c, j, k, best, pk = -1
+    cdef double pv = -INFINITY, bv
+    for c in range(most):
+        best = -1
+        bv = INFINITY
+        for j in range(nA):
+            k = act[j]
+            if N[k] > USED_MIN and (N[k] > pv or (N[k] == pv and k > pk)):
+                if N[k] < bv:
+                    bv = N[k]
+                    best = k
+        if best < 0:
+            return c
+        cand[c] = best
+        pv = bv
+        pk = best
+    return most
+
+
+cdef void _sp_finish(const Rows* rw, const SRows* s, const Opts* o, const double* wt, const double* p,
+                     double* rk, double* lr, double* H, double* PH, double* Rv, int* If, int* Zf,
+                     double* resp) noexcept nogil:
+    """r of the rows s (weights w̃, p = exp w̃) to Rv, If, Zf (n Le, n Le, n) and, when resp is
+    not NULL, to the zeroed (n, K) rows resp; the document's H (K, zeroed here) and PH (M)
+    as in _finish, with t = r_ua + r_ub over the row's support. rk and lr (K) are zero on
+    entry and on exit."""
+    cdef Py_ssize_t u, K = o.K, Le = o.Le, jj, a, b
+    cdef int i, k, nz
+    cdef double inv, c, r, t, tl, shift, ls, l
+    cdef const double* C
+    cdef const int* idx
+    cdef const double* e
+    cdef double* rv
+    for k in range(K):
+        H[k] = 0.0
+    for jj in range(o.M):
+        PH[jj] = 0.0
+    for u in range(rw.n):
+        C = _crow(rw, u, K)
+        idx = s.idx + u * Le
+        e = s.e + u * Le
+        rv = Rv + u * Le
+        nz = s.nz[u]
+        c = rw.cnt[u]
+        shift = 0.0
+        ls = 0.0
+        if nz == 1:
+            rv[0] = 1.0
+        elif s.sb[u] > 0.0:
+            inv = 1.0 / s.sb[u]
+            for i in range(nz):
+                rv[i] = (e[i] * p[idx[i]]) * inv
+            shift = s.m[u]
+            ls = s.lzb[u]
+        else:
+            ls = _sp_direct(C, idx, nz, wt, rv, &shift)
+        for i in range(nz):
+            k = idx[i]
+            r = rv[i]
+            if r > 0.5:
+                l = log(r)
+            elif r > 0.0:
+                l = ((C[k] - shift) + wt[k]) - ls
+            else:
+                l = 0.0
+            H[k] = H[k] - c * (r * l)
+            If[u * Le + i] = k
+            if resp != NULL:
+                resp[u * K + k] = r
+            if o.M > 0:
+                rk[k] = r
+                lr[k] = l
+        Zf[u] = nz
+        if o.M == 0:
+            continue
+        for jj in range(o.M):
+            a = o.pairs[2 * jj]
+            b = o.pairs[2 * jj + 1]
+            t = rk[a] + rk[b]
+            if t == rk[a]:
+                tl = rk[a] * lr[a]
+            elif t == rk[b]:
+                tl = rk[b] * lr[b]
+            else:
+                tl = t * log(t)
+            PH[jj] = PH[jj] - c * tl
+        for i in range(nz):
+            rk[idx[i]] = 0.0
+            lr[idx[i]] = 0.0
+
+
+cdef void _sp_doc(const Rows* rw, SRows s, SRows q, const Opts* o, const double* init, const int* ti,
+                  const double* te, const int* tz, const double* tm, const double* tcm, const double* wt0,
+                  const double* p0,
+                  double* ws, int* wi, double* Nout, long long* iters_out, double* obj_out, long long* acc_out,
+                  double* H, double* PH, double* Rv, int* If, int* Zf, double* resp) noexcept nogil:
+    """The whole L-sparse local step of one document with rows (module docstring, "L-sparse mode").
+
+    s and q hold the rows of the current state and of a restart proposal (swapped when it
+    is accepted); rw.m receives max_k C_uk. ti, te, tz, tm, tcm are the first rows of the word
+    types and their max_k C_vk (table mode, cold start), else NULL; wt0, p0 the cold first
+    weights w̃ and exp w̃ (K). ws holds SP_VECS vectors of stride o.pk (rk and lr zero on entry
+    and on exit; the last two hold the sorted topics), wi SP_IVECS int vectors of stride o.pk.
+    Outputs as for _doc, r to Rv, If, Zf (and resp).
+    """
+    cdef Py_ssize_t K = o.K, pk = o.pk, Le = o.Le, u, k
+    cdef const double* a = o.a
+    cdef double* wt = ws
+    cdef double* p = ws + pk
+    cdef double* N = ws + 2 * pk
+    cdef double* acc = ws + 3 * pk
+    cdef double* extra = ws + 4 * pk
+    cdef double* wq = ws + 5 * pk
+    cdef double* pq = ws + 6 * pk
+    cdef double* Nq = ws + 7 * pk
+    cdef double* bx = ws + 8 * pk
+    cdef double* rk = ws + 9 * pk
+    cdef double* lr = ws + 10 * pk
+    cdef bnpvi_wk* srt = <bnpvi_wk*>(ws + 11 * pk)
+    cdef int* act = wi
+    cdef int* actq = wi + pk
+    cdef int* cand = wi + 2 * pk
+    cdef int* bi = wi + 3 * pk
+    cdef int* iswap
+    cdef double* swap
+    cdef SRows sswap
+    cdef int nA = 0, nAq, c, j, i, ncand, used, it, t
+    cdef long long accepted = 0
+    cdef double diff, cur, prop
+    cdef const double* C
+
+    # first weights over all K, the rows' top L of C_u + w̃ (a word type's from the table)
+    if init != NULL:
+        for k in range(K):
+            wt[k] = _digamma(init[k] + a[k])
+        _shift(wt, p, K)
+    else:
+        memcpy(wt, wt0, K * sizeof(double))
+        memcpy(p, p0, K * sizeof(double))
+    for u in range(rw.n):
+        if tz != NULL:
+            k = rw.wid[u]
+            memcpy(s.idx + u * Le, ti + k * Le, Le * sizeof(int))
+            memcpy(s.e + u * Le, te + k * Le, Le * sizeof(double))
+            s.nz[u] = tz[k]
+            s.m[u] = tm[k]
+            rw.m[u] = tcm[k]
+        else:
+            C = _crow(rw, u, K)
+            _sp_store(C, bi, _topl_all(C, wt, K, <int>Le, bi, bx, &rw.m[u]), s.idx + u * Le, s.e + u * Le,
+                      &s.nz[u], &s.m[u])
+    # the active set: the topics of the rows' supports, in increasing order
+    for k in range(K):
+        acc[k] = 0.0
+    for u in range(rw.n):
+        for i in range(s.nz[u]):
+            acc[s.idx[u * Le + i]] = 1.0
+    for k in range(K):
+        if acc[k] != 0.0:
+            act[nA] = <int>k
+            nA = nA + 1
+            acc[k] = 0.0
+        extra[k] = 0.0
+    _sp_pass(rw, &s, o, wt, p, act, nA, False, False, acc, extra, bi, bx, srt)
+    for j in range(nA):
+        k = act[j]
+        N[k] = p[k] * acc[k] + extra[k]
+    it = 0
+    while it < o.max_iters:
+        it = it + 1
+        diff = _sp_iter(rw, &s, o, N, wt, p, act, &nA,
+                        o.sel_all or it <= SELECT_FIRST or it % SELECT_EVERY == 0, acc, extra, bi, bx, srt)
+        if diff < o.thr:
+            break
+    iters_out[0] = it
+    cur = _sp_objective(rw, &s, o, act, nA, N, wt)
+
+    # sparse restarts: N'_j = 0, then restart_iters iterations that all select
+    if o.n_restarts > 0:
+        used = _sp_n_used(N, act, nA)
+        ncand = o.n_restarts if o.n_restarts < used - 1 else used - 1
+        if ncand > 0:
+            ncand = _sp_candidates(N, act, nA, ncand, cand)
+        for c in range(ncand):
+            if _sp_n_used(N, act, nA) < 2:
+                break
+            j = cand[c]
+            for i in range(nA):
+                k = act[i]
+                actq[i] = <int>k
+                Nq[k] = N[k]
+            nAq = nA
+            Nq[j] = 0.0
+            for t in range(o.restart_iters):
+                _sp_iter(rw, &q, o, Nq, wq, pq, actq, &nAq, True, acc, extra, bi, bx, srt)
+            prop = _sp_objective(rw, &q, o, actq, nAq, Nq, wq)
+            if prop - cur > MIN_GAIN * (1.0 + (cur if cur > 0.0 else -cur)):
+                cur = prop
+                accepted = accepted + 1
+                sswap = s
+                s = q
+                q = sswap
+                swap = N
+                N = Nq
+                Nq = swap
+                swap = wt
+                wt = wq
+                wq = swap
+                swap = p
+                p = pq
+                pq = swap
+                iswap = act
+                act = actq
+                actq = iswap
+                nA = nAq
+
+    _sp_finish(rw, &s, o, wt, p, rk, lr, H, PH, Rv, If, Zf, resp)
+    for k in range(K):
+        Nout[k] = 0.0
+    for j in range(nA):
+        Nout[act[j]] = N[act[j]]
     obj_out[0] = cur
     acc_out[0] = accepted
 
@@ -762,4 +1348,146 @@ def doc_topic_step(const double[:, ::1] log_lik, const long long[::1] word_ids, 
                     Rrow = Rb + (u - ub) * K
                     for k in range(K):
                         W[k] = W[k] + c * Rrow[k]
+            d0 = d1
+
+
+def doc_topic_step_sparse(const double[:, ::1] log_lik, const long long[::1] word_ids, bint table,
+                          const double[::1] counts, const long long[::1] doc_range, const double[::1] prior,
+                          double prior_rest, const double[:, ::1] init_counts, bint use_init, int max_iters,
+                          double conv_thr, int n_restarts, int restart_iters, const long long[:, ::1] pairs,
+                          double[:, ::1] resp, bint keep_resp, double[:, ::1] doc_counts, long long[::1] iters,
+                          double[::1] objective, long long[::1] restarts_accepted, double[::1] entropy,
+                          double[:, ::1] word_topic, double[::1] pair_entropy, int n_threads, int sparse_L,
+                          double active_eps, bint select_always):
+    """The L-sparse local step of every document into the outputs (module docstring,
+    "L-sparse mode"); arguments as for :func:`doc_topic_step`, plus L = ``sparse_L`` ≥ 1 (any
+    L, also ≥ K: rows then keep all K topics), ε = ``active_eps`` ≥ 0 (0: no pruning) and
+    ``select_always`` (re-select at every iteration, not only on the schedule). ``resp``
+    (read only when ``keep_resp``) must be zero on entry, like ``entropy``, ``word_topic``
+    and ``pair_entropy``.
+    """
+    cdef Py_ssize_t K = log_lik.shape[1], V = log_lik.shape[0], nnz = counts.shape[0]
+    cdef Py_ssize_t D = doc_range.shape[0] - 1, M = pairs.shape[0]
+    cdef Py_ssize_t pk = _padded(K), pm = _padded(M), Le = min(<Py_ssize_t>sparse_L, K)
+    cdef Py_ssize_t d, d0, d1, u, u0, n, ub, k, j, v, tid, off, rows = 0
+    cdef int nt = n_threads if n_threads > 0 else 1
+    cdef int i
+    cdef bint warm = use_init and init_counts.shape[0] == D
+    cdef bint first_table = table and not warm
+    cdef Opts o
+    cdef Rows rw
+    cdef SRows s, q
+    cdef double c
+    cdef double* W
+
+    if D <= 0:
+        return
+    d0 = 0
+    while d0 < D:
+        d1 = _block_end(doc_range, d0)
+        rows = max(rows, doc_range[d1] - doc_range[d0])
+        d0 = d1
+    rows = max(rows, 1)
+    la_arr = np.empty(K)
+    cdef double[::1] la = la_arr
+    o.K = K
+    o.pk = pk
+    o.a = &prior[0]
+    o.a_rest = prior_rest
+    o.max_iters = max_iters
+    o.thr = conv_thr
+    o.n_restarts = n_restarts
+    o.restart_iters = restart_iters
+    o.pairs = &pairs[0, 0] if M > 0 else NULL
+    o.M = M
+    o.Le = Le
+    o.eps = active_eps
+    o.sel_all = select_always
+    o.la = &la[0]
+    o.g0 = 0.0
+    o.a0 = 0.0
+    for k in range(K):
+        la[k] = lgamma(prior[k])
+        o.g0 = o.g0 + la[k]
+        o.a0 = o.a0 + prior[k]
+    # cold first weights w̃ = ln a − max ln a and exp w̃
+    cdef double[::1] wt0 = np.empty(K)
+    cdef double[::1] p0 = np.empty(K)
+    for k in range(K):
+        wt0[k] = log(prior[k])
+    _shift(&wt0[0], &p0[0], K)
+    # rows of one block: current state and proposal (idx, e, nz, m, sb, lzb), max_k C_uk, returned r
+    cdef int[::1] si = np.empty(2 * rows * Le, dtype=np.intc)
+    cdef double[::1] se = np.empty(2 * rows * Le)
+    cdef int[::1] sz = np.empty(2 * rows, dtype=np.intc)
+    cdef double[::1] sm = np.empty(2 * rows)
+    cdef double[::1] st = np.empty(4 * rows)
+    cdef double[::1] cmb = np.empty(rows)
+    cdef double[::1] rv = np.empty(rows * Le)
+    cdef int[::1] rf = np.empty(rows * Le, dtype=np.intc)
+    cdef int[::1] zf = np.empty(rows, dtype=np.intc)
+    # table mode, cold start: the first rows of the word types used (top L of C_v + w̃), max_k C_vk
+    cdef int[::1] ti = np.empty(V * Le if first_table else 0, dtype=np.intc)
+    cdef double[::1] te = np.empty(V * Le if first_table else 0)
+    cdef int[::1] tz = np.empty(V if first_table else 0, dtype=np.intc)
+    cdef double[::1] tm = np.empty(V if first_table else 0)
+    cdef double[::1] tcm = np.empty(V if first_table else 0)
+    cdef unsigned char[::1] seen = np.zeros(V if first_table else 0, dtype=np.uint8)
+    # per-document entropies of one block; per-thread vectors (rk, lr zero)
+    cdef double[:, ::1] hb = np.empty((BLOCK_DOCS, pk))
+    cdef double[:, ::1] pb = np.empty((BLOCK_DOCS, pm))
+    cdef double[:, ::1] ws = np.zeros((nt, SP_VECS * pk))
+    cdef int[:, ::1] wi = np.empty((nt, SP_IVECS * pk), dtype=np.intc)
+    cdef const double* Cb = &log_lik[0, 0] if V > 0 else NULL
+
+    with nogil:
+        if first_table:
+            for u in range(nnz):
+                seen[word_ids[u]] = 1
+            for v in prange(V, schedule="static", num_threads=nt):
+                if seen[v]:
+                    tid = threadid()
+                    _sp_store(&log_lik[v, 0], &wi[tid, 3 * pk],
+                              _topl_all(&log_lik[v, 0], &wt0[0], K, <int>Le, &wi[tid, 3 * pk], &ws[tid, 8 * pk],
+                                        &tcm[v]),
+                              &ti[v * Le], &te[v * Le], &tz[v], &tm[v])
+        d0 = 0
+        while d0 < D:
+            d1 = _block_end(doc_range, d0)
+            ub = doc_range[d0]
+            for d in prange(d0, d1, schedule="dynamic", num_threads=nt):
+                tid = threadid()
+                u0 = doc_range[d]
+                n = doc_range[d + 1] - u0
+                off = u0 - ub
+                if n == 0:
+                    # a document without rows touches no row array (&x[off] could be past the end)
+                    _empty_doc(&o, &doc_counts[d, 0], &iters[d], &objective[d], &restarts_accepted[d],
+                               &hb[d - d0, 0], &pb[d - d0, 0])
+                else:
+                    rw = _rows(Cb if table else &log_lik[u0, 0], &word_ids[u0] if table else NULL, NULL,
+                               &cmb[off], &counts[u0], n)
+                    s = _srows(&si[off * Le], &se[off * Le], &sz[off], &sm[off], &st[off], &st[rows + off])
+                    q = _srows(&si[(rows + off) * Le], &se[(rows + off) * Le], &sz[rows + off], &sm[rows + off],
+                               &st[2 * rows + off], &st[3 * rows + off])
+                    _sp_doc(&rw, s, q, &o, &init_counts[d, 0] if warm else NULL,
+                            &ti[0] if first_table else NULL, &te[0] if first_table else NULL,
+                            &tz[0] if first_table else NULL, &tm[0] if first_table else NULL,
+                            &tcm[0] if first_table else NULL, &wt0[0], &p0[0],
+                            &ws[tid, 0], &wi[tid, 0], &doc_counts[d, 0], &iters[d], &objective[d],
+                            &restarts_accepted[d], &hb[d - d0, 0], &pb[d - d0, 0], &rv[off * Le], &rf[off * Le],
+                            &zf[off], &resp[u0, 0] if keep_resp else NULL)
+            # sums over documents and rows, in their order
+            for d in range(d0, d1):
+                for k in range(K):
+                    entropy[k] = entropy[k] + hb[d - d0, k]
+                for j in range(M):
+                    pair_entropy[j] = pair_entropy[j] + pb[d - d0, j]
+            if table:
+                for u in range(ub, doc_range[d1]):
+                    c = counts[u]
+                    W = &word_topic[word_ids[u], 0]
+                    off = (u - ub) * Le
+                    for i in range(zf[u - ub]):
+                        W[rf[off + i]] = W[rf[off + i]] + c * rv[off + i]
             d0 = d1

@@ -47,11 +47,13 @@ D = 64
 
 
 def zero_mean_data(n: int, n_clusters: int = 100, seed: int = 0) -> np.ndarray:
-    """n atoms from a mixture of zero-mean Gaussians with random low-rank-plus-diagonal covariances."""
+    """n atoms from a mixture of zero-mean Gaussians whose covariances share a low-rank part (as patches'
+    do) plus their own low-rank and diagonal parts."""
     rng = np.random.default_rng(seed)
     weights = rng.dirichlet(np.full(n_clusters, 5.0))
-    factors = rng.standard_normal((n_clusters, D, 6)) * rng.uniform(0.5, 3.0, size=(n_clusters, 1, 6))
-    scales = rng.uniform(0.1, 0.5, size=(n_clusters, D))
+    shared = rng.standard_normal((1, D, 6))
+    factors = shared + rng.standard_normal((n_clusters, D, 6)) * rng.uniform(0.2, 1.0, size=(n_clusters, 1, 6))
+    scales = rng.uniform(0.3, 0.6, size=(n_clusters, D))
     labels = rng.choice(n_clusters, size=n, p=weights)
     X = np.einsum("ndr,nr->nd", factors[labels], rng.standard_normal((n, 6))) \
         + scales[labels] * rng.standard_normal((n, D))
@@ -159,7 +161,7 @@ def main() -> None:
         except ImportError as err:
             print(f"\n(b) skipped: {err}")
         else:
-            topics([] if not args.quick else ["--quick"])
+            topics(["--n-docs", "300", "--ks", "100"] if args.quick else [])
     if "c" in parts:
         with tempfile.TemporaryDirectory() as folder:
             end_to_end(60000 if args.quick else 360000, 200, 4, args.laps, Path(folder))

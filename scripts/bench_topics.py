@@ -57,6 +57,7 @@ Usage::
     python scripts/bench_topics.py                                   # all sections, /tmp/wiki.h5
     python scripts/bench_topics.py --sections local --local-ks 50 100
     python scripts/bench_topics.py --sections memo --laps 20 --K 100
+    python scripts/bench_topics.py --sections memo --K 200 --train-opts alg.sparse_L=8
     python scripts/bench_topics.py --sections peers --max-docs 500 --peer-iters 50 --laps 2   # a quick trial
     python scripts/bench_topics.py --sections peers --no-ours --peers tomotopy \\
         --tomotopy-opts initial_k=100 alpha=0.5 gamma=10 eta=0.1 optim_interval=0   # tomotopy as our HDP
@@ -424,6 +425,7 @@ def memo_run(args) -> dict | None:
         overrides = ["alg=memo", f"init.K={args.K}", "moves=[merge,delete]", f"alg.n_laps={args.laps}"]
         if args.full_laps:
             overrides.append("alg.converge_thr=-1")
+        overrides += args.train_opts or []
         args.memo = train_run(args, f"memo_K{args.K}", overrides) or {}
     return args.memo or None
 
@@ -435,7 +437,8 @@ def section_memo(args) -> None:
     with BatchStore.open(args.data) as store:
         tokens = store.n_tokens()
     print(f"## memo: alg=memo init.K={args.K} moves=[merge,delete] alg.n_laps={args.laps}"
-          f"{' alg.converge_thr=-1' if args.full_laps else ''} (kmeans++ init, seed 0, held-out every lap)")
+          f"{' alg.converge_thr=-1' if args.full_laps else ''} {' '.join(args.train_opts or [])}"
+          " (kmeans++ init, seed 0, held-out every lap)")
     run = memo_run(args)
     if run is None:
         return
@@ -527,6 +530,8 @@ def main(argv=None) -> None:
     p.add_argument("--K", type=int, default=100, help="initial K of the memo run (default 100)")
     p.add_argument("--laps", type=int, default=20, help="lap limit of the memo run (default 20)")
     p.add_argument("--full-laps", action="store_true", help="run all --laps laps (alg.converge_thr=-1)")
+    p.add_argument("--train-opts", nargs="+", default=None, metavar="KEY=VALUE",
+                   help="more bnpvi-train options of the memo run, e.g. alg.sparse_L=8")
     p.add_argument("--max-docs", type=int, default=None, help="peers train on the first N training documents only")
     p.add_argument("--peer-iters", type=int, default=1000, help="tomotopy Gibbs sweeps (default 1000)")
     p.add_argument("--peer-workers", type=int, default=0, help="tomotopy worker threads (default 0: all cores)")

@@ -24,6 +24,9 @@ CASES = {
     "hdp_topic_births": ["model=hdp_topic", "init.K=1", "data.n_docs=400"],
     # documents warm-started from their topic counts of the last visit, merges and deletes in flight
     "hdp_topic_warm": ["model=hdp_topic", "init.K=12", "data.n_docs=400", "model.warm_start=true"],
+    # L-sparse local steps (Hughes 2016 thesis Ch. 7) of a mixture with moves and of a topic model
+    "memo_sparse": ["init.K=12", "data.n_atoms=1500", "alg.sparse_L=2"],
+    "hdp_topic_sparse": ["model=hdp_topic", "init.K=12", "data.n_docs=400", "alg.sparse_L=3"],
 }
 
 

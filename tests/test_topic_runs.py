@@ -114,11 +114,13 @@ def hellinger_to_truth(run_dir, true_topics):
     return np.sqrt(0.5 * ((np.sqrt(phi[:, None, :]) - np.sqrt(true_topics[None, :, :])) ** 2).sum(axis=-1)).min(axis=0)
 
 
-def test_merge_and_delete_from_fifty_topics_find_the_ten_generated_bars(compose_cfg, tmp_path):
+@pytest.mark.parametrize("sparse", [[], ["alg.sparse_L=4"]], ids=["dense", "L=4"])
+def test_merge_and_delete_from_fifty_topics_find_the_ten_generated_bars(compose_cfg, tmp_path, sparse):
     """memo with merge and delete from K = 50 on the package's bars corpus (10 bars on a 10 x 10 grid,
     1-3 bars per document) ends with exactly the 10 topics, each holding more than 1 % of the tokens
-    and within Hellinger 0.1 of a true bar; every accepted move raises the whole-data ELBO, exactly."""
-    cfg = compose_cfg("model=hdp_topic", "init.K=50", "moves=[merge,delete]", "alg.n_laps=25")
+    and within Hellinger 0.1 of a true bar; every accepted move raises the whole-data ELBO, exactly.
+    Also with the L-sparse document step (L = 4 topics per word type; Hughes 2016 thesis §7.3)."""
+    cfg = compose_cfg("model=hdp_topic", "init.K=50", "moves=[merge,delete]", "alg.n_laps=25", *sparse)
     summary = runner.train(cfg, tmp_path / "run")
     counts = np.asarray(summary["counts"])
     assert summary["K"] == 10 and np.all(counts > 0.01 * counts.sum())

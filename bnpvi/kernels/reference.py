@@ -258,10 +258,87 @@ def viterbi(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,
 
 
 # ------------------------------------------------------------------- topic models
+def _sparse_doc_topic(C, c, w0, prior, rest, L, eps, max_iters, conv_thr, n_restarts, restart_iters,
+                      select_always):
+    """The L-sparse local step of one document with rows (see ``doc_topic_step``).
+
+    C (n, K) and c (n,) are the document's rows, w0 (K) its first weights. Returns r (n, K)
+    (0 off the rows' supports), N, iterations, L_d and accepted restarts.
+    """
+    from scipy.special import digamma, gammaln, logsumexp
+
+    n, K = C.shape
+    width = min(L, K)
+    every = np.ones(n, dtype=bool)
+
+    def select(S, w, act, rows):
+        """Rows ``rows`` of the supports S re-selected: the top min(L, |act|) of C_u + w, ties to the lower k."""
+        top = np.argsort(-(C[rows] + w), axis=1, kind="stable")[:, :min(width, int(act.sum()))]
+        S[rows] = False
+        S[np.flatnonzero(rows)[:, None], top] = True
+
+    def respond(S, w):
+        """r (softmax of C + w on the supports), N and the objective L_d."""
+        with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+            W = np.where(S, C + w, -np.inf)
+            lz = logsumexp(W, axis=1)
+            r = np.exp(W - lz[:, None])
+        N = c @ r
+        theta = N + prior
+        used = N > 0
+        Ld = c @ lz - np.sum(N[used] * w[used]) + gammaln(theta).sum() - gammaln(theta.sum() + rest)
+        if rest > 0:
+            Ld += gammaln(rest)
+        return r, N, Ld
+
+    def step(S, N, act, select_all):
+        """One iteration: prune, weights on the active set, rows (all re-selected when select_all)."""
+        keep = act & (N > eps)
+        if eps > 0 and keep.any():
+            act = keep
+        w = np.full(K, -np.inf)
+        w[act] = digamma(N[act] + prior[act])
+        w[act] -= w[act].max()
+        rows = every if select_all else S[:, ~act].any(axis=1)
+        if rows.any():
+            select(S, w, act, rows)
+        r, N_new, Ld = respond(S, w)
+        return r, N_new, Ld, act
+
+    S = np.zeros((n, K), dtype=bool)
+    select(S, w0, np.ones(K, dtype=bool), every)
+    r, N, Ld = respond(S, w0)
+    act = S.any(axis=0)
+    it = 0
+    while it < max_iters:
+        it += 1
+        r, N_new, Ld, act = step(S, N, act, select_always or it <= 5 or it % 10 == 0)
+        diff = np.max(np.abs(N_new - N))
+        N = N_new
+        if diff < conv_thr:
+            break
+    accepted = 0
+    if n_restarts > 0:
+        used = np.flatnonzero(N > 0.1)
+        order = used[np.argsort(N[used], kind="stable")]
+        for j in order[:min(n_restarts, used.size - 1)]:
+            if np.sum(N > 0.1) < 2:
+                break
+            Sq, Nq, actq = S.copy(), N.copy(), act.copy()
+            Nq[j] = 0.0
+            for _ in range(restart_iters):
+                rq, Nq, Lq, actq = step(Sq, Nq, actq, True)
+            if Lq - Ld > 1e-12 * (1.0 + abs(Ld)):
+                r, N, Ld, S, act = rq, Nq, Lq, Sq, actq
+                accepted += 1
+    return r, N, it, Ld, accepted
+
+
 def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarray, prior: np.ndarray,
                    prior_rest: float, *, init_counts: np.ndarray | None = None, max_iters: int = 100,
                    conv_thr: float = 0.05, n_restarts: int = 0, restart_iters: int = 2,
-                   word_ids: np.ndarray | None = None, pairs: np.ndarray | None = None):
+                   word_ids: np.ndarray | None = None, pairs: np.ndarray | None = None, sparse_L: int | None = None,
+                   active_eps: float = 0.01, force_sparse: bool = False, select_always: bool = False):
     """Document-level local step of the HDP topic model / LDA, one document at a time.
 
     Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46, written straight from the equations
@@ -287,6 +364,17 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     pairs[m] = (a, b), pair_entropy_m = Σ_u c_u entr(r_ua + r_ub), the entropy of topics a
     and b merged (Hughes, Kim & Sudderth 2015 §5.1).
 
+    L-sparse mode, for sparse_L = L < K or with force_sparse (Hughes 2016 thesis §7.3,
+    Alg. 7.4; Hughes & Sudderth 2016, fast and accurate local steps (sparse), §5): rows keep
+    the supports S_u, at most L topics each, r_u = softmax of C_u + w̃ on S_u. First S_u = top
+    L of C_u + w̃⁰ (first weights as above, shifted; stable: lower k on ties), active set
+    A = ∪_u S_u. Every iteration: A ← {k ∈ A: N_k > active_eps} (unless active_eps = 0 or
+    none is left), w̃ = ψ(N + a) − max on A (−inf off A), rows re-select S_u = top
+    min(L, |A|) of C_u + w̃ on iterations t ≤ 5, t % 10 = 0 (every t with select_always), and
+    rows whose S_u left A always; then r, N as before. Restarts as above with every
+    iteration re-selecting; L_d = Σ_u c_u logsumexp_{S_u}(C_u + w̃) − Σ_k N_k w̃_k + (the lnΓ
+    terms as above). Summaries of r as above (0 off the supports).
+
     Parameters
     ----------
     log_lik : (nnz, K) ndarray of float64, or (V, K) with word_ids
@@ -295,8 +383,10 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     prior : (K,) ndarray of float64
     prior_rest : float
     init_counts : (D, K) ndarray of float64, optional
-    max_iters, conv_thr, n_restarts, restart_iters
+    max_iters, conv_thr, n_restarts, restart_iters, sparse_L, active_eps
         As for ``bnpvi.kernels.topic.doc_topic_step``.
+    force_sparse, select_always : bool
+        L-sparse mode also for L ≥ K; re-select at every iteration.
     word_ids : (nnz,) ndarray of int64, optional
         Row u's word type: C_u = log_lik[word_ids[u]].
     pairs : (M, 2) ndarray of int64, optional
@@ -346,6 +436,11 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
             continue
         C, c = log_lik[u0:u1], counts[u0:u1]
         w = np.log(prior) if init_counts is None else digamma(init_counts[d] + prior)
+        if sparse_L is not None and (sparse_L < K or force_sparse):
+            resp[u0:u1], doc_counts[d], iters[d], objective[d], accepted[d] = _sparse_doc_topic(
+                C, c, w - w.max(), prior, rest, sparse_L, active_eps, max_iters, conv_thr, n_restarts, restart_iters,
+                select_always)
+            continue
         r, N, L = respond(C, c, w)
         it = 0
         while it < max_iters:

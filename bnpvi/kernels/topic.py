@@ -12,6 +12,10 @@ It can also read C as a (V, K) table indexed by ``word_ids`` instead of a dense
 merged-pair entropies) without ever holding the (nnz, K) responsibilities
 (``keep_resp=False``): its scratch is then that of a block of documents.
 
+With ``sparse_L`` = L it runs the L-sparse mode instead (Hughes 2016 thesis §7.3, Alg. 7.4;
+Hughes & Sudderth 2016, fast and accurate local steps (sparse), §5): at most L topics per row,
+an active set of topics per document pruned at ``active_eps``, same outputs.
+
 Documents are independent and each is done start to finish by one thread; sums over
 documents are added in document order. So every result is bit-identical from call to
 call and for any ``n_threads``. A NumPy reference with the same equations lives in
@@ -187,7 +191,7 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
                    prior_rest: float, *, init_counts: np.ndarray | None = None, max_iters: int = 100,
                    conv_thr: float = 0.05, n_restarts: int = 0, restart_iters: int = 2,
                    word_ids: np.ndarray | None = None, keep_resp: bool = True, pairs: np.ndarray | None = None,
-                   n_threads=None) -> DocTopicResult:
+                   sparse_L: int | None = None, active_eps: float = 0.01, n_threads=None) -> DocTopicResult:
     """Document-level local step of the HDP topic model / LDA for every document of a batch.
 
     Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46. Document d is rows
@@ -238,6 +242,26 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     outputs other than ``resp`` are the same bits either way, and table mode gives the
     same bits as the dense ``log_lik = table[word_ids]``.
 
+    L-sparse mode (``sparse_L`` = L < K; Hughes 2016 thesis §7.3, Alg. 7.4; Hughes &
+    Sudderth 2016, fast and accurate local steps (sparse), §5, Alg. 2): every row keeps at
+    most L topics, r_u = the softmax of C_u + w over the row's support. The first support of
+    a row is the top L of C_uk + w_k over all K (the same first weights as above; ties to
+    the lower k) - the only step that costs O(K) per row. The document's active set A_d
+    starts as the union of the supports; at every iteration it is first pruned to the
+    topics with N_dk > ``active_eps`` (not when that would leave none; ε = 0: no pruning),
+    then w_k = ψ(N_dk + a_k) on A_d, then every row re-selects its top L over A_d (only
+    |A_d| topics if fewer) on the first 5 iterations and every 10th, and otherwise keeps
+    its support and only re-weights it (a row whose support lost a topic to pruning
+    re-selects). Convergence, the objective (the same L_d, now over the rows' supports;
+    inactive topics have θ_dk = a_k) and the restarts are those of the dense step; a
+    restart's iterations all re-select, and its topic j leaves the proposal's active set
+    through the pruning (N'_j = 0 ≤ ε; with ε = 0 it stays a topic of weight ψ(a_j), as in
+    the dense step). The summaries are those of the returned sparse r (0 outside the
+    support), ``resp`` is returned dense for checks, and with ``keep_resp=False`` the
+    scratch of a block is O(rows L) (plus the first supports of the word types in table
+    mode from a cold start, (V, L)). With pruning off, the objective never decreases over
+    the iterations (every update is exact on a set that holds the previous state).
+
     Parameters
     ----------
     log_lik : (nnz, K) or (V, K) ndarray of float64, C-contiguous
@@ -269,6 +293,10 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
         Return ``resp``; False: no (nnz, K) array is allocated and ``resp`` is None.
     pairs : (M, 2) ndarray of int64, C-contiguous, optional
         Topic pairs (a, b), 0 ≤ a, b < K, a ≠ b (M may be 0): ``pair_entropy`` is returned.
+    sparse_L : int, optional
+        L ≥ 1: the L-sparse mode (above); None (default) or L ≥ K: the dense step.
+    active_eps : float, default 0.01
+        ε ≥ 0, the active-set pruning threshold of the L-sparse mode (0: no pruning).
     n_threads : int, optional
         OpenMP threads over documents; default all available for large inputs, 1 for
         small ones. Results do not depend on it (bit for bit).
@@ -287,9 +315,23 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
         Wrong dtype / shape / layout, a malformed ``doc_range``, a non-finite entry of
         ``log_lik``, a count ≤ 0, a prior entry ≤ 0, a negative or non-finite
         ``prior_rest`` / ``init_counts`` / ``conv_thr``, bad iteration or restart
-        numbers, a word id outside the table, a pair out of range or of one topic, or
-        priors so small that ψ underflows to −inf everywhere.
+        numbers, a word id outside the table, a pair out of range or of one topic, a
+        ``sparse_L`` that is not None or an int ≥ 1, a negative or non-finite
+        ``active_eps``, or priors so small that ψ underflows to −inf everywhere.
     """
+    return _doc_topic_step(log_lik, counts, doc_range, prior, prior_rest, init_counts=init_counts,
+                           max_iters=max_iters, conv_thr=conv_thr, n_restarts=n_restarts, restart_iters=restart_iters,
+                           word_ids=word_ids, keep_resp=keep_resp, pairs=pairs, sparse_L=sparse_L,
+                           active_eps=active_eps, n_threads=n_threads)
+
+
+def _doc_topic_step(log_lik, counts, doc_range, prior, prior_rest, *, init_counts=None, max_iters=100,
+                    conv_thr=0.05, n_restarts=0, restart_iters=2, word_ids=None, keep_resp=True, pairs=None,
+                    sparse_L=None, active_eps=0.01, n_threads=None, force_sparse=False,
+                    select_always=False) -> DocTopicResult:
+    """:func:`doc_topic_step`, plus two switches of the L-sparse mode for the tests:
+    ``force_sparse`` runs the L-sparse algorithm also when L ≥ K (rows of all K topics), and
+    ``select_always`` makes every iteration re-select the rows' topics."""
     nnz, K, D, rest = _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts, word_ids)
     max_iters = _check_int(max_iters, "max_iters", 0)
     conv_thr = _check_real(conv_thr, "conv_thr", 0.0)
@@ -298,19 +340,29 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     if not isinstance(keep_resp, (bool, np.bool_)):
         raise KernelInputError(f"keep_resp must be True or False, got {keep_resp!r}")
     pair_list = _check_pairs(pairs, K)
+    if sparse_L is not None and (isinstance(sparse_L, bool) or not isinstance(sparse_L, (int, np.integer))
+                                 or not 1 <= sparse_L <= INT_MAX):
+        raise KernelInputError(f"sparse_L must be None or an int in [1, {INT_MAX}], got {sparse_L!r}")
+    active_eps = _check_real(active_eps, "active_eps", 0.0)
+    sparse = sparse_L is not None and (sparse_L < K or force_sparse)
     M = pair_list.shape[0]
-    nt = _threads(n_threads, nnz * (K * max(1, max_iters) + M))
+    width = min(int(sparse_L), K) if sparse else K
+    nt = _threads(n_threads, nnz * (width * max(1, max_iters) + M))
     table = word_ids is not None
-    out = DocTopicResult(np.empty((nnz, K)) if keep_resp else None, np.empty((D, K)), np.empty(D, dtype=np.int64),
-                         np.empty(D), np.empty(D, dtype=np.int64), np.zeros(K),
+    out = DocTopicResult((np.zeros if sparse else np.empty)((nnz, K)) if keep_resp else None, np.empty((D, K)),
+                         np.empty(D, dtype=np.int64), np.empty(D), np.empty(D, dtype=np.int64), np.zeros(K),
                          np.zeros(log_lik.shape) if table else None, np.zeros(M) if pairs is not None else None)
     warm = init_counts is not None
     none = np.empty((0, K))
-    _ext.doc_topic_step(log_lik, word_ids if table else np.empty(0, dtype=np.int64), table, counts, doc_range, prior,
-                        rest, init_counts if warm else none, warm, max_iters, conv_thr, n_restarts, restart_iters,
-                        pair_list, out.resp if keep_resp else none, bool(keep_resp), out.doc_counts, out.iters,
-                        out.objective, out.restarts_accepted, out.entropy, out.word_topic if table else none,
-                        out.pair_entropy if pairs is not None else np.zeros(0), nt)
+    args = (log_lik, word_ids if table else np.empty(0, dtype=np.int64), table, counts, doc_range, prior,
+            rest, init_counts if warm else none, warm, max_iters, conv_thr, n_restarts, restart_iters,
+            pair_list, out.resp if keep_resp else none, bool(keep_resp), out.doc_counts, out.iters,
+            out.objective, out.restarts_accepted, out.entropy, out.word_topic if table else none,
+            out.pair_entropy if pairs is not None else np.zeros(0), nt)
+    if sparse:
+        _ext.doc_topic_step_sparse(*args, int(sparse_L), active_eps, bool(select_always))
+    else:
+        _ext.doc_topic_step(*args)
     bad = ~np.isfinite(out.objective)
     if bad.any():
         d = int(np.flatnonzero(bad)[0])
