@@ -508,31 +508,34 @@ cdef double _objective(const Rows* rw, const double* sb, double* lzb, Py_ssize_t
     return out - lgamma(tot)
 
 
-cdef inline Py_ssize_t _n_used(const double* N, Py_ssize_t K) noexcept nogil:
-    cdef Py_ssize_t k, n = 0
-    for k in range(K):
-        if N[k] > USED_MIN:
-            n += 1
-    return n
+cdef inline Py_ssize_t _n_used(const double* N, const int* act, Py_ssize_t n) noexcept nogil:
+    """How many of the topics act[0:n] (0..n−1 when act is NULL) are used: N_k > USED_MIN."""
+    cdef Py_ssize_t j, used = 0
+    for j in range(n):
+        if N[j if act == NULL else act[j]] > USED_MIN:
+            used += 1
+    return used
 
 
-cdef Py_ssize_t _candidates(const double* N, Py_ssize_t K, Py_ssize_t most,
-                            Py_ssize_t* cand) noexcept nogil:
-    """The (at most ``most``) used topics with the smallest N_k, in increasing (N_k, k)."""
-    cdef Py_ssize_t c, k, best
+cdef Py_ssize_t _candidates(const double* N, const int* act, Py_ssize_t n, Py_ssize_t most,
+                            int* cand) noexcept nogil:
+    """The (at most ``most``) used topics among act[0:n] (0..n−1 when act is NULL; act increasing)
+    with the smallest N_k, in increasing (N_k, k)."""
+    cdef Py_ssize_t c, j, k, best
     cdef double pv = -INFINITY, bv
     cdef Py_ssize_t pk = -1
     for c in range(most):
         best = -1
         bv = INFINITY
-        for k in range(K):
+        for j in range(n):
+            k = j if act == NULL else act[j]
             if N[k] > USED_MIN and (N[k] > pv or (N[k] == pv and k > pk)):
                 if N[k] < bv:
                     bv = N[k]
                     best = k
         if best < 0:
             return c
-        cand[c] = best
+        cand[c] = <int>best
         pv = bv
         pk = best
     return most
@@ -611,7 +614,7 @@ cdef void _empty_doc(const Opts* o, double* Nout, long long* iters_out, double* 
 
 
 cdef void _doc(const Rows* rw, const Opts* o, const double* init, double* st,
-               double* ws, Py_ssize_t* cand, double* Nout, long long* iters_out, double* obj_out,
+               double* ws, int* cand, double* Nout, long long* iters_out, double* obj_out,
                long long* acc_out, double* H, double* PH) noexcept nogil:
     """The whole local step of one document (module docstring).
 
@@ -673,12 +676,12 @@ cdef void _doc(const Rows* rw, const Opts* o, const double* init, double* st,
 
     # sparse restarts
     if o.n_restarts > 0:
-        used = _n_used(N, K)
+        used = _n_used(N, NULL, K)
         ncand = o.n_restarts if o.n_restarts < used - 1 else used - 1
         if ncand > 0:
-            ncand = _candidates(N, K, ncand, cand)
+            ncand = _candidates(N, NULL, K, ncand, cand)
         for c in range(ncand):
-            if _n_used(N, K) < 2:
+            if _n_used(N, NULL, K) < 2:
                 break
             j = cand[c]
             for k in range(K):
@@ -999,35 +1002,6 @@ cdef double _sp_objective(const Rows* rw, const SRows* s, const Opts* o, const i
     return out - lgamma(tot)
 
 
-cdef int _sp_n_used(const double* N, const int* act, int nA) noexcept nogil:
-    cdef int j, n = 0
-    for j in range(nA):
-        if N[act[j]] > USED_MIN:
-            n += 1
-    return n
-
-
-cdef int _sp_candidates(const double* N, const int* act, int nA, int most, int* cand) noexcept nogil:
-    """_candidates over the active list (increasing k; the other topics have N_k = 0)."""
-    cdef int c, j, k, best, pk = -1
-    cdef double pv = -INFINITY, bv
-    for c in range(most):
-        best = -1
-        bv = INFINITY
-        for j in range(nA):
-            k = act[j]
-            if N[k] > USED_MIN and (N[k] > pv or (N[k] == pv and k > pk)):
-                if N[k] < bv:
-                    bv = N[k]
-                    best = k
-        if best < 0:
-            return c
-        cand[c] = best
-        pv = bv
-        pk = best
-    return most
-
-
 cdef void _sp_finish(const Rows* rw, const SRows* s, const Opts* o, const double* wt, const double* p,
                      double* rk, double* lr, double* H, double* PH, double* Rv, int* If, int* Zf,
                      double* resp) noexcept nogil:
@@ -1188,12 +1162,12 @@ cdef void _sp_doc(const Rows* rw, SRows s, SRows q, const Opts* o, const double*
 
     # sparse restarts: N'_j = 0, then restart_iters iterations that all select
     if o.n_restarts > 0:
-        used = _sp_n_used(N, act, nA)
+        used = _n_used(N, act, nA)
         ncand = o.n_restarts if o.n_restarts < used - 1 else used - 1
         if ncand > 0:
-            ncand = _sp_candidates(N, act, nA, ncand, cand)
+            ncand = _candidates(N, act, nA, ncand, cand)
         for c in range(ncand):
-            if _sp_n_used(N, act, nA) < 2:
+            if _n_used(N, act, nA) < 2:
                 break
             j = cand[c]
             for i in range(nA):
@@ -1301,7 +1275,7 @@ def doc_topic_step(const double[:, ::1] log_lik, const long long[::1] word_ids, 
     cdef double[:, ::1] hb = np.empty((BLOCK_DOCS, pk))
     cdef double[:, ::1] pb = np.empty((BLOCK_DOCS, pm))
     cdef double[:, ::1] ws = np.empty((nt, N_VECS * pk))
-    cdef Py_ssize_t[:, ::1] cs = np.empty((nt, pk), dtype=np.intp)
+    cdef int[:, ::1] cs = np.empty((nt, pk), dtype=np.intc)
     cdef double* resp0 = &resp[0, 0] if keep_resp and nnz > 0 else NULL
     cdef const double* Cb = &log_lik[0, 0] if V > 0 else NULL
 

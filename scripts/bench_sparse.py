@@ -8,7 +8,7 @@
     of the responsibilities (= twice the dense mass outside the top L).
 (b) The topic-model document step on 1,000 wiki documents (``bench_sparse_topics.py``), when
     that corpus is found.
-(c) End to end: memoized VB of a DP mixture of zero-mean Gaussians from K = 200 on a generated
+(c) End to end: memoized VB of a DP mixture of zero-mean Gaussians from K = 200 (``--e2e-ks``) on a generated
     64-D data set of 360,000 atoms in 10 batches, dense vs L = 4: seconds per lap and the held-out
     log-likelihood per atom log Σ_k π̂_k N(x | 0, Σ̂_k) with Σ̂_k = B̂_k / ν̂_k (thesis Eq. 7.6) on
     36,000 other atoms.
@@ -20,6 +20,7 @@ Usage::
     python scripts/bench_sparse.py              # everything (several minutes)
     python scripts/bench_sparse.py --quick      # N = 6,000, K ∈ {50, 200}, a 60,000-atom run
     python scripts/bench_sparse.py --parts a,c
+    python scripts/bench_sparse.py --parts c --e2e-ks 800 --e2e-atoms 120000 --laps 3
 """
 from __future__ import annotations
 
@@ -149,6 +150,8 @@ def main() -> None:
     parser.add_argument("--parts", default="a,b,c", help="comma-separated parts to run (a, b, c)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--laps", type=int, default=4)
+    parser.add_argument("--e2e-ks", type=int, nargs="+", default=[200], help="K of the end-to-end runs (c)")
+    parser.add_argument("--e2e-atoms", type=int, default=None, help="training atoms of (c) (default 360,000)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     print(f"threads: {__import__('bnpvi.kernels', fromlist=['_ext'])._ext.max_threads()}")
@@ -163,8 +166,9 @@ def main() -> None:
         else:
             topics(["--n-docs", "300", "--ks", "100"] if args.quick else [])
     if "c" in parts:
-        with tempfile.TemporaryDirectory() as folder:
-            end_to_end(60000 if args.quick else 360000, 200, 4, args.laps, Path(folder))
+        for K in args.e2e_ks:
+            with tempfile.TemporaryDirectory() as folder:
+                end_to_end(args.e2e_atoms or (60000 if args.quick else 360000), K, 4, args.laps, Path(folder))
 
 
 if __name__ == "__main__":
