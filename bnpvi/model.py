@@ -127,6 +127,20 @@ class Model:
         return self.alloc.decode(batch, log_lik, globals_.alloc), best
 
     # ------------------------------------------------------------------ ELBO
+    def data_terms(self, stats: SuffStats, rows=None) -> np.ndarray:
+        """L_data,k*(N_k, S_k) of every cluster (or of clusters ``rows``): the observation part of the ELBO
+        at globals made from ``stats``, one term per cluster (Hughes 2016 thesis Eq. 3.24)."""
+        N = np.maximum(stats.N, 0.0)
+        fields = stats.select(self.obs_fields)
+        if rows is not None:
+            N, fields = N[rows], {name: v[rows] for name, v in fields.items()}
+        return self.obs.log_marginal(N, fields)
+
+    def alloc_value(self, stats: SuffStats, warm: Params | None = None) -> float:
+        """The allocation and entropy part of the ELBO at the allocation model's global step for ``stats``:
+        with :meth:`data_terms`, the value :meth:`evaluate` returns."""
+        return self.alloc.elbo(stats, self.alloc.global_step(stats, warm))
+
     def elbo(self, stats: SuffStats, globals_: Globals) -> float:
         """The exact ELBO of responsibilities summarised by ``stats`` under the globals ``globals_``.
 
@@ -134,11 +148,10 @@ class Model:
         (Hughes 2016 thesis Eq. 3.24, 3.42); the KL is 0, and skipped, when ``globals_``
         were made from ``stats`` itself (full and memoized VB, every move's candidate).
         """
-        N = np.maximum(stats.N, 0.0)
-        fields = stats.select(self.obs_fields)
-        value = float(np.sum(self.obs.log_marginal(N, fields)))
+        value = float(np.sum(self.data_terms(stats)))
         if globals_.stats is not stats:
-            value -= float(np.sum(self.obs.kl(globals_.obs, self.obs.posterior(N, fields))))
+            N = np.maximum(stats.N, 0.0)
+            value -= float(np.sum(self.obs.kl(globals_.obs, self.obs.posterior(N, stats.select(self.obs_fields)))))
         return value + self.alloc.elbo(stats, globals_.alloc)
 
     def evaluate(self, stats: SuffStats, warm: Params | None = None) -> tuple[float, Globals]:

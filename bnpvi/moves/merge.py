@@ -174,20 +174,30 @@ class MergeMove(Move):
             values, exact = tracked_values(totals, m, a, b)
             return a, b, run.globals.stats.merge(a, b, values), exact
 
-        current = run.elbo()
-        gains = []
-        for m in range(self.pair_uids.shape[0]):
+        def gain_of(m) -> float:
+            """Pair m's gain L(candidate) − L(current), both at their own global step. Only the merged
+            cluster's data term changes (the others are the current ones), so the candidate's data
+            part is the current one with terms a and b replaced by the merged cluster's; the allocation
+            part is evaluated in full. Equal to ``run.evaluate`` up to the order of the additions."""
             a, b, stats, _ = candidate(m)
-            gains.append(run.evaluate(stats, _merge_sources(run.globals.K, a, b))[0] - current)
-        for m in np.argsort(-np.asarray(gains), kind="stable"):
+            merged_data = data_total - data[a] - data[b] + float(run.model.data_terms(stats, [a])[0])
+            return merged_data + run.model.alloc_value(stats, run.model.alloc.warm_start(
+                run.globals.alloc, _merge_sources(run.globals.K, a, b))) - current
+
+        data = run.model.data_terms(run.globals.stats)
+        data_total, current = float(np.sum(data)), run.elbo()
+        gains = np.array([gain_of(m) for m in range(self.pair_uids.shape[0])])
+        unchanged = True  # no merge accepted yet: the gains above still hold
+        for m in np.argsort(-gains, kind="stable"):
             ua, ub = (int(u) for u in self.pair_uids[m])
             if ua in schedule.changed or ub in schedule.changed:
                 continue  # its tracked terms were computed from clusters that no longer exist
             a, b, stats, exact = candidate(m)
             sources = _merge_sources(run.globals.K, a, b)
-            current = run.elbo()
-            value, globals_ = run.evaluate(stats, sources)  # the allocation term changes after each merge
-            gain = value - current
+            gain = float(gains[m]) if unchanged else gain_of(m)  # the allocation term changes after each merge
+            if accepts(gain, current):  # confirmed by the candidate's globals, which an accepted merge installs
+                value, globals_ = run.evaluate(stats, sources)
+                gain = value - current
             sizes = (run.globals.stats.N[a], run.globals.stats.N[b])
             accepted = accepts(gain, current)
             if accepted:
@@ -195,6 +205,8 @@ class MergeMove(Move):
                 run.apply(Edit(sources, lambda i, cache, a=a, b=b: cache.merge(a, b, per_batch[i]), globals_))
                 schedule.changed |= {ua, ub}
                 groups = [sum((groups[k] for k in src), []) for src in sources]
+                data = run.model.data_terms(run.globals.stats)
+                data_total, current, unchanged = float(np.sum(data)), run.elbo(), False
             self.failures.record((ua, ub), accepted, sizes)
             schedule.event(self.name, f"{ua}+{ub}", gain, accepted, exact=exact)
 
