@@ -247,6 +247,7 @@ class DeleteConfig:
     max_size_frac: float = MISSING  # only clusters holding at most this fraction of the data
     absorb: int = MISSING  # size of the absorbing set A: the clusters most alike to the target
     retry_change: float = MISSING
+    max_skip: int = MISSING  # after laps of rejected deletes, wait 0, 1, 3, ... up to this many laps (0: never)
 
 
 @dataclass

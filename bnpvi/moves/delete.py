@@ -13,6 +13,12 @@ ELBO, are exact for the whole data set; it then changes every cluster.
 Up to ``max_per_lap`` deletes are tracked per lap, targets never tried first, and
 judged in that order; once one is accepted, the others whose clusters it changed
 are dropped (their tracked summaries describe clusters that no longer exist).
+
+Tracking a delete costs a restricted local step per batch (a whole local step for
+``whole_delete`` models), so after laps in which every delete was rejected the move
+waits: 0, 1, 3, then ``max_skip`` laps (at most) before it tries again; an accepted
+delete resets the wait. A run does not converge while a delete is still waiting to
+be tried.
 """
 from __future__ import annotations
 
@@ -32,6 +38,8 @@ class DeleteMove(Move):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.failures = FailureLog()
+        self.idle = 0  # laps in a row whose deletes were all rejected
+        self.next_lap = 0  # the first lap that may track deletes again
         self.reset()
 
     def reset(self) -> None:
@@ -39,8 +47,16 @@ class DeleteMove(Move):
         self.tracked: dict[int, list[SuffStats]] = {}
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
+        if run.lap + 1 < self.next_lap:
+            return set()
         self.proposals = self._choose(run, excluded, self.cfg.max_fails, int(self.cfg.max_per_lap))
         return {int(uids[0]) for uids in self.proposals}
+
+    def _waited(self, lap: int, accepted: bool) -> None:
+        """After lap ``lap``'s decisions: when may deletes be tracked again (module docstring)."""
+        self.idle = 0 if accepted else self.idle + 1
+        skip = min(2 ** max(self.idle - 1, 0) - 1, int(self.cfg.get("max_skip", 0) or 0))
+        self.next_lap = lap + 1 + skip
 
     def pending(self, run) -> bool:
         """A target never tried, or changed since it was last rejected (retries up to ``max_fails`` do
@@ -50,7 +66,8 @@ class DeleteMove(Move):
     def _choose(self, run, excluded: set[int], max_fails: int, limit: int) -> list[np.ndarray]:
         """Up to ``limit`` deletes, ids [t, A...]: targets t are non-empty clusters holding at most
         ``max_size_frac`` of the data and not blocked by earlier rejections, those tried fewer times
-        first, then the smallest; A: the ``absorb`` clusters with the highest merge score with t.
+        first, then the smallest; A: the ``absorb`` clusters with the highest merge score with t (none when
+        the model re-runs its local step without t, ``whole_delete``).
         Only the targets are kept from other moves: births may target clusters of A too, and are
         dropped at the lap's end if a delete changed them (see ``MoveSchedule.end_lap``)."""
         stats, uids, cfg = run.globals.stats, run.ids.uids, self.cfg
@@ -68,6 +85,9 @@ class DeleteMove(Move):
                 continue
             others = np.array([k for k in free if k != t], dtype=np.intp)
             if others.size == 0:
+                continue
+            if run.model.alloc.whole_delete:  # the local step re-divides t's mass among all the others
+                chosen.append(uids[[t]])
                 continue
             pairs = np.stack([np.minimum(others, t), np.maximum(others, t)], axis=1)
             order = np.argsort(-merge_scores(run.model, run.globals, pairs), kind="stable")
@@ -103,6 +123,7 @@ class DeleteMove(Move):
             return
         self.check_complete(run, self.tracked, "delete proposal")
         whole = run.model.alloc.whole_delete
+        any_accepted = False
         for i, uids in enumerate(self.proposals):
             if schedule.changed & (set(run.ids.uids.tolist()) if whole else set(uids.tolist())):
                 continue  # a whole-data candidate was tracked under clusters that have since changed
@@ -128,14 +149,17 @@ class DeleteMove(Move):
                 schedule.changed |= (set(run.ids.uids.tolist()) | {int(uids[0])}) if whole else set(uids.tolist())
             self.failures.record(uids[0], accepted, (float(stats.N[target]),))
             schedule.event(self.name, str(int(uids[0])), gain, accepted)
+            any_accepted |= accepted
+        self._waited(schedule.lap, any_accepted)
 
     def state(self) -> dict:
-        return {"failures": self.failures.state(),
+        return {"failures": self.failures.state(), "wait": np.array([self.idle, self.next_lap], dtype=np.int64),
                 "proposals": {str(i): uids for i, uids in enumerate(self.proposals)},
                 "tracked": {str(b): {str(i): s.to_tree() for i, s in enumerate(v)} for b, v in self.tracked.items()}}
 
     def load_state(self, state: dict) -> None:
         self.failures.load_state(state["failures"])
+        self.idle, self.next_lap = (int(v) for v in state.get("wait", (0, 0)))
         proposals = state.get("proposals", {})
         self.proposals = [np.asarray(proposals[str(i)], dtype=np.int64) for i in range(len(proposals))]
         self.tracked = {int(b): [SuffStats.from_tree(v[str(i)]) for i in range(len(v))]
