@@ -176,14 +176,12 @@ def test_cli_heldout_and_info(tmp_path, capsys):
     (["{tmp}/c.npz", "{tmp}/o.h5", "--heldout-seed", "3"], "--heldout-seed applies only with --heldout"),
     (["{tmp}/c.npz", "{tmp}/o.h5", "--heldout", "0.5", "--batches", "31"], "30 of them for training"),
     (["{tmp}/s.npz", "{tmp}/o.h5", "--sequences", "seq_range", "--heldout", "0.2"],
-     "--heldout applies only to bag-of-words sources (.ldac, sparse .npz); this one holds sequences"),
-    (["{tmp}/p.csv", "{tmp}/o.h5", "--heldout", "0.2"], "this one holds points"),
+     "--heldout applies only to points and bag-of-words sources; this one holds sequences"),
 ])
 def test_cli_heldout_errors_are_one_line(tmp_path, capsys, args, fragment):
     ids, counts, dr, y = make_corpus(6)
     save_triplet(tmp_path / "c.npz", ids, counts, dr, y)
     np.savez(tmp_path / "s.npz", X=np.arange(12.0).reshape(6, 2), seq_range=np.array([0, 3, 6]))
-    (tmp_path / "p.csv").write_text("1,2\n3,4\n5,6\n")
     before = sorted(p.name for p in tmp_path.iterdir())
     assert main(["convert"] + [a.format(tmp=tmp_path) for a in args]) == 2
     captured = capsys.readouterr()

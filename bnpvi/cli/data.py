@@ -37,8 +37,8 @@ def _parser() -> argparse.ArgumentParser:
                     "A word id repeated within a document is summed; empty documents are an error. "
                     "Sequences (one row per time step): NPZ with X, optional Xprev (the previous observation of "
                     "each step) and the boundaries named by --sequences, or CSV with a sequence id column named by "
-                    "--sequence-column. With --heldout F (bag of words), a random fraction F of the documents is "
-                    "kept apart for evaluation in DST and left out of the batches.")
+                    "--sequence-column. With --heldout F (points or bag of words), a random fraction F of the rows "
+                    "(documents) is kept apart for evaluation in DST and left out of the batches.")
     conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz, .npy or .ldac)")
     conv.add_argument("dst", metavar="DST", help="output batch file (.h5)")
     conv.add_argument("--batches", "-b", type=int, default=None, metavar="B",
@@ -63,9 +63,9 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--vocab-size", type=int, default=None, metavar="V",
                       help="bag of words: vocabulary size V (default: from --vocab or the file, else largest id + 1)")
     conv.add_argument("--heldout", default=None, metavar="F",
-                      help="bag of words: keep a random fraction F (0 < F < 1) of the documents apart for evaluation "
-                           "(round(F*N) of them, at least 1), stored in DST's 'heldout' group with the source index "
-                           "of every document; the batches hold only the remaining (training) documents")
+                      help="points or bag of words: keep a random fraction F (0 < F < 1) of the rows (documents) "
+                           "apart for evaluation (round(F*N) of them, at least 1), stored in DST's 'heldout' group "
+                           "with the source index of every row; the batches hold only the remaining (training) ones")
     conv.add_argument("--heldout-seed", default=None, metavar="S",
                       help="seed of the --heldout choice (default 0): the held-out documents are the first "
                            "round(F*N) of numpy.random.default_rng(S).permutation(N)")
@@ -101,7 +101,7 @@ def _convert(args) -> None:
     elif info["kind"] == "seq":
         size = f"kind=seq N={info['N']} time steps D={info['D']} sequences={info['n_seqs']}"
     else:
-        size = f"N={info['N']} D={info['D']}"
+        size = f"N={info['N']} D={info['D']}" + (f" heldout={info['heldout']} points" if info["heldout"] else "")
     print(f"wrote {path}: {size} batches={info['n_batches']} ({_split(info)}) "
           f"labels={_yes(info['labels'])}")
 
@@ -129,7 +129,7 @@ def _info(args) -> None:
                  ("sequences", f"{info['n_seqs']}, length {_span(info['seq_length_min'], info['seq_length_max'])}"),
                  ("Xprev", _yes(info["xprev"]))]
     else:
-        rows += [("N", info["N"]), ("D", info["D"])]
+        rows += [("N", info["N"]), ("D", info["D"]), ("heldout", _heldout(info, "points"))]
     rows += [
         ("batches", (f"{info['n_batches']} ({_split(info)}), {info['batch_unit']} per batch "
                      f"{_span(info['batch_size_min'], info['batch_size_max'])}")),
@@ -146,14 +146,14 @@ def _info(args) -> None:
         print(f"{key + ':':{width}s}{value}")
 
 
-def _heldout(info: dict) -> str:
-    """The held-out documents of a bag-of-words file: how many, and the fraction and seed that chose them."""
+def _heldout(info: dict, unit: str = "documents") -> str:
+    """The held-out documents (points) of a file: how many, and the fraction and seed that chose them."""
     if not info["heldout"]:
         return "no"
     how = [f"fraction {info['heldout_fraction']:g}" if info["heldout_fraction"] is not None else "",
            f"seed {info['heldout_seed']}" if info["heldout_seed"] is not None else ""]
     how = ", ".join(part for part in how if part)
-    return f"{info['heldout']} documents" + (f" ({how})" if how else "")
+    return f"{info['heldout']} {unit}" + (f" ({how})" if how else "")
 
 
 def _yes(flag: bool) -> str:

@@ -25,9 +25,9 @@ its first occurrence (in every input format); empty documents are rejected
 CSR triplet, but stored zeros of a scipy matrix are simply dropped. A CSR-triplet
 ``.npz`` may also hold ``true_topics`` (K, V), the generating topics of a
 synthetic corpus (as the bnpy bars data sets do); it is kept in the batch file.
-With ``heldout=F`` a bag-of-words corpus keeps a random fraction F of its
-documents apart for evaluation (:mod:`bnpvi.data.heldout`), in the file's
-``heldout`` group; the batches hold only the training documents.
+With ``heldout=F`` a bag-of-words corpus (or a point set) keeps a random fraction F
+of its documents (points) apart for evaluation (:mod:`bnpvi.data.heldout`), in the
+file's ``heldout`` group; the batches hold only the training documents (points).
 """
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ import scipy.sparse as sp
 
 from bnpvi.data.bow import HeldoutDocuments
 from bnpvi.data.heldout import check_fraction, check_seed, choose_heldout
+from bnpvi.data.points import HeldoutPoints
 from bnpvi.data.store import (as_index_array, check_documents, check_labels, check_points, check_seq_range,
                               check_vocab, write_documents, write_points, write_sequences)
 from bnpvi.errors import BnpviError
@@ -475,7 +476,7 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
     sequence_column : str, optional
         Sequences from a CSV file: the column of sequence ids.
     heldout : float, optional
-        Bag of words only: keep a random fraction F (0 < F < 1) of the documents
+        Bag of words and points: keep a random fraction F (0 < F < 1) of the documents (points)
         apart for evaluation - round(F N) of them, at least 1 and at most N - 1,
         chosen by :func:`~bnpvi.data.heldout.choose_heldout` in source order
         before any shuffle. They are stored (in source order, with labels) in
@@ -520,10 +521,9 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
         heldout = check_fraction(heldout)
         heldout_seed = check_seed(heldout_seed, "the held-out seed")
     kind = "seq" if sequences is not None or sequence_column is not None else input_kind(src)
-    if kind != "bow" and heldout is not None:
-        held = "sequences" if kind == "seq" else "points"
-        raise BnpviError(f"{src}: --heldout applies only to bag-of-words sources (.ldac, sparse .npz); "
-                         f"this one holds {held}")
+    if kind == "seq" and heldout is not None:
+        raise BnpviError(f"{src}: --heldout applies only to points and bag-of-words sources; this one holds "
+                         "sequences")
     if kind != "bow" and (vocab is not None or vocab_size is not None):
         option = "--vocab" if vocab is not None else "--vocab-size"
         if src.exists() and src.suffix.lower() in POINT_SUFFIXES:
@@ -541,12 +541,13 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
     options = {}
     if heldout is not None:
         if n < 2:
-            raise BnpviError(f"{src} has N={n} document; --heldout needs at least 2")
+            raise BnpviError(f"{src} has N={n} {data.unit[:-1]}; --heldout needs at least 2")
         train_index, heldout_index = choose_heldout(n, heldout, heldout_seed)
         held, data = data.permuted(heldout_index), data.permuted(train_index)
-        source += f" ({heldout_index.shape[0]} of {n} documents held out: fraction {heldout:g}, seed {heldout_seed})"
+        source += (f" ({heldout_index.shape[0]} of {n} {data.unit} held out: fraction {heldout:g}, "
+                   f"seed {heldout_seed})")
         if count > data.n_units:
-            raise BnpviError(f"{src} has N={n} documents, {data.n_units} of them for training after holding out "
+            raise BnpviError(f"{src} has N={n} {data.unit}, {data.n_units} of them for training after holding out "
                              f"{heldout_index.shape[0]}; the number of batches must be between 1 and "
                              f"{data.n_units}, got {count}")
     elif count > n:
@@ -558,9 +559,11 @@ def convert(src, dst, n_batches: int | None = None, labels: str | None = None, s
         if heldout is not None:
             train_index = train_index[perm]
         source += f" ({data.unit} shuffled, seed {shuffle_seed})"
-    if heldout is not None:
+    if heldout is not None and kind == "bow":
         options["heldout"] = HeldoutDocuments(held.word_ids, held.word_counts, held.doc_range, heldout_index,
                                               train_index, held.labels, heldout, heldout_seed)
+    elif heldout is not None:
+        options["heldout"] = HeldoutPoints(held.X, heldout_index, train_index, held.labels, heldout, heldout_seed)
     return data.write(dst, n_batches=count, batches_fixed=batches_fixed, source=source, **options)
 
 

@@ -6,6 +6,7 @@ the whole-data moments. :class:`PointStore` adds the batches of independent rows
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -79,15 +80,85 @@ class RowStore(BatchStore):
         raise NotImplementedError
 
 
+@dataclass(frozen=True)
+class HeldoutPoints:
+    """Points kept apart for evaluation, stored in the ``heldout`` group of a points file
+    (``bnpvi-data convert --heldout F``).
+
+    Attributes
+    ----------
+    X : (N_h, D) array
+        The held-out points.
+    index : (N_h,) int
+        Index of each held-out point in the source.
+    train_index : (N,) int
+        Index of each training point in the source, in the order they are written.
+    labels : (N_h,) int, optional
+    fraction : float, optional
+        The fraction F that was asked for (stored as an attribute).
+    seed : int, optional
+        The seed that chose the held-out points (stored as an attribute).
+    """
+
+    X: np.ndarray
+    index: np.ndarray
+    train_index: np.ndarray
+    labels: np.ndarray | None = None
+    fraction: float | None = None
+    seed: int | None = None
+
+
 class PointStore(RowStore, kind="points"):
-    """Reader of a points file: batch b is rows ``offsets[b]:offsets[b+1]`` of X, as a PointBatch."""
+    """Reader of a points file: batch b is rows ``offsets[b]:offsets[b+1]`` of X, as a PointBatch; the held-out
+    points, if any, in the group ``heldout`` (``X``, ``index``, ``train_index``, optional ``labels``)."""
 
     unit = "rows"
+
+    @classmethod
+    def _read_layout(cls, f: h5py.File, attrs: dict, fail) -> dict:
+        layout = super()._read_layout(f, attrs, fail)
+        layout["n_heldout"] = 0
+        if "heldout" in f:
+            g = f["heldout"]
+            X = g.get("X") if isinstance(g, h5py.Group) else None
+            if not isinstance(X, h5py.Dataset) or X.ndim != 2 or X.shape[1] != layout["D"] or X.shape[0] < 1:
+                raise fail(f"has a 'heldout' group without an (N_h, D={layout['D']}) dataset X")
+            layout["n_heldout"] = int(X.shape[0])
+        return layout
+
+    @property
+    def has_heldout(self) -> bool:
+        """Whether the file holds held-out points (:meth:`read_heldout`)."""
+        return self._layout["n_heldout"] > 0
+
+    @property
+    def n_heldout(self) -> int:
+        return self._layout["n_heldout"]
+
+    def read_heldout(self, lo: int = 0, hi: int | None = None) -> PointBatch:
+        """Held-out points ``lo:hi`` (all by default) as a PointBatch; every value checked finite."""
+        if not self.has_heldout:
+            raise BnpviError(f"{self._path} holds no held-out points (make them with "
+                             "`bnpvi-data convert SRC DST --heldout F`)")
+        hi = self.n_heldout if hi is None else int(hi)
+        X = self._read_rows(int(lo), hi, "heldout/X")
+        self._check_finite("heldout/X", int(lo), X)
+        return PointBatch(X=X)
+
+    def _info_extras(self) -> dict:
+        out = {"heldout": self.n_heldout, "heldout_fraction": None, "heldout_seed": None}
+        if self.has_heldout:
+            attrs = self._handle()["heldout"].attrs
+            out["heldout_fraction"] = float(attrs["fraction"]) if "fraction" in attrs else None
+            out["heldout_seed"] = int(attrs["seed"]) if "seed" in attrs else None
+        return out
 
     def _read(self, lo: int, hi: int) -> PointBatch:
         return PointBatch(X=self._read_rows(lo, hi), start=lo)
 
     def _locate(self, name: str, row: int, col: int) -> str:
+        if name != "X":
+            return f"in row {row} of {name} (column {col})"
         return f"in row {row} (batch {self._batch_of(row)}, column {col})"
 
 
@@ -115,7 +186,7 @@ class _MomentSum:
 
 
 def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool = True, source: str = "",
-                 compression: str | None = None) -> Path:
+                 compression: str | None = None, heldout: HeldoutPoints | None = None) -> Path:
     """Write a point data set to a batch file, atomically.
 
     Parameters
@@ -134,6 +205,8 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
         Free-text provenance stored in the ``source`` attribute.
     compression : str, optional
         HDF5 compression filter for X (e.g. ``"gzip"``); none by default.
+    heldout : HeldoutPoints, optional
+        Points kept apart for evaluation (group ``heldout``); X above is then the training points only.
 
     Returns
     -------
@@ -154,8 +227,24 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
         labels = check_labels(labels, N, where)
     n_batches = check_n_batches(n_batches, N, where, f"N={N}")
 
+    if heldout is not None:
+        held = check_points(heldout.X, f"{where}: held-out points")
+        if held.shape[1] != D:
+            raise BnpviError(f"{where}: the held-out points have D={held.shape[1]}, the training points D={D}")
+        held_labels = None if heldout.labels is None else check_labels(heldout.labels, held.shape[0], where)
+
     def datasets(f: h5py.File) -> None:
         f.create_dataset("X", data=X, chunks=(chunk_rows(N, D), D), compression=compression)
+        if heldout is not None:
+            g = f.create_group("heldout")
+            g.create_dataset("X", data=held, compression=compression)
+            g.create_dataset("index", data=np.asarray(heldout.index, dtype=np.int64))
+            g.create_dataset("train_index", data=np.asarray(heldout.train_index, dtype=np.int64))
+            if held_labels is not None:
+                g.create_dataset("labels", data=held_labels)
+            for key in ("fraction", "seed"):
+                if getattr(heldout, key) is not None:
+                    g.attrs[key] = getattr(heldout, key)
 
     return write_batch_file(path, where, "points", N, D, split_offsets(N, n_batches), labels, batches_fixed,
                             source, datasets)

@@ -32,7 +32,7 @@ from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
 from bnpvi.io.topics import topic_word_probs, write_doc_topics, write_topics
 from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, TRACE_COLUMNS, CsvTable
 from bnpvi.learn.base import LapResult
-from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout
+from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
 from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.sovb import StochasticVB
@@ -281,14 +281,19 @@ class Run:
             return {"hamming": hamming_distance(self.labels, estimate)}
         return {"ari": adjusted_rand_index(self.labels, estimate)}
 
-    def heldout_score(self, globals_) -> dict:
-        """Held-out log-likelihood per token by document completion under ``globals_`` (``heldout_split``,
-        ``heldout_seed``; Hughes, Kim & Sudderth 2015 (AISTATS) §6, Eq. 22): ``loglik_per_token`` and
-        ``n_tokens``. Deterministic and draws nothing from the run's generator; the latest result is reused
-        for the same globals."""
+    def heldout_score(self, globals_) -> tuple[float, int]:
+        """The held-out score under ``globals_`` and how many tokens (points) it averages: a topic model's
+        log-likelihood per token by document completion (``heldout_split``, ``heldout_seed``; Hughes, Kim &
+        Sudderth 2015 (AISTATS) §6, Eq. 22), a mixture's per-point bound (``points_loglik``). Deterministic
+        and draws nothing from the run's generator; the latest result is reused for the same globals."""
         if self._heldout_last is not None and self._heldout_last[0] is globals_:
             return self._heldout_last[1]
-        result = completion_loglik(self.model, globals_, self.store, seed=self.heldout_seed, mode=self.heldout_split)
+        if self.store.kind == "bow":
+            out = completion_loglik(self.model, globals_, self.store, seed=self.heldout_seed, mode=self.heldout_split)
+            result = (out["loglik_per_token"], out["n_tokens"])
+        else:
+            out = points_loglik(self.model, globals_, self.store)
+            result = (out["loglik_per_point"], out["n_points"])
         self._heldout_last = (globals_, result)
         return result
 
@@ -317,7 +322,7 @@ class Run:
             row["hamming"] = self.scores()["hamming"] if due else np.nan
         if self.heldout:  # every eval_every laps and at the last one
             last = self.converged or result.lap >= int(self.cfg.alg.n_laps)
-            row["heldout_loglik"] = (self.heldout_score(self.alg.globals)["loglik_per_token"] if due or last
+            row["heldout_loglik"] = (self.heldout_score(self.alg.globals)[0] if due or last
                                      else np.nan)
         if self._start is not None:  # evaluation is not training time
             self._start += time.perf_counter() - paused
@@ -377,8 +382,9 @@ class Run:
         segmentation = segment_all(self.model, globals_, self.store, self.labels) if self.sequences else None
         summary.update(self.scores(segmentation))
         if self.heldout:
-            heldout = self.heldout_score(globals_)
-            summary.update(heldout_loglik=heldout["loglik_per_token"], heldout_tokens=heldout["n_tokens"])
+            score, count = self.heldout_score(globals_)
+            summary.update(heldout_loglik=score, **{"heldout_tokens" if self.store.kind == "bow" else "heldout_points":
+                                                    count})
         write_model(self.run_dir / "model.h5", self.model, globals_, self.alg.ids, self.cfg, summary)
         if segmentation is not None:
             write_segmentation_outputs(self.run_dir, segmentation, self.alg.ids.uids,
