@@ -48,15 +48,18 @@ OMEGA_BOUNDS = (1e-4, 1e10)
 
 
 def stick_means(rho: np.ndarray) -> np.ndarray:
-    """β̂ (K+1,): β̂_k = ρ_k Π_{ℓ<k}(1 − ρ_ℓ) and the remainder β̂_{K+1} = Π_{ℓ≤K}(1 − ρ_ℓ)."""
-    rest = np.concatenate([[1.0], np.cumprod(1.0 - rho)])
-    return np.append(rho * rest[:-1], rest[-1])
+    """β̂ (K+1,): β̂_k = ρ_k Π_{ℓ<k}(1 − ρ_ℓ) and the remainder β̂_{K+1} = Π_{ℓ≤K}(1 − ρ_ℓ); along the last
+    axis (one set of sticks per row)."""
+    rho = np.asarray(rho, dtype=np.float64)
+    rest = np.concatenate([np.ones(rho.shape[:-1] + (1,)), np.cumprod(1.0 - rho, axis=-1)], axis=-1)
+    return np.concatenate([rho * rest[..., :-1], rest[..., -1:]], axis=-1)
 
 
 def sticks_from_means(beta: np.ndarray) -> np.ndarray:
-    """ρ (K,) whose stick means are β̂ (K active entries, the remainder implied): ρ_k = β̂_k / (1 − Σ_{ℓ<k} β̂_ℓ)."""
+    """ρ (K,) whose stick means are β̂ (K active entries, the remainder implied): ρ_k = β̂_k / (1 − Σ_{ℓ<k} β̂_ℓ);
+    along the last axis."""
     beta = np.asarray(beta, dtype=np.float64)
-    before = np.concatenate([[0.0], np.cumsum(beta)[:-1]])
+    before = np.concatenate([np.zeros(beta.shape[:-1] + (1,)), np.cumsum(beta, axis=-1)[..., :-1]], axis=-1)
     return np.clip(beta / np.maximum(1.0 - before, RHO_MIN), RHO_MIN, 1.0 - RHO_MIN)
 
 
@@ -80,13 +83,15 @@ def _coefficients(c: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
     return 1.0 + c[:-1], gamma + after[1:]
 
 
-def surrogate(rho: np.ndarray, omega: np.ndarray, c: np.ndarray, T: np.ndarray, gamma: float) -> float:
-    """f(ρ, ω) of the module docstring: every ELBO term that involves q(u), for fixed c and T."""
+def surrogate(rho: np.ndarray, omega: np.ndarray, c: np.ndarray, T: np.ndarray, gamma: float):
+    """f(ρ, ω) of the module docstring: every ELBO term that involves q(u), for fixed c and T; a float for
+    (K,) sticks, one value per row for (P, K) sticks."""
     a, b = rho * omega, (1.0 - rho) * omega
     P1, P0 = _coefficients(c, gamma)
     psi = digamma(omega)
-    value = np.sum(c_beta(1.0, gamma) - c_beta(a, b) + (P1 - a) * (digamma(a) - psi) + (P0 - b) * (digamma(b) - psi))
-    return float(value + stick_means(rho) @ T)
+    value = np.sum(c_beta(1.0, gamma) - c_beta(a, b) + (P1 - a) * (digamma(a) - psi) + (P0 - b) * (digamma(b) - psi),
+                   axis=-1) + stick_means(rho) @ T
+    return float(value) if np.ndim(rho) == 1 else value
 
 
 def surrogate_grad(rho: np.ndarray, omega: np.ndarray, c: np.ndarray, T: np.ndarray,

@@ -156,6 +156,24 @@ def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets:
 
 
 # ------------------------------------------------------------------- read
+def plain_number(value):
+    """An HDF5 attribute as int or float (None stays None)."""
+    if value is None:
+        return None
+    value = np.asarray(value).reshape(-1)[0]
+    return int(value) if value.dtype.kind in "iu" else float(value)
+
+
+def heldout_info(store) -> dict:
+    """``info()`` keys of a file's held-out part: how many, and the fraction and seed that chose them."""
+    out = {"heldout": store.n_heldout, "heldout_fraction": None, "heldout_seed": None}
+    if store.has_heldout:
+        attrs = store._handle()["heldout"].attrs
+        out["heldout_fraction"] = plain_number(attrs.get("fraction"))
+        out["heldout_seed"] = plain_number(attrs.get("seed"))
+    return out
+
+
 class BatchStore:
     """Read-only access to a batch file, one batch at a time; the base class of the per-kind readers.
 

@@ -29,7 +29,7 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from bnpvi.data.base import BatchStore, chunk_1d, split_offsets, write_batch_file
+from bnpvi.data.base import BatchStore, chunk_1d, heldout_info, plain_number, split_offsets, write_batch_file
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.data.checks import as_index_array, check_documents, check_labels, check_n_batches, check_vocab
 from bnpvi.errors import BnpviError
@@ -263,7 +263,7 @@ class BowStore(BatchStore, kind="bow"):
                 check_documents(batch.word_ids, batch.word_counts, batch.doc_range, self.D, f"data file {self._path}",
                                 doc_name=lambda d, first=batch.start: f"held-out document {first + d}")
                 tokens += float(batch.word_counts.sum())
-        stored = _plain_number(g.attrs.get("tokens"))
+        stored = plain_number(g.attrs.get("tokens"))
         if stored is not None and stored != tokens:
             raise BnpviError(f"data file {self._path} is inconsistent: heldout attribute tokens={stored} but the "
                              f"held-out counts sum to {tokens:.0f}")
@@ -282,26 +282,12 @@ class BowStore(BatchStore, kind="bow"):
         return name
 
     def _info_extras(self) -> dict:
-        out = {"V": self.D, "nnz": self.nnz, "tokens": self.n_tokens(), "vocab": self.has_vocab,
-               "heldout": self.n_heldout, "heldout_fraction": None, "heldout_seed": None,
-               "true_topics": self._layout["n_true_topics"]}
-        if self.has_heldout:
-            attrs = self._handle()["heldout"].attrs
-            out["heldout_fraction"] = _plain_number(attrs.get("fraction"))
-            out["heldout_seed"] = _plain_number(attrs.get("seed"))
-        return out
+        return {"V": self.D, "nnz": self.nnz, "tokens": self.n_tokens(), "vocab": self.has_vocab,
+                **heldout_info(self), "true_topics": self._layout["n_true_topics"]}
 
     def _describe(self) -> str:
         held = f", heldout={self.n_heldout}" if self.has_heldout else ""
         return f"N={self.n_atoms}, V={self.D}, nnz={self.nnz}{held}"
-
-
-def _plain_number(value):
-    """An HDF5 attribute as int or float (None stays None)."""
-    if value is None:
-        return None
-    value = np.asarray(value).reshape(-1)[0]
-    return int(value) if value.dtype.kind in "iu" else float(value)
 
 
 def _heldout_layout(f: h5py.File, N: int, fail) -> dict:

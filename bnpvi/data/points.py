@@ -13,7 +13,7 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from bnpvi.data.base import BatchStore, chunk_rows, split_offsets, write_batch_file
+from bnpvi.data.base import BatchStore, chunk_rows, heldout_info, split_offsets, write_batch_file
 from bnpvi.data.batch import PointBatch
 from bnpvi.data.checks import check_labels, check_n_batches, check_points, first_nonfinite
 from bnpvi.data.moments import DataMoments
@@ -146,12 +146,7 @@ class PointStore(RowStore, kind="points"):
         return PointBatch(X=X)
 
     def _info_extras(self) -> dict:
-        out = {"heldout": self.n_heldout, "heldout_fraction": None, "heldout_seed": None}
-        if self.has_heldout:
-            attrs = self._handle()["heldout"].attrs
-            out["heldout_fraction"] = float(attrs["fraction"]) if "fraction" in attrs else None
-            out["heldout_seed"] = int(attrs["seed"]) if "seed" in attrs else None
-        return out
+        return heldout_info(self)
 
     def _read(self, lo: int, hi: int) -> PointBatch:
         return PointBatch(X=self._read_rows(lo, hi), start=lo)

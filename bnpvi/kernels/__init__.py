@@ -157,7 +157,8 @@ def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray, *, out=None, n_
     if K < 1:
         raise KernelInputError(f"log_lik must have at least one column, got shape {log_lik.shape}")
     if log_prior.shape != (K,):
-        raise KernelInputError(f"log_prior must have shape ({K},) to match log_lik {log_lik.shape}, got {log_prior.shape}")
+        raise KernelInputError(f"log_prior must have shape ({K},) to match log_lik {log_lik.shape}, "
+                               f"got {log_prior.shape}")
     o_resp, o_norm, o_ent = _split_out(out, 3)
     resp = _check_out(o_resp, "out[0] (resp)", (N, K), (log_prior,))
     if o_resp is not None and np.shares_memory(resp, log_lik) and not _same_buffer(resp, log_lik):
@@ -297,7 +298,8 @@ def sparse_local_step(log_lik: np.ndarray, log_prior: np.ndarray, L: int, *, n_t
     _check_array(log_prior, "log_prior", 1)
     N, K = log_lik.shape
     if log_prior.shape != (K,):
-        raise KernelInputError(f"log_prior must have shape ({K},) to match log_lik {log_lik.shape}, got {log_prior.shape}")
+        raise KernelInputError(f"log_prior must have shape ({K},) to match log_lik {log_lik.shape}, "
+                               f"got {log_prior.shape}")
     if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or not 1 <= L <= K:
         raise KernelInputError(f"L must be an int in [1, K = {K}], got {L!r}")
     L = int(L)
@@ -379,7 +381,8 @@ def _row_preview(row: np.ndarray, n: int = 6) -> str:
 
 def _bad_weight_row(log_lik, log_prior, n: int, in_place: bool) -> str:
     if in_place:
-        return f"row {n} of the weights W = log_lik + log_prior has a NaN, a +inf, or no finite entry (log_lik was overwritten in place)"
+        return (f"row {n} of the weights W = log_lik + log_prior has a NaN, a +inf, or no finite entry "
+                "(log_lik was overwritten in place)")
     with np.errstate(invalid="ignore"):
         w = log_lik[n] + log_prior
     if np.isnan(w).any():
