@@ -406,10 +406,10 @@ class HDPTopicAlloc(TopicAlloc):
         if pairs.shape[0] == 0:
             return np.zeros(0)
         # the merged sticks of a block of pairs at once, as warm_start makes them: β̂_a + β̂_b at a, b removed,
-        # ω of a; blocks of at most 2M values (16 MB) per array
+        # ω of a; blocks of at most 500k values (4 MB) per array
         beta, cols = hdp_top.stick_means(params["rho"]), np.arange(K - 1)
         scores = np.empty(pairs.shape[0])
-        step = max(1, 2_000_000 // max(K, 1))
+        step = max(1, 500_000 // max(K, 1))
         for lo in range(0, pairs.shape[0], step):
             a, b = pairs[lo:lo + step, 0], pairs[lo:lo + step, 1]
             keep = cols[None, :] + (cols[None, :] >= b[:, None])

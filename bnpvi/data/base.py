@@ -26,7 +26,7 @@ FORMAT = "bnpvi-batches"
 FORMAT_VERSION = 1
 
 # Largest block (in stored values) that one-pass scans (scan, moments, validate, iter_blocks) read at once.
-_SCAN_VALUES = 2**22
+_SCAN_VALUES = 2**20
 # Bytes per chunk of 1-D datasets.
 _CHUNK_BYTES = 2**20
 
@@ -420,7 +420,7 @@ class BatchStore:
         return layout == self._layout and attrs.get("created") == self._attrs.get("created")
 
     def _limit(self, max_values: int | None = None) -> int:
-        """Values per block of a one-pass scan (``max_values``, default 2**22)."""
+        """Values per block of a one-pass scan (``max_values``, default 2**20)."""
         return max(1, int(_SCAN_VALUES if max_values is None else max_values))
 
     def read_batch(self, b: int):
@@ -463,9 +463,9 @@ class BatchStore:
     def iter_blocks(self, max_values: int | None = None) -> Iterator[tuple[int, object]]:
         """Yield ``(start, block)`` over all atoms in file order, in blocks of bounded size.
 
-        ``start`` is the block's first atom. The default ``max_values`` is 2**22
-        (32 MiB of float64), whatever the batch split, so one-pass scans use
-        bounded memory even for a single huge batch. The block type is the kind's
+        ``start`` is the block's first atom. The default ``max_values`` is 2**20 (8 MiB of
+        float64; a document check holds several such arrays), whatever the batch split, so
+        one-pass scans use bounded memory even for a single huge batch. The block type is the kind's
         (see the subclasses).
         """
         return self._blocks(self._limit(max_values))

@@ -19,7 +19,7 @@ from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
 from bnpvi.moves.history import FailureLog
 from bnpvi.stats import SuffStats
 
-PAIR_BLOCK = 2_000_000  # float64 values of merged statistics scored at a time (16 MB, and a few temporaries)
+PAIR_BLOCK = 500_000  # float64 values of merged statistics scored at a time (4 MB, and a few temporaries)
 
 
 def data_merge_scores(model, stats: SuffStats, pairs: np.ndarray) -> np.ndarray:
