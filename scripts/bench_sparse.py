@@ -71,7 +71,7 @@ def fitted_globals(model: Model, batch: PointBatch, K: int, seed: int = 1):
     rng = np.random.default_rng(seed)
     globals_ = model.global_step(model.hard_stats(batch, rng.integers(0, K, batch.n_atoms), K))
     for _ in range(2):
-        log_lik, local = model.local_step(batch, globals_)
+        local = model.local_step(batch, globals_)[1]
         globals_ = model.global_step(model.summarize(batch, local))
     return globals_
 
@@ -98,7 +98,6 @@ def micro(N: int, Ks, Ls, repeats: int) -> None:
             inside = np.take_along_axis(dense.values, sparse.indices.astype(np.intp), axis=1).sum(axis=1)
             print(f"{K:>5} {L:>6} {'':>10} {t:>9.4f} ({t_dense / t:4.1f}x) {s:>10.4f} ({s_dense / s:5.1f}x) "
                   f"{2.0 * np.mean(1.0 - inside):>19.4f}")
-        del dense
 
 
 # ------------------------------------------------------------------------- (c)

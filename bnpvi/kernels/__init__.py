@@ -107,6 +107,21 @@ def _threads(n_threads, work: int) -> int:
     return int(n_threads)
 
 
+def _check_pairs(pairs, K: int) -> int:
+    """Validate (M, 2) int64 column pairs (a, b), 0 ≤ a, b < K, a ≠ b; returns M (which may be 0)."""
+    _check_array(pairs, "pairs", 2, np.int64)
+    if pairs.shape[1] != 2:
+        raise KernelInputError(f"pairs must have shape (M, 2), got {pairs.shape}")
+    if pairs.shape[0]:
+        lo, hi = int(pairs.min()), int(pairs.max())
+        if lo < 0 or hi >= K:
+            raise KernelInputError(f"pairs hold column indices in [{lo}, {hi}], outside [0, {K - 1}]")
+        same = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
+        if same.size:
+            raise KernelInputError(f"pairs[{same[0]}] merges column {pairs[same[0], 0]} with itself")
+    return pairs.shape[0]
+
+
 def _check_resp(resp) -> np.ndarray:
     _check_array(resp, "resp", 2)
     if resp.shape[1] < 1:
@@ -233,18 +248,8 @@ def pair_merge_entropy(resp: np.ndarray, pairs: np.ndarray, *, out=None, n_threa
         negative, NaN or infinite entry in a paired column.
     """
     _check_resp(resp)
-    _check_array(pairs, "pairs", 2, np.int64)
     N, K = resp.shape
-    if pairs.shape[1] != 2:
-        raise KernelInputError(f"pairs must have shape (M, 2), got {pairs.shape}")
-    M = pairs.shape[0]
-    if M:
-        lo, hi = int(pairs.min()), int(pairs.max())
-        if lo < 0 or hi >= K:
-            raise KernelInputError(f"pairs hold column indices in [{lo}, {hi}], outside [0, {K - 1}]")
-        same = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
-        if same.size:
-            raise KernelInputError(f"pairs[{same[0]}] merges column {pairs[same[0], 0]} with itself")
+    M = _check_pairs(pairs, K)
     (o_ent,) = _split_out(out, 1)
     entropy = _check_out(o_ent, "out", (M,), (resp, pairs))
     nt = _threads(n_threads, N * max(M, 1) * 2)
@@ -346,23 +351,14 @@ def sparse_pair_entropy(values: np.ndarray, indices: np.ndarray, entropy: np.nda
     _check_array(values, "values", 2)
     _check_array(indices, "indices", 2, np.int32)
     _check_array(entropy, "entropy", 1)
-    _check_array(pairs, "pairs", 2, np.int64)
-    K, M = entropy.shape[0], pairs.shape[0]
+    K = entropy.shape[0]
+    _check_pairs(pairs, K)
     if indices.shape != values.shape:
         raise KernelInputError(f"indices must have the shape of values {values.shape}, got {indices.shape}")
-    if pairs.shape[1] != 2:
-        raise KernelInputError(f"pairs must have shape (M, 2), got {pairs.shape}")
     if indices.size and (int(indices.min()) < 0 or int(indices.max()) >= K):
         raise KernelInputError(f"indices hold clusters in [{int(indices.min())}, {int(indices.max())}], "
                                f"outside [0, {K - 1}]")
     pair_of = np.full((K, K), -1, dtype=np.int32)
-    if M:
-        lo, hi = int(pairs.min()), int(pairs.max())
-        if lo < 0 or hi >= K:
-            raise KernelInputError(f"pairs hold column indices in [{lo}, {hi}], outside [0, {K - 1}]")
-        same = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
-        if same.size:
-            raise KernelInputError(f"pairs[{same[0]}] merges column {pairs[same[0], 0]} with itself")
     unique, which = np.unique(np.sort(pairs, axis=1), axis=0, return_inverse=True)  # a pair given twice
     pair_of[unique[:, 0], unique[:, 1]] = pair_of[unique[:, 1], unique[:, 0]] = np.arange(len(unique),
                                                                                           dtype=np.int32)

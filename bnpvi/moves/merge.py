@@ -192,11 +192,12 @@ class MergeMove(Move):
             ua, ub = (int(u) for u in self.pair_uids[m])
             if ua in schedule.changed or ub in schedule.changed:
                 continue  # its tracked terms were computed from clusters that no longer exist
-            a, b, stats, exact = candidate(m)
+            a, b = run.ids.positions(self.pair_uids[m])
             sources = _merge_sources(run.globals.K, a, b)
             gain = float(gains[m]) if unchanged else gain_of(m)  # the allocation term changes after each merge
+            exact = tracked_values(totals, m, a, b)[1]
             if accepts(gain, current):  # confirmed by the candidate's globals, which an accepted merge installs
-                value, globals_ = run.evaluate(stats, sources)
+                value, globals_ = run.evaluate(candidate(m)[2], sources)
                 gain = value - current
             sizes = (run.globals.stats.N[a], run.globals.stats.N[b])
             accepted = accepts(gain, current)
