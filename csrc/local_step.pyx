@@ -14,7 +14,9 @@ the number of threads). Per-row outputs (``resp``, ``log_norm``) do not depend
 on the thread count at all. Column sums over rows (entropies) are accumulated
 sequentially inside each chunk into a private (n_chunks, K) partial buffer and
 the partials are then added in chunk order by one thread, so they are
-bit-identical for any thread count, including builds without OpenMP.
+bit-identical for any thread count, including builds without OpenMP. Which
+thread computes a chunk does not matter either (the L-sparse kernel hands
+chunks out dynamically).
 
 Status codes
 ------------
@@ -250,37 +252,202 @@ def pair_merge_entropy(const double[:, ::1] resp, const long long[:, ::1] pairs,
 
 
 # ------------------------------------------------------------------ L-sparse kernels
-cdef inline bint _top_row(const double* ll, const double* lp, Py_ssize_t K, Py_ssize_t L, double* val,
-                          int* idx, double* e, double* h, double* lnorm) noexcept nogil:
-    """One row of the L-sparse local step; returns False when the row is invalid.
+# Selection of the L largest weights W_k of a row (Hughes 2016 thesis Alg. 7.2). A plain pass that
+# inserts every weight beating the L-th kept one is branchy (its test is unpredictable while the
+# kept weights are still small), so with at least L blocks of BLOCK weights it is done in steps
+# whose loop bodies have no data-dependent branch:
+#   1. one pass over all K weights: the maximum of each block, and the NaN / +inf check;
+#   2. a lower bound t on the L-th largest weight: the maxima of G = min(2 L, #blocks) groups of
+#      blocks are G different weights, so the L-th largest of them is ≤ the L-th largest weight;
+#   3. the weights ≥ t of the blocks whose maximum is ≥ t are the candidates (in increasing cluster
+#      order; about 1.2 L of them on mixture data), and the L largest candidates, ties to the lower
+#      index, are found by ranking them (at most RANK_MAX) or by insertion.
+cdef enum:
+    BLOCK = 8           # weights per block of step 1
+    RANK_MAX = 24       # up to this many candidates are ranked (O(m²), branch-free), more inserted
 
-    Selection (Hughes 2016 thesis Alg. 7.2): one pass over W_k = ll_k + lp_k keeps the
-    L largest in ``val`` / ``idx``, in descending order, by insertion; a weight enters
-    only if it beats the L-th kept one strictly, so ties go to the lower index (the
-    order of a stable descending sort). Most weights cost one comparison. Then, with
-    m = val_0 and t_i = val_i − m: log_norm = m + log1p(Σ_{i≥1} exp t_i),
-    r_i = exp(t_i) / (1 + Σ_{i≥1} exp t_i), h[idx_i] += r_i (log1p(·) − t_i), and
-    ``val`` is overwritten with r. e is an L-long scratch.
-    """
-    cdef Py_ssize_t k, i, n = 0
-    cdef double v, m, t, s1 = 0.0, ls, inv, r
+
+cdef struct TopScratch:
+    double* block_max   # ⌈K / BLOCK⌉ block maxima
+    double* group_max   # 2 L group maxima
+    int* blocks         # ⌈K / BLOCK⌉ blocks that may hold one of the L largest weights
+    double* cand_w      # K candidate weights, in increasing cluster order
+    int* cand_k         # K their clusters
+    double* top_w       # L + 1: the ranked top L; slot L takes every other candidate
+    int* top_k          # L + 1
+    double* e           # L: exp(t_i) of the softmax
+
+
+cdef inline void _keep(double v, int k, Py_ssize_t n, Py_ssize_t L, double* val, int* idx) noexcept nogil:
+    """Offer the n-th weight v (cluster k) of a scan in increasing cluster order to the descending list
+    ``val`` / ``idx`` of the L largest so far: the first L fill it, a later one enters only if it
+    beats the L-th kept one strictly, and moves up past the strictly smaller ones (ties: lower index
+    first, the order of a stable descending sort)."""
+    cdef Py_ssize_t i
+    if n < L:
+        i = n
+    elif v > val[L - 1]:
+        i = L - 1
+    else:
+        return
+    while i > 0 and val[i - 1] < v:
+        val[i] = val[i - 1]
+        idx[i] = idx[i - 1]
+        i = i - 1
+    val[i] = v
+    idx[i] = k
+
+
+cdef inline bint _scan_top(const double* ll, const double* lp, Py_ssize_t K, Py_ssize_t L, double* val,
+                           int* idx) noexcept nogil:
+    """The L largest weights by one insertion pass over the row (for rows of fewer than L blocks);
+    False when a weight is NaN or +inf."""
+    cdef Py_ssize_t k
+    cdef double v
     for k in range(K):
         v = ll[k] + lp[k]
-        if not (v < INFINITY):          # NaN or +inf
+        if not (v < INFINITY):
             return False
-        if n < L:
-            i = n
-            n = n + 1
-        elif v > val[L - 1]:
-            i = L - 1
-        else:
-            continue
-        while i > 0 and val[i - 1] < v:
-            val[i] = val[i - 1]
-            idx[i] = idx[i - 1]
-            i = i - 1
-        val[i] = v
-        idx[i] = <int>k
+        _keep(v, <int>k, k, L, val, idx)
+    return True
+
+
+cdef inline double _max_weight(const double* ll, const double* lp, Py_ssize_t n, int* ok) noexcept nogil:
+    """max_{j<n} ll_j + lp_j (−inf for n = 0); clears ``ok`` when a weight is NaN or +inf."""
+    cdef Py_ssize_t j
+    cdef double w, m = -INFINITY
+    cdef int good = 1
+    for j in range(n):
+        w = ll[j] + lp[j]
+        m = w if w > m else m
+        good = good & (w < INFINITY)
+    ok[0] = ok[0] & good
+    return m
+
+
+cdef inline bint _block_maxima(const double* ll, const double* lp, Py_ssize_t K, double* block_max) noexcept nogil:
+    """block_max[b] = the largest weight of block b (BLOCK weights, the last block may be shorter).
+
+    Returns False when a weight is NaN or +inf: this is the one pass over all K weights."""
+    cdef Py_ssize_t b, full = K // BLOCK
+    cdef int ok = 1
+    for b in range(full):
+        block_max[b] = _max_weight(ll + b * BLOCK, lp + b * BLOCK, BLOCK, &ok)
+    if full * BLOCK < K:
+        block_max[full] = _max_weight(ll + full * BLOCK, lp + full * BLOCK, K - full * BLOCK, &ok)
+    return ok != 0
+
+
+cdef inline void _group_maxima(const double* block_max, Py_ssize_t nb, Py_ssize_t G, double* group_max) noexcept nogil:
+    """group_max[g] = the largest block maximum of group g, for G ≤ nb groups of consecutive blocks
+    (the first nb % G groups hold one block more than the others)."""
+    cdef Py_ssize_t g, b = 0, stop, size = nb // G, extra = nb % G
+    cdef double m
+    for g in range(G):
+        stop = b + size + (g < extra)
+        m = -INFINITY
+        while b < stop:
+            m = block_max[b] if block_max[b] > m else m
+            b = b + 1
+        group_max[g] = m
+
+
+cdef inline double _lth_largest(const double* x, Py_ssize_t n, Py_ssize_t L) noexcept nogil:
+    """The L-th largest of x[:n] (L ≤ n, no NaN): the smallest x_i that fewer than L others exceed.
+
+    O(n²), branch-free, with loop lengths fixed for a call."""
+    cdef Py_ssize_t i, j, above
+    cdef double lth = INFINITY
+    for i in range(n):
+        above = 0
+        for j in range(n):
+            above = above + (x[j] > x[i])
+        lth = x[i] if (above < L) & (x[i] < lth) else lth
+    return lth
+
+
+cdef inline Py_ssize_t _blocks_above(const double* block_max, Py_ssize_t nb, double bound, int* blocks) noexcept nogil:
+    """The blocks whose maximum is ≥ bound, in order, into ``blocks``; returns their number.
+    Branch-free: each block is written, and kept by advancing the count."""
+    cdef Py_ssize_t b, c = 0
+    for b in range(nb):
+        blocks[c] = <int>b
+        c = c + (block_max[b] >= bound)
+    return c
+
+
+cdef inline Py_ssize_t _candidates(const double* ll, const double* lp, Py_ssize_t K, const int* blocks,
+                                   Py_ssize_t c, double bound, double* cand_w, int* cand_k) noexcept nogil:
+    """Copies the weights ≥ bound of the blocks ``blocks[:c]`` (and their clusters), in increasing
+    cluster order, to cand_w / cand_k; returns their number. Branch-free like _blocks_above."""
+    cdef Py_ssize_t i, j, start, stop, m = 0
+    cdef double w
+    for i in range(c):
+        start = blocks[i] * BLOCK
+        stop = start + BLOCK if start + BLOCK < K else K
+        for j in range(start, stop):
+            w = ll[j] + lp[j]
+            cand_w[m] = w
+            cand_k[m] = <int>j
+            m = m + (w >= bound)
+    return m
+
+
+cdef inline void _rank_top(const double* w, const int* k, Py_ssize_t m, Py_ssize_t L, double* val, int* idx,
+                           double* top_w, int* top_k) noexcept nogil:
+    """The L largest of m candidates (in increasing cluster order) into ``val`` / ``idx`` by rank:
+    candidate i goes to slot #{j : w_j > w_i, or w_j ≥ w_i and j < i} (the order of a stable
+    descending sort) if that is < L, else to the spare slot L of top_w / top_k."""
+    cdef Py_ssize_t i, j, r
+    for i in range(m):
+        r = 0
+        for j in range(m):
+            r = r + ((w[j] > w[i]) | ((j < i) & (w[j] >= w[i])))
+        r = r if r < L else L
+        top_w[r] = w[i]
+        top_k[r] = k[i]
+    for i in range(L):
+        val[i] = top_w[i]
+        idx[i] = top_k[i]
+
+
+cdef inline bint _select_top(const double* ll, const double* lp, Py_ssize_t K, Py_ssize_t L, double* val,
+                             int* idx, TopScratch* s) noexcept nogil:
+    """The L largest weights W_k = ll_k + lp_k of one row into ``val`` / ``idx``, descending, ties to
+    the lower index (Hughes 2016 thesis Alg. 7.2; steps above). False when a weight is NaN or +inf."""
+    cdef Py_ssize_t i, c, m, nb = (K + BLOCK - 1) // BLOCK
+    cdef Py_ssize_t G = 2 * L if 2 * L < nb else nb
+    cdef double bound
+    if nb < L:
+        return _scan_top(ll, lp, K, L, val, idx)
+    if not _block_maxima(ll, lp, K, s.block_max):
+        return False
+    _group_maxima(s.block_max, nb, G, s.group_max)
+    bound = _lth_largest(s.group_max, G, L)
+    c = _blocks_above(s.block_max, nb, bound, s.blocks)
+    m = _candidates(ll, lp, K, s.blocks, c, bound, s.cand_w, s.cand_k)
+    if m <= RANK_MAX:
+        _rank_top(s.cand_w, s.cand_k, m, L, val, idx, s.top_w, s.top_k)
+    else:
+        for i in range(m):
+            _keep(s.cand_w[i], s.cand_k[i], i, L, val, idx)
+    return True
+
+
+cdef inline bint _top_row(const double* ll, const double* lp, Py_ssize_t K, Py_ssize_t L, double* val,
+                          int* idx, TopScratch* s, double* h, double* lnorm) noexcept nogil:
+    """One row of the L-sparse local step; returns False when the row is invalid.
+
+    _select_top keeps the L largest weights W_k = ll_k + lp_k in ``val`` / ``idx`` (Hughes 2016
+    thesis Alg. 7.2). Then, with m = val_0 and t_i = val_i − m: log_norm = m + log1p(Σ_{i≥1} exp t_i),
+    r_i = exp(t_i) / (1 + Σ_{i≥1} exp t_i), h[idx_i] += r_i (log1p(·) − t_i), and ``val`` is
+    overwritten with r.
+    """
+    cdef Py_ssize_t i
+    cdef double m, t, s1 = 0.0, ls, inv, r
+    cdef double* e = s.e
+    if not _select_top(ll, lp, K, L, val, idx, s):
+        return False
     m = val[0]
     if not (m > -INFINITY):             # no finite weight
         return False
@@ -305,6 +472,22 @@ cdef inline bint _top_row(const double* ll, const double* lp, Py_ssize_t K, Py_s
     return True
 
 
+cdef inline TopScratch _scratch_of(double* f, int* i, Py_ssize_t K, Py_ssize_t L) noexcept nogil:
+    """One thread's TopScratch, carved from its row of doubles (⌈K / BLOCK⌉ + K + 4 L + 1) and of
+    ints (⌈K / BLOCK⌉ + K + L + 1)."""
+    cdef Py_ssize_t nb = (K + BLOCK - 1) // BLOCK
+    cdef TopScratch s
+    s.block_max = f
+    s.group_max = f + nb
+    s.cand_w = f + nb + 2 * L
+    s.top_w = f + nb + 2 * L + K
+    s.e = f + nb + 3 * L + K + 1
+    s.blocks = i
+    s.cand_k = i + nb
+    s.top_k = i + nb + K
+    return s
+
+
 def sparse_local_step(const double[:, ::1] log_lik, const double[::1] log_prior, double[:, ::1] values,
                       int[:, ::1] indices, double[::1] log_norm, double[::1] entropy, int n_threads):
     """L-sparse responsibilities (L = values.shape[1] ≤ K), log normalisers and entropy summaries.
@@ -313,25 +496,33 @@ def sparse_local_step(const double[:, ::1] log_lik, const double[::1] log_prior,
     entries is the softmax of the L largest weights. Row n's clusters go to
     ``indices[n]`` in descending weight (ties: lower index first), their
     responsibilities to ``values[n]``. Returns the first invalid row or -1.
+
+    Chunks are handed out dynamically: a thread slowed by another process (e.g. a BLAS thread
+    still spinning after a summary step) takes fewer of them, and results stay per chunk.
     """
     cdef Py_ssize_t N = log_lik.shape[0], K = log_lik.shape[1], L = values.shape[1]
+    cdef Py_ssize_t nb = (K + BLOCK - 1) // BLOCK
     cdef Py_ssize_t csize = _chunk_size(N)
     cdef Py_ssize_t n_chunks = (N + csize - 1) // csize
     cdef Py_ssize_t c, n, start, stop
     cdef int nt = n_threads if n_threads > 0 else 1
     cdef double[:, ::1] part = np.zeros((max(n_chunks, 1), _padded(K)))
-    cdef double[:, ::1] scratch = np.empty((nt, _padded(L)))
+    cdef double[:, ::1] f_scratch = np.empty((nt, _padded(nb + K + 4 * L + 1)))
+    # ints take half the room of doubles: twice the padded length keeps rows on their own cache lines
+    cdef int[:, ::1] i_scratch = np.empty((nt, 2 * _padded(nb + K + L + 1)), dtype=np.intc)
     cdef Py_ssize_t[::1] bad = np.full(max(n_chunks, 1), -1, dtype=np.intp)
+    cdef TopScratch s
 
     with nogil:
-        for c in prange(n_chunks, schedule="static", num_threads=nt):
+        for c in prange(n_chunks, schedule="dynamic", num_threads=nt):
+            s = _scratch_of(&f_scratch[threadid(), 0], &i_scratch[threadid(), 0], K, L)
             start = c * csize
             stop = start + csize
             if stop > N:
                 stop = N
             for n in range(start, stop):
-                if not _top_row(&log_lik[n, 0], &log_prior[0], K, L, &values[n, 0], &indices[n, 0],
-                                &scratch[threadid(), 0], &part[c, 0], &log_norm[n]):
+                if not _top_row(&log_lik[n, 0], &log_prior[0], K, L, &values[n, 0], &indices[n, 0], &s,
+                                &part[c, 0], &log_norm[n]):
                     if bad[c] < 0:
                         bad[c] = n
         _reduce_chunks(part, n_chunks, entropy, 1.0)

@@ -144,3 +144,74 @@ def test_underflowed_entries_are_zero_and_add_no_entropy():
     values, indices, _, entropy = kernels.sparse_local_step(log_lik, np.zeros(4), 3)
     np.testing.assert_array_equal(indices, [[0, 3, 1]])
     assert values[0, 2] == 0.0 and entropy[1] == 0.0 and np.all(np.isfinite(entropy))
+
+
+# ------------------------------------------------- blocked top-L selection (Hughes 2016 thesis Alg. 7.2)
+def hard_weights(N: int, K: int, seed: int = 0):
+    """(log_lik, log_prior) whose rows stress the blocked selection of the compiled kernel: distinct
+    weights, many exact ties (log_prior takes the values 0, −0.5, ..., −2 and −0.0, so sums are exact),
+    +0.0 / −0.0, increasing and decreasing rows, −inf cells and whole −inf blocks, rows with one or two
+    finite weights, huge offsets and magnitudes near the float limit. The first rows are one of each
+    kind, the others a random kind with its columns permuted."""
+    rng = np.random.default_rng([seed, N, K])
+    log_prior = 0.5 * rng.integers(-4, 1, K)
+    log_prior[(log_prior == 0.0) & (rng.random(K) < 0.5)] = -0.0
+    if K > 2:
+        log_prior[rng.choice(K, size=K // 5, replace=False)] = -np.inf
+    finite = np.flatnonzero(np.isfinite(log_prior))
+    few = np.full(K, -np.inf)
+    few[rng.choice(finite, size=min(2, finite.size), replace=False)] = rng.standard_normal(min(2, finite.size))
+    kinds = [
+        3.0 * rng.standard_normal(K),
+        rng.integers(0, 3, K).astype(float),
+        np.where(rng.random(K) < 0.5, -0.0, 0.0),
+        np.arange(K, dtype=float),
+        -np.arange(K, dtype=float),
+        np.where(rng.random(K) < 0.5, -np.inf, rng.standard_normal(K)),
+        np.where((np.arange(K) // 8) % 2 == 0, -np.inf, rng.standard_normal(K)),
+        few,
+        1e300 + 1e285 * rng.standard_normal(K),
+        -1e300 + 1e285 * rng.standard_normal(K),
+        1.7e308 * rng.uniform(-1.0, 1.0, K),
+    ]
+    log_lik = np.array([kinds[i] if i < len(kinds) else rng.permutation(kinds[rng.integers(len(kinds))])
+                        for i in range(N)])
+    log_lik[np.isneginf(log_lik + log_prior).all(axis=1), finite[0]] = 0.0  # every row needs a finite weight
+    return log_lik, log_prior
+
+
+@pytest.mark.parametrize("K", [1, 5, 8, 17, 64, 203])
+def test_top_l_of_hard_rows_matches_a_stable_full_sort(K):
+    log_lik, log_prior = hard_weights(300, K)
+    for L in sorted({1, 2, 3, 4, 8, 16, 24, 25, K} & set(range(1, K + 1))):
+        got = kernels.sparse_local_step(log_lik, log_prior, L)
+        want = ref.sparse_local_step(log_lik, log_prior, L)
+        np.testing.assert_array_equal(got[1], want[1], err_msg=f"indices, L={L}")
+        assert_close(got[0], want[0], atol=TINY, what=f"values, L={L}")
+        assert_close(got[2], want[2], what=f"log_norm, L={L}")
+        assert_close(got[3], want[3], atol=1e-12 * max(1.0, float(np.abs(want[3]).max())), what=f"entropy, L={L}")
+
+
+@pytest.mark.parametrize("L", [1, 4, 16, 30])
+def test_top_l_of_hard_rows_is_thread_count_free(L):
+    log_lik, log_prior = hard_weights(2000, 203, seed=1)
+    one = _bits(kernels.sparse_local_step(log_lik, log_prior, L, n_threads=1))
+    for nt in (2, 3, 4):
+        assert _bits(kernels.sparse_local_step(log_lik, log_prior, L, n_threads=nt)) == one, nt
+
+
+@pytest.mark.parametrize("bad,why", [(np.nan, "NaN"), (np.inf, r"\+inf")])
+@pytest.mark.parametrize("K,L", [(7, 1), (7, 4), (64, 1), (64, 4), (203, 4), (203, 16), (203, 30)])
+def test_sparse_step_finds_a_bad_weight_in_any_column(K, L, bad, why):
+    """A NaN or +inf is found even in a block of small weights that the selection never reads again."""
+    rng = np.random.default_rng([K, L])
+    log_lik, log_prior = make_weights(400, K, "unit", seed=5)
+    for col in sorted({0, K // 2, K - 1, int(rng.integers(K))}):
+        weights = log_lik.copy()
+        for n in (150, 390):
+            weights[n, col // 8 * 8:col // 8 * 8 + 8] = -50.0
+            weights[n, (col + 8) % K] = 50.0
+            weights[n, col] = bad
+        for nt in (1, 2):
+            with pytest.raises(KernelInputError, match=f"row 150 of the weights .* has {why} at column {col}"):
+                kernels.sparse_local_step(weights, log_prior, L, n_threads=nt)
