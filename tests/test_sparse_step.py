@@ -22,17 +22,23 @@ def densify(values, indices, K):
     return out
 
 
+def compiled_equals_reference(log_lik, log_prior, L):
+    """The compiled top-L step against the NumPy reference: same indices, values, normalisers, entropy."""
+    got = kernels.sparse_local_step(log_lik, log_prior, L)
+    want = ref.sparse_local_step(log_lik, log_prior, L)
+    np.testing.assert_array_equal(got[1], want[1], err_msg=f"indices, L={L}")
+    assert_close(got[0], want[0], atol=TINY, what=f"values, L={L}")
+    assert_close(got[2], want[2], what=f"log_norm, L={L}")
+    assert_close(got[3], want[3], atol=1e-12 * max(1.0, float(np.abs(want[3]).max())), what=f"entropy, L={L}")
+    return got
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("N,K", [(1, 1), (7, 2), (1000, 8), (300, 257)])
 def test_top_l_matches_a_stable_full_sort(N, K, kind):
     log_lik, log_prior = make_weights(N, K, kind)
     for L in sorted({1, 2, 3, K // 2, K} & set(range(1, K + 1))):
-        got = kernels.sparse_local_step(log_lik, log_prior, L)
-        want = ref.sparse_local_step(log_lik, log_prior, L)
-        np.testing.assert_array_equal(got[1], want[1], err_msg=f"indices, L={L}")
-        assert_close(got[0], want[0], atol=TINY, what=f"values, L={L}")
-        assert_close(got[2], want[2], what=f"log_norm, L={L}")
-        assert_close(got[3], want[3], atol=1e-12 * max(1.0, float(np.abs(want[3]).max())), what=f"entropy, L={L}")
+        got = compiled_equals_reference(log_lik, log_prior, L)
         values, indices = got[0], got[1]
         assert np.all(values >= 0) and np.allclose(values.sum(axis=1), 1.0, rtol=0, atol=1e-12)
         assert all(len(set(row)) == L for row in indices.tolist()), "indices repeat within a row"
@@ -184,12 +190,7 @@ def hard_weights(N: int, K: int, seed: int = 0):
 def test_top_l_of_hard_rows_matches_a_stable_full_sort(K):
     log_lik, log_prior = hard_weights(300, K)
     for L in sorted({1, 2, 3, 4, 8, 16, 24, 25, K} & set(range(1, K + 1))):
-        got = kernels.sparse_local_step(log_lik, log_prior, L)
-        want = ref.sparse_local_step(log_lik, log_prior, L)
-        np.testing.assert_array_equal(got[1], want[1], err_msg=f"indices, L={L}")
-        assert_close(got[0], want[0], atol=TINY, what=f"values, L={L}")
-        assert_close(got[2], want[2], what=f"log_norm, L={L}")
-        assert_close(got[3], want[3], atol=1e-12 * max(1.0, float(np.abs(want[3]).max())), what=f"entropy, L={L}")
+        compiled_equals_reference(log_lik, log_prior, L)
 
 
 @pytest.mark.parametrize("L", [1, 4, 16, 30])
