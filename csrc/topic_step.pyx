@@ -68,26 +68,38 @@ L and m of the word types, (V, K)).
 L-sparse mode (Hughes 2016 thesis §7.3, Alg. 7.4; Hughes & Sudderth 2016, fast and accurate
 local steps (sparse), §5, Alg. 2), doc_topic_step_sparse: row u keeps at most L topics (its
 support; Le = min(L, K) slots) and r_u = softmax of C_u + w̃ on it. First support: the top L of
-C_uk + w̃_k over all K with the dense mode's first weights (ties to the lower k; the only O(K)
-work per row, and in table mode from a cold start done once per word type of the batch). The
-active set A_d (a list in increasing k) starts as the union of the supports; every iteration
-prunes it to N_dk > ε when ε > 0 (unless none would be left; a pruned topic gets w̃ = −inf and
-N = 0), sets w̃_k = ψ(N_dk + a_k) − max on A_d, then re-selects every row's top min(L, |A_d|)
-over A_d on iterations 1-5 and every 10th (all of them with ``select_always``) and re-weights
-the stored supports otherwise (a support holding a pruned topic re-selects). Selection is a
-running-threshold scan (the L best so far and the worst of them; ties to the lower k in any
-order) over A_d sorted by decreasing w̃, stopped once max_k C_uk + w̃_k falls below the L-th
-best x: no later topic can enter, so the result is the exact top L, but a row usually reads a
-few topics. Values use the efficient form on the support: e_ui = exp(C_{u,k_i} − m_u) (m_u the
-largest C of the support, stored), s_u = Σ_i e_ui p_{k_i}, r_ui = e_ui p_{k_i} / s_u (rows with
-s_u < 1e-250 by log-sum-exp; a row of one topic has r = 1 exactly), so a re-weighting costs no
-exp. The objective is L_d above summed over the supports and A_d (an inactive topic has
-θ_dk = a_k: Σ_k lnΓ(a_k) and Σ_k a_k are batch constants). Restarts as above, each proposal's
-iterations all re-selecting; its topic j (N'_j = 0) leaves the proposal's A_d through the
-pruning, or with ε = 0 stays with weight ψ(a_j) as in the dense mode, so at L = K, ε = 0 and
-``select_always`` the mode is the dense step up to rounding. Scratch of a block: two sets
-(state, proposal) of Le slots (topic, e) per row plus the returned r (Le per row), never
-rows × K; per thread O(K).
+C_uk + w̃_k over all K with the dense mode's first weights (ties to the lower k; in table mode from
+a cold start done once per word type of the batch). The active set A_d (a list in increasing k)
+starts as the union of the supports. Selection iterations, 1-5 and every 10th (all of them with
+``select_always``), prune A_d to N_dk > ε when ε > 0 (unless none would be left; a pruned topic
+gets w̃ = −inf and N = 0), set w̃_k = ψ(N_dk + a_k) − max on A_d and re-select every row's top
+min(L, |A_d|) over A_d; the other iterations keep A_d and the supports and only re-weight (as in
+Hughes's own implementation of Alg. 7.4, bnpy's sparse local step, which revises the active set
+only when it re-selects). Once a re-selection puts less than a fraction STABLE_MASS of the
+document's tokens on the topics that entered the supports (Σ_u c_u Σ_{i entered} r_ui), the
+supports count as stable: the rest of iterations 2-5 only re-weight; every 10th still re-selects.
+
+A re-selection is exact (ties to the lower k in any order) but reads few C: it starts from the
+row's support (the seeds; its threshold starts near its final value, and the seeds' C are stored,
+cv), then offers the active topics by decreasing w̃ and stops once no later one can beat the
+worst held: by the bound max_k C_uk + w̃_k (_topl_sorted), or, when more than TA_MIN_PER_SLOT
+times Le topics are active (the first iterations), by the threshold algorithm on that list and
+the row's list of its T = min(K, 2 Le, 64) largest C_uk (_topl_ta; the lists are made once per word
+type of the batch in table mode, per row otherwise). A topic kept keeps its slot and e, so only
+the topics that enter cost an exponential, and the C of the next row's first candidates are
+asked for in advance. With at most Le active topics a row holding all of them keeps its support.
+
+Values use the efficient form on the support: e_ui = exp(C_{u,k_i} − m_u) (m_u the largest C of
+the support, stored), s_u = Σ_i e_ui p_{k_i}, r_ui = e_ui p_{k_i} / s_u (rows with s_u < 1e-250 by
+log-sum-exp; a row of one topic has r = 1 exactly), so a re-weighting costs no exp. The
+objective is L_d above summed over the supports and A_d (an inactive topic has θ_dk = a_k:
+Σ_k lnΓ(a_k) and Σ_k a_k are batch constants). Restarts as above, each proposal starting from
+the current rows and all its iterations re-selecting; its topic j (N'_j = 0) leaves the
+proposal's A_d through the pruning, or with ε = 0 stays with weight ψ(a_j) as in the dense mode,
+so at L = K, ε = 0 and ``select_always`` the mode is the dense step up to rounding. Scratch of a
+block: two sets (state, proposal) of Le slots (topic, C, e) per row, the rows' lists (T per row,
+or per word type of the batch in table mode) and the returned r (Le per row), never rows × K;
+per thread O(K).
 
 ψ is :c:func:`_digamma` below (recurrence to x ≥ 10, asymptotic series; Taylor series
 about the positive root near it); lnΓ is libm's ``lgamma``.
@@ -194,11 +206,27 @@ cdef extern from *:
     void bnpvi_sort_wk(bnpvi_wk* a, Py_ssize_t n) noexcept nogil
 
 
+cdef extern from *:
+    """
+    /* Ask for the cache lines of x[srt[j].k], j < n (the topics a row's selection reads first). */
+    static void bnpvi_prefetch_topics(const double* x, const bnpvi_wk* srt, Py_ssize_t n)
+    {
+        Py_ssize_t j;
+        for (j = 0; j < n; j++)
+            __builtin_prefetch(x + srt[j].k);
+    }
+    """
+    void bnpvi_prefetch_topics(const double* x, const bnpvi_wk* srt, Py_ssize_t n) noexcept nogil
+
+
 # exp(x) rounds to +0.0 for every x < ln(2⁻¹⁰⁷⁵) ≈ −745.1332; skip the slow libm call there.
 cdef double EXP_ZERO = -745.2
 # Rows with s_u below this are done directly (terms lost to underflow, < K · 2⁻¹⁰²²,
 # are then negligible next to s_u).
 cdef double S_MIN = 1e-250
+# L-sparse mode: a document's supports are stable once a re-selection put less than this fraction
+# of its tokens on the topics that entered them (module docstring).
+cdef double STABLE_MASS = 1e-2
 # A topic is "used" by a document (a restart candidate) when N_dk exceeds this.
 cdef double USED_MIN = 0.1
 # A restart is accepted when it gains more than this times 1 + |L_d| (more than rounding:
@@ -287,13 +315,15 @@ def _digamma_array(const double[::1] x):
 # ------------------------------------------------------------------ one document
 cdef struct Rows:
     # the n rows of one document: C_u at C + i_u K with i_u = wid[u] (table mode) or u
-    # (dense mode, wid NULL); L_u at L + u K (then r_u), m_u = m[u], c_u = cnt[u]
+    # (dense mode, wid NULL); L_u at L + u K (then r_u), m_u = m[u], c_u = cnt[u]; L-sparse
+    # mode: the list of row u's T largest C_uk at top + i_u T (_top_list), m_u = max_k C_uk, L unused
     const double* C
     const long long* wid
     double* L
     double* m
     const double* cnt
     Py_ssize_t n
+    const bnpvi_wk* top
 
 
 cdef struct Opts:
@@ -308,9 +338,10 @@ cdef struct Opts:
     int restart_iters
     const long long* pairs
     Py_ssize_t M
-    # L-sparse mode only (see _sp_doc): row width Le = min(L, K), pruning threshold ε, select
-    # at every iteration, lnΓ(a_k), Σ_k lnΓ(a_k) and Σ_k a_k
+    # L-sparse mode only (see _sp_doc): row width Le = min(L, K), length T of the rows' lists,
+    # pruning threshold ε, select at every iteration, lnΓ(a_k), Σ_k lnΓ(a_k) and Σ_k a_k
     Py_ssize_t Le
+    Py_ssize_t T
     double eps
     bint sel_all
     const double* la
@@ -319,7 +350,7 @@ cdef struct Opts:
 
 
 cdef inline Rows _rows(const double* C, const long long* wid, double* L, double* m, const double* cnt,
-                       Py_ssize_t n) noexcept nogil:
+                       Py_ssize_t n, const bnpvi_wk* top) noexcept nogil:
     cdef Rows rw
     rw.C = C
     rw.wid = wid
@@ -327,12 +358,18 @@ cdef inline Rows _rows(const double* C, const long long* wid, double* L, double*
     rw.m = m
     rw.cnt = cnt
     rw.n = n
+    rw.top = top
     return rw
 
 
 cdef inline const double* _crow(const Rows* rw, Py_ssize_t u, Py_ssize_t K) noexcept nogil:
     """C_u."""
     return rw.C + (rw.wid[u] if rw.wid != NULL else u) * K
+
+
+cdef inline const bnpvi_wk* _top(const Rows* rw, Py_ssize_t u, Py_ssize_t T) noexcept nogil:
+    """The list of row u's T largest C_uk (L-sparse mode, _top_list)."""
+    return rw.top + (rw.wid[u] if rw.wid != NULL else u) * T
 
 
 cdef void _exp_rows(const double* C, Py_ssize_t n, Py_ssize_t K, double* L, double* m) noexcept nogil:
@@ -713,24 +750,33 @@ cdef void _doc(const Rows* rw, const Opts* o, const double* init, double* st,
 
 # ------------------------------------------------------------------ L-sparse mode
 # One document of the L-sparse mode (module docstring, "L-sparse mode"). Row u keeps
-# nz_u ≤ Le topics idx_u with e_ui = exp(C_{u,idx_ui} − m_u), m_u the largest C_uk of
-# them; its responsibilities are r_ui = e_ui p_{idx_ui} / s_u with s_u = Σ_i e_ui p_{idx_ui}
+# nz_u ≤ Le topics idx_u, their C_{u,idx_ui} (cv) and e_ui = exp(C_{u,idx_ui} − m_u), m_u the
+# largest C_uk of them; its responsibilities are r_ui = e_ui p_{idx_ui} / s_u with s_u = Σ_i e_ui p_{idx_ui}
 # (the efficient form of the dense mode on the row's support), or by log-sum-exp when
 # s_u < S_MIN. Topics outside the active set have w̃_k = −inf; every loop over topics
 # runs over the active list act (increasing k), so a document costs O(K) only for its
 # first selection, its first weights and its outputs.
 cdef enum:
     # scratch vectors of K doubles and of K ints per thread (see _sp_doc)
-    SP_VECS = 13
+    SP_VECS = 15
     SP_IVECS = 4
-    # iterations that re-select every row: the first SELECT_FIRST, then every SELECT_EVERY-th
+    # iterations that re-select every row: the first SELECT_FIRST (until the supports are stable),
+    # then every SELECT_EVERY-th
     SELECT_FIRST = 5
     SELECT_EVERY = 10
+    # selections ask for the C of the next row's first PREFETCH_TOPICS candidates in advance
+    PREFETCH_TOPICS = 64
+    # a row's list holds its LIST_PER_SLOT Le largest C_uk (at most LIST_MAX, K); the threshold
+    # algorithm selects when more than TA_MIN_PER_SLOT times the row width are active
+    LIST_PER_SLOT = 2
+    LIST_MAX = 64
+    TA_MIN_PER_SLOT = 12
 
 
 cdef struct SRows:
-    # the sparse rows of one document (idx, e: n Le; the rest: n); sb, lzb as in _pass
+    # the sparse rows of one document (idx, cv = C_{u,idx}, e: n Le; the rest: n); sb, lzb as in _pass
     int* idx
+    double* cv
     double* e
     int* nz
     double* m
@@ -738,9 +784,11 @@ cdef struct SRows:
     double* lzb
 
 
-cdef inline SRows _srows(int* idx, double* e, int* nz, double* m, double* sb, double* lzb) noexcept nogil:
+cdef inline SRows _srows(int* idx, double* cv, double* e, int* nz, double* m, double* sb,
+                         double* lzb) noexcept nogil:
     cdef SRows s
     s.idx = idx
+    s.cv = cv
     s.e = e
     s.nz = nz
     s.m = m
@@ -749,84 +797,229 @@ cdef inline SRows _srows(int* idx, double* e, int* nz, double* m, double* sb, do
     return s
 
 
-cdef inline int _worst(const int* bi, const double* bx, int n) noexcept nogil:
-    """Position of the smallest bx (ties: the larger topic bi), the one a better topic replaces."""
-    cdef int i, w = 0
-    for i in range(1, n):
-        if bx[i] < bx[w] or (bx[i] == bx[w] and bi[i] > bi[w]):
-            w = i
-    return w
+cdef struct Best:
+    # the best n ≤ width topics offered so far (topic k, C_k and x = C_k + w̃_k; in no particular
+    # order), the slot w of the worst (smallest x, ties: the larger k) and its x, thr (−inf until
+    # width are held), how many offers entered
+    int* k
+    double* c
+    double* x
+    int n
+    int width
+    int w
+    double thr
+    int entered
 
 
-cdef int _topl_all(const double* C, const double* wt, Py_ssize_t K, int Le, int* bi, double* bx,
-                   double* cmax) noexcept nogil:
+cdef inline Best _best(int* k, double* c, double* x, int width) noexcept nogil:
+    """An empty Best of the given width on the scratch k, c, x (width each)."""
+    cdef Best b
+    b.k = k
+    b.c = c
+    b.x = x
+    b.n = 0
+    b.width = width
+    b.w = 0
+    b.thr = -INFINITY
+    b.entered = 0
+    return b
+
+
+cdef inline void _set_worst(Best* b) noexcept nogil:
+    """Find the worst slot, the one a better topic replaces."""
+    cdef int i
+    b.w = 0
+    for i in range(1, b.n):
+        if b.x[i] < b.x[b.w] or (b.x[i] == b.x[b.w] and b.k[i] > b.k[b.w]):
+            b.w = i
+    b.thr = b.x[b.w]
+
+
+cdef inline bint _offer(Best* b, int k, double c, double x) noexcept nogil:
+    """Offer topic k (C_k = c, x = C_k + w̃_k; −inf: never held), not held: it takes the next free
+    slot, or the worst one's if it beats it (ties: the lower k). Returns whether it entered."""
+    cdef int slot
+    if b.n < b.width:
+        if x == -INFINITY:
+            return False
+        slot = b.n
+        b.n = b.n + 1
+    elif x > b.thr or (x == b.thr and k < b.k[b.w]):
+        slot = b.w
+    else:
+        return False
+    b.k[slot] = k
+    b.c[slot] = c
+    b.x[slot] = x
+    b.entered = b.entered + 1
+    if b.n == b.width:
+        _set_worst(b)
+    return True
+
+
+cdef int _topl_all(const double* C, const double* wt, Py_ssize_t K, int Le, int* bi, double* bc,
+                   double* bx) noexcept nogil:
     """The min(Le, K) topics k < K with the largest x_k = C_k + w̃_k, ties to the lower k, by a
-    running-threshold scan: topics to bi, x to bx (in no particular order); returns their number.
-    max_k C_k goes to cmax."""
+    running-threshold scan: topics to bi, C_k to bc, x to bx (in no particular order); returns
+    their number."""
     cdef Py_ssize_t k
-    cdef int n = 0, w = 0
-    cdef double x, thr = -INFINITY, cm = -INFINITY
+    cdef Best b = _best(bi, bc, bx, Le)
     for k in range(K):
-        if C[k] > cm:
-            cm = C[k]
-        x = C[k] + wt[k]
-        if n < Le:
-            bi[n] = <int>k
-            bx[n] = x
-            n = n + 1
-            if n == Le:
-                w = _worst(bi, bx, n)
-                thr = bx[w]
-        elif x > thr:
-            bi[w] = <int>k
-            bx[w] = x
-            w = _worst(bi, bx, n)
-            thr = bx[w]
-    cmax[0] = cm
-    return n
+        _offer(&b, <int>k, C[k], C[k] + wt[k])
+    return b.n
 
 
-cdef int _topl_sorted(const double* C, double cmax, const bnpvi_wk* srt, int nA, int Le, int* bi,
-                      double* bx) noexcept nogil:
-    """_topl_all over the active topics srt (sorted by decreasing w̃_k), with an exact early stop:
-    once Le topics are held and cmax + w̃_k (cmax = max_k C_k, a bound on every later x_k) is below
-    the Le-th best x, no later topic can enter. Ties to the lower k in any scan order."""
-    cdef int j, k, n = 0, w = 0
-    cdef double x, thr = -INFINITY
+cdef void _top_list(const double* C, Py_ssize_t K, Py_ssize_t T, int* bi, double* bc, double* bx,
+                    bnpvi_wk* top) noexcept nogil:
+    """A row's list for _topl_ta: its T ≤ K largest C_k as (C_k, k) by decreasing C_k (ties: the
+    lower k first); bi, bc, bx (T) are scratch."""
+    cdef Py_ssize_t k
+    cdef int i
+    cdef Best b = _best(bi, bc, bx, <int>T)
+    for k in range(K):
+        _offer(&b, <int>k, C[k], C[k])
+    for i in range(b.n):
+        top[i].w = bc[i]
+        top[i].k = bi[i]
+    bnpvi_sort_wk(top, T)
+
+
+cdef void _topl_sorted(const double* C, double cmax, const bnpvi_wk* srt, int nA, const double* pen,
+                       Best* b) noexcept nogil:
+    """Offer the active topics srt (sorted by decreasing w̃_k) to b in turn, with an exact early
+    stop: once b is full and cmax + w̃_k (cmax = max_k C_k, a bound on every later x_k) is below
+    the worst x held, no later topic can enter. pen_k = −inf for the topics b already holds (the
+    seeds), which the scan passes over without a branch, 0 otherwise."""
+    cdef int j, k
     for j in range(nA):
-        if n == Le and cmax + srt[j].w < thr:
+        if b.n == b.width and cmax + srt[j].w < b.thr:
             break
         k = srt[j].k
-        x = C[k] + srt[j].w
-        if n < Le:
-            bi[n] = k
-            bx[n] = x
+        _offer(b, k, C[k], (C[k] + srt[j].w) + pen[k])
+
+
+cdef void _topl_ta(const double* C, const bnpvi_wk* top, Py_ssize_t T, const double* wt, const bnpvi_wk* srt,
+                   int nA, double* pen, Best* b) noexcept nogil:
+    """_topl_sorted by the threshold algorithm (Fagin, Lotem & Naor 2003) on two lists read in
+    turn: the row's list ``top`` of its T largest C_k (_top_list; an inactive topic there has
+    w̃ = −inf) and the active topics srt. A topic read in neither list has C_k at most the next
+    entry of ``top`` (or its last once it is used up) and w̃_k at most the next of srt: once b is
+    full and that sum is below the worst x held, no such topic can enter. So the result is the
+    exact top, for far fewer reads of C than _topl_sorted when many topics are active (Hughes 2016
+    thesis §7.3 / Alg. 7.4: the re-selections of the first iterations). A topic that enters gets
+    pen_k = −inf, so that the other list passes over it; on exit pen is 0 at every topic read."""
+    cdef Py_ssize_t i = 0, i0
+    cdef int j = 0, j0, k
+    cdef double c
+    while j < nA:
+        c = top[i].w if i < T else top[T - 1].w
+        if b.n == b.width and c + srt[j].w < b.thr:
+            break
+        if i < T:
+            k = top[i].k
+            if _offer(b, k, top[i].w, (top[i].w + wt[k]) + pen[k]):
+                pen[k] = -INFINITY
+            i = i + 1
+        k = srt[j].k
+        if _offer(b, k, C[k], (C[k] + srt[j].w) + pen[k]):
+            pen[k] = -INFINITY
+        j = j + 1
+    for i0 in range(i):
+        pen[top[i0].k] = 0.0
+    for j0 in range(j):
+        pen[srt[j0].k] = 0.0
+
+
+cdef void _sp_first(const double* C, const double* wt, Py_ssize_t K, int Le, int* idx, double* cv, double* e,
+                    int* nz, double* m, int* bi, double* bc, double* bx) noexcept nogil:
+    """First row of C: its top min(Le, K) of C + w̃ over all K (_topl_all), with its C, e and m."""
+    cdef int n = _topl_all(C, wt, K, Le, bi, bc, bx)
+    memcpy(idx, bi, n * sizeof(int))
+    memcpy(cv, bc, n * sizeof(double))
+    nz[0] = n
+    _sp_exps(cv, e, n, m, True)
+
+
+cdef inline void _sp_exps(const double* cv, double* e, int n, double* m, bint fresh) noexcept nogil:
+    """m = max_i cv_i and e_i = exp(cv_i − m) for a row of n ≥ 1 slots: all of them when ``fresh``
+    or when m changes, else only those marked e_i < 0 (the others hold that very number)."""
+    cdef int i
+    cdef double mx = cv[0], x
+    for i in range(1, n):
+        if cv[i] > mx:
+            mx = cv[i]
+    fresh = fresh or mx != m[0]
+    m[0] = mx
+    for i in range(n):
+        if fresh or e[i] < 0.0:
+            x = cv[i] - mx
+            e[i] = exp(x) if x >= EXP_ZERO else 0.0
+
+
+cdef int _sp_keep(const double* wt, int* idx, double* cv, double* e, int* nz, double* m) noexcept nogil:
+    """Drop the inactive topics (w̃ = −inf) from a row's support, the others keeping their order, C
+    and e (e and m redone when m changes); returns the number kept."""
+    cdef int i, n = 0
+    for i in range(nz[0]):
+        if wt[idx[i]] == -INFINITY:
+            break
+    else:
+        return nz[0]
+    for i in range(nz[0]):
+        if wt[idx[i]] != -INFINITY:
+            idx[n] = idx[i]
+            cv[n] = cv[i]
+            e[n] = e[i]
             n = n + 1
-            if n == Le:
-                w = _worst(bi, bx, n)
-                thr = bx[w]
-        elif x > thr or (x == thr and k < bi[w]):
-            bi[w] = k
-            bx[w] = x
-            w = _worst(bi, bx, n)
-            thr = bx[w]
+    nz[0] = n
+    if 0 < n:
+        _sp_exps(cv, e, n, m, False)
     return n
 
 
-cdef inline void _sp_store(const double* C, const int* bi, int n, int* idx, double* e, int* nz,
-                           double* m) noexcept nogil:
-    """Row of the n selected topics bi: idx, e_i = exp(C_{bi_i} − m) with m = max_i C_{bi_i}."""
-    cdef int i
-    cdef double mx = C[bi[0]], x
-    for i in range(1, n):
-        if C[bi[i]] > mx:
-            mx = C[bi[i]]
+cdef int _sp_select(const double* C, double cmax, const bnpvi_wk* top, Py_ssize_t T, const double* wt,
+                     const bnpvi_wk* srt, int nA, int width, bint ta, int* idx, double* cv, double* e, int* nz,
+                     double* m, int* bi, double* bc, double* bx, double* pen) noexcept nogil:
+    """Re-select a row (its support active, see _sp_keep): the top ``width`` of C + w̃ over the
+    active topics, by _topl_ta when ``ta``, else by _topl_sorted, seeded with the row's support.
+
+    Seeded, the threshold starts near its final value: few topics enter, and the test that turns
+    the others away is one the branch predictor gets right. A topic kept keeps its slot and its e
+    when m is unchanged, so only the topics that enter cost an exponential (_sp_exps). Returns the
+    number of topics that entered, their slots flagged 1 in bi (the others 0) when there are any.
+    bi, bc, bx (width) are scratch; pen (K) is zero on entry and on exit.
+    """
+    cdef Best b = _best(bi, bc, bx, width)
+    cdef int i, n = nz[0]
     for i in range(n):
-        idx[i] = bi[i]
-        x = C[bi[i]] - mx
-        e[i] = exp(x) if x >= EXP_ZERO else 0.0
-    nz[0] = n
-    m[0] = mx
+        bi[i] = idx[i]
+        bc[i] = cv[i]
+        bx[i] = cv[i] + wt[idx[i]]
+        pen[idx[i]] = -INFINITY
+    b.n = n
+    if n == width:
+        _set_worst(&b)
+    if ta:
+        _topl_ta(C, top, T, wt, srt, nA, pen, &b)
+    else:
+        _topl_sorted(C, cmax, srt, nA, pen, &b)
+    for i in range(n):
+        pen[idx[i]] = 0.0
+    if b.entered == 0:
+        return 0
+    n = 0
+    for i in range(b.n):
+        if i >= nz[0] or bi[i] != idx[i]:
+            idx[i] = bi[i]
+            cv[i] = bc[i]
+            e[i] = -1.0
+            bi[i] = 1
+            n = n + 1
+        else:
+            bi[i] = 0
+    nz[0] = b.n
+    _sp_exps(cv, e, b.n, m, False)
+    return n
 
 
 cdef inline double _sp_direct(const double* C, const int* idx, int n, const double* wt, double* out,
@@ -851,23 +1044,36 @@ cdef inline double _sp_direct(const double* C, const int* idx, int n, const doub
     return log(s)
 
 
-cdef void _sp_pass(const Rows* rw, const SRows* s, const Opts* o, const double* wt, const double* p,
-                   const int* act, int nA, bint select, bint pruned, double* acc, double* extra, int* bi,
-                   double* bx, bnpvi_wk* srt) noexcept nogil:
-    """One update of every row from the weights w̃ (p = exp w̃) on the active list act, adding
-    c_u e_ui / s_u to acc and the rows done directly (c_u r_ui) to extra at idx_ui.
+cdef inline double _sp_sum(const double* e, const int* idx, const double* p, int nz) noexcept nogil:
+    """s_u = Σ_i e_i p_{idx_i} in two partial sums (even and odd slots; half the chain of additions)."""
+    cdef int i
+    cdef double t0 = 0.0, t1 = 0.0
+    for i in range(0, nz - 1, 2):
+        t0 = t0 + e[i] * p[idx[i]]
+        t1 = t1 + e[i + 1] * p[idx[i + 1]]
+    if nz % 2:
+        t0 = t0 + e[nz - 1] * p[idx[nz - 1]]
+    return t0 + t1
 
-    A row re-selects its top min(Le, |act|) topics over act when ``select``, or (only looked
-    for when ``pruned``: topics left act just now) when its support holds a topic no longer
-    active (w̃ = −inf); otherwise it keeps its support and
-    only its values change. A row of one topic has r = 1 exactly. The selection scans the
-    active topics by decreasing w̃ (sorted into srt (nA) when the first row needs it) and
-    stops early (_topl_sorted; rw.m holds max_k C_uk). bi, bx (Le) are scratch.
+
+cdef double _sp_pass(const Rows* rw, const SRows* s, const Opts* o, const double* wt, const double* p,
+                     const int* act, int nA, bint select, double* acc, double* extra, int* bi, double* bc,
+                     double* bx, double* pen, bnpvi_wk* srt) noexcept nogil:
+    """One update of every row from the weights w̃ (p = exp w̃, −inf off the active list act),
+    adding c_u e_ui / s_u to acc and the rows done directly (c_u r_ui) to extra at idx_ui.
+
+    With ``select``, a row re-selects its top min(Le, |act|) topics over act (_sp_select; the
+    active topics sorted by decreasing w̃ into srt (nA) when the first row needs them; rw.m holds
+    max_k C_uk), the C (and list) of the next row's first candidates asked for in advance;
+    otherwise it keeps its support and only its values change. A row of one topic has r = 1
+    exactly. Returns the mass Σ_u c_u r_ui the re-selected rows put on topics that entered them.
+    bi, bc, bx (Le) are scratch, pen (K) zero.
     """
-    cdef Py_ssize_t u, Le = o.Le, K = o.K
-    cdef int i, nz
-    cdef bint need, ready = False
-    cdef double t, f, mx, c
+    cdef Py_ssize_t u, Le = o.Le, K = o.K, T = o.T
+    cdef int i, nz, width = <int>(Le if Le < nA else nA)
+    cdef bint ready = False, ta = nA > TA_MIN_PER_SLOT * width
+    cdef int fresh
+    cdef double t, f, mx, c, moved = 0.0
     cdef const double* C
     cdef int* idx
     cdef double* e
@@ -875,24 +1081,24 @@ cdef void _sp_pass(const Rows* rw, const SRows* s, const Opts* o, const double* 
         C = _crow(rw, u, K)
         idx = s.idx + u * Le
         e = s.e + u * Le
-        need = select
-        if pruned and not need:
-            for i in range(s.nz[u]):
-                if wt[idx[i]] == -INFINITY:
-                    need = True
-                    break
-        if need:
+        fresh = 0
+        # with at most Le active topics, the top min(Le, |act|) is the whole active set: a row
+        # holding all of it keeps its support
+        if select and (_sp_keep(wt, idx, s.cv + u * Le, e, &s.nz[u], &s.m[u]) < nA or nA > Le):
             if not ready:
                 for i in range(nA):
                     srt[i].k = act[i]
                     srt[i].w = wt[act[i]]
                 bnpvi_sort_wk(srt, nA)
                 ready = True
-            _sp_store(C, bi, _topl_sorted(C, rw.m[u], srt, nA, <int>Le, bi, bx), idx, e, &s.nz[u], &s.m[u])
+            if u + 1 < rw.n:
+                bnpvi_prefetch_topics(_crow(rw, u + 1, K), srt, min(nA, 2 * T if ta else PREFETCH_TOPICS))
+                if ta:
+                    bnpvi_prefetch(<const double*>_top(rw, u + 1, T), 2 * T)
+            fresh = _sp_select(C, rw.m[u], _top(rw, u, T), T, wt, srt, nA, width, ta, idx, s.cv + u * Le, e,
+                               &s.nz[u], &s.m[u], bi, bc, bx, pen)
         nz = s.nz[u]
-        t = 0.0
-        for i in range(nz):
-            t = t + e[i] * p[idx[i]]
+        t = _sp_sum(e, idx, p, nz)
         c = rw.cnt[u]
         if nz == 1:
             # r_u = 1 exactly (L = 1 or one active topic): N gets c_u itself
@@ -901,16 +1107,25 @@ cdef void _sp_pass(const Rows* rw, const SRows* s, const Opts* o, const double* 
             if t < S_MIN:
                 s.sb[u] = 0.0
                 s.lzb[u] = C[idx[0]] + wt[idx[0]]
+            if fresh:
+                moved = moved + c
         elif t >= S_MIN:
             s.sb[u] = t
             f = c / t
             for i in range(nz):
                 acc[idx[i]] = acc[idx[i]] + f * e[i]
+            if fresh:
+                for i in range(nz):
+                    if bi[i]:
+                        moved = moved + f * (e[i] * p[idx[i]])
         else:
             s.sb[u] = 0.0
             s.lzb[u] = _sp_direct(C, idx, nz, wt, bx, &mx) + mx
             for i in range(nz):
                 extra[idx[i]] = extra[idx[i]] + c * bx[i]
+                if fresh and bi[i]:
+                    moved = moved + c * bx[i]
+    return moved
 
 
 cdef inline void _sp_weights(const double* N, const double* a, const int* act, int nA, double* wt,
@@ -930,17 +1145,18 @@ cdef inline void _sp_weights(const double* N, const double* a, const int* act, i
 
 
 cdef double _sp_iter(const Rows* rw, const SRows* s, const Opts* o, double* N, double* wt, double* p,
-                     int* act, int* nA, bint select, double* acc, double* extra, int* bi, double* bx,
-                     bnpvi_wk* srt) noexcept nogil:
+                     int* act, int* nA, bint select, double* acc, double* extra, int* bi, double* bc,
+                     double* bx, double* pen, bnpvi_wk* srt, double* moved) noexcept nogil:
     """One iteration of the L-sparse mode; returns max_k |ΔN_k|.
 
-    Prune the active list to N_k > ε (when ε > 0 and some topic is left; a pruned topic gets
-    w̃_k = −inf, p_k = 0 and N_k = 0), weights on it (_sp_weights), then every row (_sp_pass)
+    With ``select``: prune the active list to N_k > ε (when ε > 0 and some topic is left; a pruned
+    topic gets w̃_k = −inf, p_k = 0 and N_k = 0); then weights on it (_sp_weights), every row
+    (_sp_pass, re-selecting with ``select``; the mass put on topics that entered to ``moved``)
     and N from the rows.
     """
     cdef int j, k, n = 0, nold = nA[0]
     cdef double diff = 0.0, x, Nk
-    if o.eps > 0.0:
+    if o.eps > 0.0 and select:
         for j in range(nold):
             if N[act[j]] > o.eps:
                 n = n + 1
@@ -962,7 +1178,7 @@ cdef double _sp_iter(const Rows* rw, const SRows* s, const Opts* o, double* N, d
     for j in range(nA[0]):
         acc[act[j]] = 0.0
         extra[act[j]] = 0.0
-    _sp_pass(rw, s, o, wt, p, act, nA[0], select, nA[0] < nold, acc, extra, bi, bx, srt)
+    moved[0] = _sp_pass(rw, s, o, wt, p, act, nA[0], select, acc, extra, bi, bc, bx, pen, srt)
     for j in range(nA[0]):
         k = act[j]
         Nk = p[k] * acc[k] + extra[k]
@@ -1074,19 +1290,28 @@ cdef void _sp_finish(const Rows* rw, const SRows* s, const Opts* o, const double
             lr[idx[i]] = 0.0
 
 
+cdef void _sp_copy(Py_ssize_t n, Py_ssize_t Le, const SRows* s, const SRows* q) noexcept nogil:
+    """The supports and values of the n rows s copied to q."""
+    memcpy(q.idx, s.idx, n * Le * sizeof(int))
+    memcpy(q.cv, s.cv, n * Le * sizeof(double))
+    memcpy(q.e, s.e, n * Le * sizeof(double))
+    memcpy(q.nz, s.nz, n * sizeof(int))
+    memcpy(q.m, s.m, n * sizeof(double))
+
+
 cdef void _sp_doc(const Rows* rw, SRows s, SRows q, const Opts* o, const double* init, const int* ti,
-                  const double* te, const int* tz, const double* tm, const double* tcm, const double* wt0,
-                  const double* p0,
-                  double* ws, int* wi, double* Nout, long long* iters_out, double* obj_out, long long* acc_out,
-                  double* H, double* PH, double* Rv, int* If, int* Zf, double* resp) noexcept nogil:
+                  const double* tc, const double* te, const int* tz, const double* tm, const double* wt0,
+                  const double* p0, double* ws, int* wi, double* Nout, long long* iters_out, double* obj_out,
+                  long long* acc_out, double* H, double* PH, double* Rv, int* If, int* Zf, double* resp) noexcept nogil:
     """The whole L-sparse local step of one document with rows (module docstring, "L-sparse mode").
 
-    s and q hold the rows of the current state and of a restart proposal (swapped when it
-    is accepted); rw.m receives max_k C_uk. ti, te, tz, tm, tcm are the first rows of the word
-    types and their max_k C_vk (table mode, cold start), else NULL; wt0, p0 the cold first
-    weights w̃ and exp w̃ (K). ws holds SP_VECS vectors of stride o.pk (rk and lr zero on entry
-    and on exit; the last two hold the sorted topics), wi SP_IVECS int vectors of stride o.pk.
-    Outputs as for _doc, r to Rv, If, Zf (and resp).
+    s and q hold the rows of the current state and of a restart proposal (a copy of s at its
+    start; swapped when it is accepted); rw.top holds the rows' lists and rw.m receives their
+    heads, max_k C_uk. ti, tc, te, tz, tm are the first rows of the word types (table mode, cold
+    start), else NULL; wt0, p0 the cold first weights w̃ and exp w̃ (K). From the first pass on, w̃
+    is −inf off the active set (the lists hold inactive topics too). ws holds SP_VECS vectors of
+    stride o.pk (rk, lr and pen zero on entry and on exit; srt takes two), wi SP_IVECS int vectors
+    of stride o.pk. Outputs as for _doc, r to Rv, If, Zf (and resp).
     """
     cdef Py_ssize_t K = o.K, pk = o.pk, Le = o.Le, u, k
     cdef const double* a = o.a
@@ -1102,6 +1327,8 @@ cdef void _sp_doc(const Rows* rw, SRows s, SRows q, const Opts* o, const double*
     cdef double* rk = ws + 9 * pk
     cdef double* lr = ws + 10 * pk
     cdef bnpvi_wk* srt = <bnpvi_wk*>(ws + 11 * pk)
+    cdef double* bc = ws + 13 * pk
+    cdef double* pen = ws + 14 * pk
     cdef int* act = wi
     cdef int* actq = wi + pk
     cdef int* cand = wi + 2 * pk
@@ -1110,10 +1337,14 @@ cdef void _sp_doc(const Rows* rw, SRows s, SRows q, const Opts* o, const double*
     cdef double* swap
     cdef SRows sswap
     cdef int nA = 0, nAq, c, j, i, ncand, used, it, t
+    cdef bint select
     cdef long long accepted = 0
-    cdef double diff, cur, prop
-    cdef const double* C
+    cdef double diff, cur, prop, tokens = 0.0, moved = INFINITY, mv
 
+    # max_k C_uk (the head of each row's list) and the document's tokens
+    for u in range(rw.n):
+        rw.m[u] = _top(rw, u, o.T)[0].w
+        tokens = tokens + rw.cnt[u]
     # first weights over all K, the rows' top L of C_u + w̃ (a word type's from the table)
     if init != NULL:
         for k in range(K):
@@ -1126,15 +1357,14 @@ cdef void _sp_doc(const Rows* rw, SRows s, SRows q, const Opts* o, const double*
         if tz != NULL:
             k = rw.wid[u]
             memcpy(s.idx + u * Le, ti + k * Le, Le * sizeof(int))
+            memcpy(s.cv + u * Le, tc + k * Le, Le * sizeof(double))
             memcpy(s.e + u * Le, te + k * Le, Le * sizeof(double))
             s.nz[u] = tz[k]
             s.m[u] = tm[k]
-            rw.m[u] = tcm[k]
         else:
-            C = _crow(rw, u, K)
-            _sp_store(C, bi, _topl_all(C, wt, K, <int>Le, bi, bx, &rw.m[u]), s.idx + u * Le, s.e + u * Le,
-                      &s.nz[u], &s.m[u])
-    # the active set: the topics of the rows' supports, in increasing order
+            _sp_first(_crow(rw, u, K), wt, K, <int>Le, s.idx + u * Le, s.cv + u * Le, s.e + u * Le, &s.nz[u],
+                      &s.m[u], bi, bc, bx)
+    # the active set: the topics of the rows' supports, in increasing order (w̃ = −inf off it)
     for k in range(K):
         acc[k] = 0.0
     for u in range(rw.n):
@@ -1145,16 +1375,20 @@ cdef void _sp_doc(const Rows* rw, SRows s, SRows q, const Opts* o, const double*
             act[nA] = <int>k
             nA = nA + 1
             acc[k] = 0.0
+        else:
+            wt[k] = -INFINITY
         extra[k] = 0.0
-    _sp_pass(rw, &s, o, wt, p, act, nA, False, False, acc, extra, bi, bx, srt)
+    _sp_pass(rw, &s, o, wt, p, act, nA, False, acc, extra, bi, bc, bx, pen, srt)
     for j in range(nA):
         k = act[j]
         N[k] = p[k] * acc[k] + extra[k]
     it = 0
     while it < o.max_iters:
         it = it + 1
-        diff = _sp_iter(rw, &s, o, N, wt, p, act, &nA,
-                        o.sel_all or it <= SELECT_FIRST or it % SELECT_EVERY == 0, acc, extra, bi, bx, srt)
+        select = o.sel_all or it % SELECT_EVERY == 0 or (it <= SELECT_FIRST and moved >= STABLE_MASS * tokens)
+        diff = _sp_iter(rw, &s, o, N, wt, p, act, &nA, select, acc, extra, bi, bc, bx, pen, srt, &mv)
+        if select:
+            moved = mv
         if diff < o.thr:
             break
     iters_out[0] = it
@@ -1176,8 +1410,10 @@ cdef void _sp_doc(const Rows* rw, SRows s, SRows q, const Opts* o, const double*
                 Nq[k] = N[k]
             nAq = nA
             Nq[j] = 0.0
+            _sp_copy(rw.n, Le, &s, &q)
+            memcpy(wq, wt, K * sizeof(double))
             for t in range(o.restart_iters):
-                _sp_iter(rw, &q, o, Nq, wq, pq, actq, &nAq, True, acc, extra, bi, bx, srt)
+                _sp_iter(rw, &q, o, Nq, wq, pq, actq, &nAq, True, acc, extra, bi, bc, bx, pen, srt, &mv)
             prop = _sp_objective(rw, &q, o, actq, nAq, Nq, wq)
             if prop - cur > MIN_GAIN * (1.0 + (cur if cur > 0.0 else -cur)):
                 cur = prop
@@ -1297,15 +1533,15 @@ def doc_topic_step(const double[:, ::1] log_lik, const long long[::1] word_ids, 
                 n = doc_range[d + 1] - u0
                 # a document without rows touches no row array (&x[u0] would be past the end)
                 if n == 0:
-                    rw = _rows(NULL, NULL, NULL, NULL, NULL, 0)
+                    rw = _rows(NULL, NULL, NULL, NULL, NULL, 0, NULL)
                 elif table:
                     R = Rb + (u0 - ub) * K
                     _gather(&Lt[0, 0], &mt[0], &word_ids[u0], n, K, R, &mb[u0 - ub])
-                    rw = _rows(Cb, &word_ids[u0], R, &mb[u0 - ub], &counts[u0], n)
+                    rw = _rows(Cb, &word_ids[u0], R, &mb[u0 - ub], &counts[u0], n, NULL)
                 else:
                     R = Rb + (u0 - ub) * K
                     _exp_rows(&log_lik[u0, 0], n, K, R, &mb[u0 - ub])
-                    rw = _rows(&log_lik[u0, 0], NULL, R, &mb[u0 - ub], &counts[u0], n)
+                    rw = _rows(&log_lik[u0, 0], NULL, R, &mb[u0 - ub], &counts[u0], n, NULL)
                 _doc(&rw, &o, &init_counts[d, 0] if warm else NULL, &st[4 * (u0 - ub)] if n > 0 else NULL,
                      &ws[tid, 0], &cs[tid, 0], &doc_counts[d, 0], &iters[d],
                      &objective[d], &restarts_accepted[d], &hb[d - d0, 0], &pb[d - d0, 0])
@@ -1343,6 +1579,7 @@ def doc_topic_step_sparse(const double[:, ::1] log_lik, const long long[::1] wor
     cdef Py_ssize_t K = log_lik.shape[1], V = log_lik.shape[0], nnz = counts.shape[0]
     cdef Py_ssize_t D = doc_range.shape[0] - 1, M = pairs.shape[0]
     cdef Py_ssize_t pk = _padded(K), pm = _padded(M), Le = min(<Py_ssize_t>sparse_L, K)
+    cdef Py_ssize_t T = min(K, LIST_PER_SLOT * Le, LIST_MAX)
     cdef Py_ssize_t d, d0, d1, u, u0, n, ub, k, j, v, tid, off, rows = 0
     cdef int nt = n_threads if n_threads > 0 else 1
     cdef int i
@@ -1375,6 +1612,7 @@ def doc_topic_step_sparse(const double[:, ::1] log_lik, const long long[::1] wor
     o.pairs = &pairs[0, 0] if M > 0 else NULL
     o.M = M
     o.Le = Le
+    o.T = T
     o.eps = active_eps
     o.sel_all = select_always
     o.la = &la[0]
@@ -1390,8 +1628,9 @@ def doc_topic_step_sparse(const double[:, ::1] log_lik, const long long[::1] wor
     for k in range(K):
         wt0[k] = log(prior[k])
     _shift(&wt0[0], &p0[0], K)
-    # rows of one block: current state and proposal (idx, e, nz, m, sb, lzb), max_k C_uk, returned r
+    # rows of one block: current state and proposal (idx, cv, e, nz, m, sb, lzb), max_k C_uk, returned r
     cdef int[::1] si = np.empty(2 * rows * Le, dtype=np.intc)
+    cdef double[::1] sc = np.empty(2 * rows * Le)
     cdef double[::1] se = np.empty(2 * rows * Le)
     cdef int[::1] sz = np.empty(2 * rows, dtype=np.intc)
     cdef double[::1] sm = np.empty(2 * rows)
@@ -1400,13 +1639,17 @@ def doc_topic_step_sparse(const double[:, ::1] log_lik, const long long[::1] wor
     cdef double[::1] rv = np.empty(rows * Le)
     cdef int[::1] rf = np.empty(rows * Le, dtype=np.intc)
     cdef int[::1] zf = np.empty(rows, dtype=np.intc)
-    # table mode, cold start: the first rows of the word types used (top L of C_v + w̃), max_k C_vk
+    # the rows' lists of their T largest C_uk (_top_list; a bnpvi_wk is two doubles): of the word
+    # types used in table mode, else of the rows of one block
+    cdef double[::1] tl = np.empty(2 * T * (V if table else rows))
+    cdef bnpvi_wk* top = <bnpvi_wk*>&tl[0] if tl.shape[0] > 0 else NULL
+    # table mode, cold start: the first rows of the word types used (top L of C_v + w̃)
     cdef int[::1] ti = np.empty(V * Le if first_table else 0, dtype=np.intc)
+    cdef double[::1] tc = np.empty(V * Le if first_table else 0)
     cdef double[::1] te = np.empty(V * Le if first_table else 0)
     cdef int[::1] tz = np.empty(V if first_table else 0, dtype=np.intc)
     cdef double[::1] tm = np.empty(V if first_table else 0)
-    cdef double[::1] tcm = np.empty(V if first_table else 0)
-    cdef unsigned char[::1] seen = np.zeros(V if first_table else 0, dtype=np.uint8)
+    cdef unsigned char[::1] seen = np.zeros(V if table else 0, dtype=np.uint8)
     # per-document entropies of one block; per-thread vectors (rk, lr zero)
     cdef double[:, ::1] hb = np.empty((BLOCK_DOCS, pk))
     cdef double[:, ::1] pb = np.empty((BLOCK_DOCS, pm))
@@ -1415,16 +1658,17 @@ def doc_topic_step_sparse(const double[:, ::1] log_lik, const long long[::1] wor
     cdef const double* Cb = &log_lik[0, 0] if V > 0 else NULL
 
     with nogil:
-        if first_table:
+        if table:
             for u in range(nnz):
                 seen[word_ids[u]] = 1
             for v in prange(V, schedule="static", num_threads=nt):
                 if seen[v]:
                     tid = threadid()
-                    _sp_store(&log_lik[v, 0], &wi[tid, 3 * pk],
-                              _topl_all(&log_lik[v, 0], &wt0[0], K, <int>Le, &wi[tid, 3 * pk], &ws[tid, 8 * pk],
-                                        &tcm[v]),
-                              &ti[v * Le], &te[v * Le], &tz[v], &tm[v])
+                    _top_list(&log_lik[v, 0], K, T, &wi[tid, 3 * pk], &ws[tid, 13 * pk], &ws[tid, 8 * pk],
+                              top + v * T)
+                    if first_table:
+                        _sp_first(&log_lik[v, 0], &wt0[0], K, <int>Le, &ti[v * Le], &tc[v * Le], &te[v * Le], &tz[v],
+                                  &tm[v], &wi[tid, 3 * pk], &ws[tid, 13 * pk], &ws[tid, 8 * pk])
         d0 = 0
         while d0 < D:
             d1 = _block_end(doc_range, d0)
@@ -1439,15 +1683,21 @@ def doc_topic_step_sparse(const double[:, ::1] log_lik, const long long[::1] wor
                     _empty_doc(&o, &doc_counts[d, 0], &iters[d], &objective[d], &restarts_accepted[d],
                                &hb[d - d0, 0], &pb[d - d0, 0])
                 else:
-                    rw = _rows(Cb if table else &log_lik[u0, 0], &word_ids[u0] if table else NULL, NULL,
-                               &cmb[off], &counts[u0], n)
-                    s = _srows(&si[off * Le], &se[off * Le], &sz[off], &sm[off], &st[off], &st[rows + off])
-                    q = _srows(&si[(rows + off) * Le], &se[(rows + off) * Le], &sz[rows + off], &sm[rows + off],
-                               &st[2 * rows + off], &st[3 * rows + off])
+                    if table:
+                        rw = _rows(Cb, &word_ids[u0], NULL, &cmb[off], &counts[u0], n, top)
+                    else:
+                        rw = _rows(&log_lik[u0, 0], NULL, NULL, &cmb[off], &counts[u0], n, top + off * T)
+                        for u in range(n):
+                            _top_list(&log_lik[u0 + u, 0], K, T, &wi[tid, 3 * pk], &ws[tid, 13 * pk],
+                                      &ws[tid, 8 * pk], top + (off + u) * T)
+                    s = _srows(&si[off * Le], &sc[off * Le], &se[off * Le], &sz[off], &sm[off], &st[off],
+                               &st[rows + off])
+                    q = _srows(&si[(rows + off) * Le], &sc[(rows + off) * Le], &se[(rows + off) * Le], &sz[rows + off],
+                               &sm[rows + off], &st[2 * rows + off], &st[3 * rows + off])
                     _sp_doc(&rw, s, q, &o, &init_counts[d, 0] if warm else NULL,
-                            &ti[0] if first_table else NULL, &te[0] if first_table else NULL,
-                            &tz[0] if first_table else NULL, &tm[0] if first_table else NULL,
-                            &tcm[0] if first_table else NULL, &wt0[0], &p0[0],
+                            &ti[0] if first_table else NULL, &tc[0] if first_table else NULL,
+                            &te[0] if first_table else NULL,
+                            &tz[0] if first_table else NULL, &tm[0] if first_table else NULL, &wt0[0], &p0[0],
                             &ws[tid, 0], &wi[tid, 0], &doc_counts[d, 0], &iters[d], &objective[d],
                             &restarts_accepted[d], &hb[d - d0, 0], &pb[d - d0, 0], &rv[off * Le], &rf[off * Le],
                             &zf[off], &resp[u0, 0] if keep_resp else NULL)

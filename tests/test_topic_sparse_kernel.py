@@ -2,9 +2,9 @@
 L = K, monotone objective, row invariants and summaries, determinism, memory and validation.
 
 Hughes 2016 thesis §7.3, Alg. 7.4 (L-sparse document step: top-L responsibilities, active-set
-pruning, selection on the first 5 iterations and every 10th); Hughes & Sudderth 2016, fast and
-accurate local steps (sparse), §5, Alg. 2; Hughes, Kim & Sudderth 2015 (AISTATS), sparse
-restarts and §5.1 (merged-pair entropy).
+pruning, selection on the first 5 iterations until the supports are stable and every 10th);
+Hughes & Sudderth 2016, fast and accurate local steps (sparse), §5, Alg. 2; Hughes, Kim &
+Sudderth 2015 (AISTATS), sparse restarts and §5.1 (merged-pair entropy).
 """
 from __future__ import annotations
 
@@ -51,8 +51,9 @@ def assert_close(got, want, fields, what, rtol=1e-10):
 @pytest.mark.parametrize("table_mode", [False, True])
 @pytest.mark.parametrize("warm", [False, True])
 @pytest.mark.parametrize("eps", [0.0, 0.01, 0.4])
-@pytest.mark.parametrize("K, L", [(2, 1), (7, 1), (7, 3), (7, 7), (30, 1), (30, 4), (30, 30)])
+@pytest.mark.parametrize("K, L", [(2, 1), (7, 1), (7, 3), (7, 7), (30, 1), (30, 4), (30, 30), (100, 2)])
 def test_matches_reference(K, L, eps, warm, table_mode):
+    # (30, 1) and (100, 2) also select by the threshold algorithm (many active topics per slot)
     rng = np.random.default_rng([K, L, int(100 * eps), warm, table_mode])
     args, kw, _, _ = batch(K, rng, table_mode, warm)
     kw.update(n_restarts=3, conv_thr=0.01, pairs=some_pairs(K, rng), sparse_L=L, active_eps=eps, force_sparse=True)
@@ -72,6 +73,19 @@ def test_matches_reference_on_long_documents(select_always):
     want = dict(zip(REF_FIELDS, ref.doc_topic_step(*args, **kw)))
     assert_close(got, want, REF_FIELDS, "long documents")
     assert got.iters.max() > 20
+
+
+def test_stable_supports_stop_the_early_reselections():
+    # once a re-selection puts under 1 % of a document's tokens on topics that entered the
+    # supports, iterations 2-5 only re-weight: the reference re-selecting there differs
+    rng = np.random.default_rng([16, 1])
+    args, kw, _, _ = batch(20, rng, True, False, lengths=[150, 0, 90, 200, 1], alpha=0.3)
+    kw.update(n_restarts=5, conv_thr=1e-4, max_iters=60, sparse_L=3)
+    got = topic._doc_topic_step(*args, **kw)
+    want = dict(zip(REF_FIELDS, ref.doc_topic_step(*args, **kw)))
+    assert_close(got, want, REF_FIELDS, "stable supports")
+    never_stable = ref.doc_topic_step(*args, stable_mass=0.0, **kw)
+    assert not np.allclose(got.doc_counts, never_stable[1], rtol=1e-8)
 
 
 # ----------------------------------------------------------------- dense at L = K

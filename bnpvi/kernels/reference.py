@@ -259,7 +259,7 @@ def viterbi(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,
 
 # ------------------------------------------------------------------- topic models
 def _sparse_doc_topic(C, c, w0, prior, rest, L, eps, max_iters, conv_thr, n_restarts, restart_iters,
-                      select_always):
+                      select_always, stable_mass):
     """The L-sparse local step of one document with rows (see ``doc_topic_step``).
 
     C (n, K) and c (n,) are the document's rows, w0 (K) its first weights. Returns r (n, K)
@@ -269,13 +269,12 @@ def _sparse_doc_topic(C, c, w0, prior, rest, L, eps, max_iters, conv_thr, n_rest
 
     n, K = C.shape
     width = min(L, K)
-    every = np.ones(n, dtype=bool)
 
-    def select(S, w, act, rows):
-        """Rows ``rows`` of the supports S re-selected: the top min(L, |act|) of C_u + w, ties to the lower k."""
-        top = np.argsort(-(C[rows] + w), axis=1, kind="stable")[:, :min(width, int(act.sum()))]
-        S[rows] = False
-        S[np.flatnonzero(rows)[:, None], top] = True
+    def reselect(S, w, act):
+        """Every row's support S re-selected: the top min(L, |act|) of C_u + w, ties to the lower k."""
+        top = np.argsort(-(C + w), axis=1, kind="stable")[:, :min(width, int(act.sum()))]
+        S[:] = False
+        S[np.arange(n)[:, None], top] = True
 
     def respond(S, w):
         """r (softmax of C + w on the supports), N and the objective L_d."""
@@ -291,28 +290,34 @@ def _sparse_doc_topic(C, c, w0, prior, rest, L, eps, max_iters, conv_thr, n_rest
             Ld += gammaln(rest)
         return r, N, Ld
 
-    def step(S, N, act, select_all):
-        """One iteration: prune, weights on the active set, rows (all re-selected when select_all)."""
+    def step(S, N, act, select):
+        """One iteration: weights on the active set and the rows; with ``select``, the active set is
+        pruned first and every row re-selected. Also returns the mass Σ_u c_u r_uk the rows put on
+        the topics k that entered their supports."""
         keep = act & (N > eps)
-        if eps > 0 and keep.any():
+        if select and eps > 0 and keep.any():
             act = keep
         w = np.full(K, -np.inf)
         w[act] = digamma(N[act] + prior[act])
         w[act] -= w[act].max()
-        rows = every if select_all else S[:, ~act].any(axis=1)
-        if rows.any():
-            select(S, w, act, rows)
+        old = S.copy()
+        if select:
+            reselect(S, w, act)
         r, N_new, Ld = respond(S, w)
-        return r, N_new, Ld, act
+        return r, N_new, Ld, act, c @ np.where(S & ~old, r, 0.0).sum(axis=1)
 
     S = np.zeros((n, K), dtype=bool)
-    select(S, w0, np.ones(K, dtype=bool), every)
+    reselect(S, w0, np.ones(K, dtype=bool))
     r, N, Ld = respond(S, w0)
     act = S.any(axis=0)
     it = 0
+    moved = np.inf
     while it < max_iters:
         it += 1
-        r, N_new, Ld, act = step(S, N, act, select_always or it <= 5 or it % 10 == 0)
+        select = select_always or it % 10 == 0 or (it <= 5 and moved >= stable_mass * c.sum())
+        r, N_new, Ld, act, now = step(S, N, act, select)
+        if select:
+            moved = now
         diff = np.max(np.abs(N_new - N))
         N = N_new
         if diff < conv_thr:
@@ -327,7 +332,7 @@ def _sparse_doc_topic(C, c, w0, prior, rest, L, eps, max_iters, conv_thr, n_rest
             Sq, Nq, actq = S.copy(), N.copy(), act.copy()
             Nq[j] = 0.0
             for _ in range(restart_iters):
-                rq, Nq, Lq, actq = step(Sq, Nq, actq, True)
+                rq, Nq, Lq, actq, _ = step(Sq, Nq, actq, True)
             if Lq - Ld > 1e-12 * (1.0 + abs(Ld)):
                 r, N, Ld, S, act = rq, Nq, Lq, Sq, actq
                 accepted += 1
@@ -338,7 +343,8 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
                    prior_rest: float, *, init_counts: np.ndarray | None = None, max_iters: int = 100,
                    conv_thr: float = 0.05, n_restarts: int = 0, restart_iters: int = 2,
                    word_ids: np.ndarray | None = None, pairs: np.ndarray | None = None, sparse_L: int | None = None,
-                   active_eps: float = 0.01, force_sparse: bool = False, select_always: bool = False):
+                   active_eps: float = 0.01, force_sparse: bool = False, select_always: bool = False,
+                   stable_mass: float = 1e-2):
     """Document-level local step of the HDP topic model / LDA, one document at a time.
 
     Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46, written straight from the equations
@@ -368,12 +374,15 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     Alg. 7.4; Hughes & Sudderth 2016, fast and accurate local steps (sparse), §5): rows keep
     the supports S_u, at most L topics each, r_u = softmax of C_u + w̃ on S_u. First S_u = top
     L of C_u + w̃⁰ (first weights as above, shifted; stable: lower k on ties), active set
-    A = ∪_u S_u. Every iteration: A ← {k ∈ A: N_k > active_eps} (unless active_eps = 0 or
-    none is left), w̃ = ψ(N + a) − max on A (−inf off A), rows re-select S_u = top
-    min(L, |A|) of C_u + w̃ on iterations t ≤ 5, t % 10 = 0 (every t with select_always), and
-    rows whose S_u left A always; then r, N as before. Restarts as above with every
-    iteration re-selecting; L_d = Σ_u c_u logsumexp_{S_u}(C_u + w̃) − Σ_k N_k w̃_k + (the lnΓ
-    terms as above). Summaries of r as above (0 off the supports).
+    A = ∪_u S_u. Every iteration: on a selection iteration first A ← {k ∈ A: N_k > active_eps}
+    (unless active_eps = 0 or none is left); w̃ = ψ(N + a) − max on A (−inf off A); on a
+    selection iteration every row re-selects S_u = top min(L, |A|) of C_u + w̃ (else the S_u
+    stay); then r, N as before. Selection iterations: every t with select_always; else t % 10 = 0,
+    and t ≤ 5 while the supports are not stable, i.e. the previous selection put at least
+    stable_mass Σ_u c_u on the topics that entered the supports (Σ_u c_u r_uk over k ∈ S_u new).
+    Restarts as above with every iteration a selection iteration; L_d = Σ_u c_u
+    logsumexp_{S_u}(C_u + w̃) − Σ_k N_k w̃_k + (the lnΓ terms as above). Summaries of r as above
+    (0 off the supports).
 
     Parameters
     ----------
@@ -387,6 +396,9 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
         As for ``bnpvi.kernels.topic.doc_topic_step``.
     force_sparse, select_always : bool
         L-sparse mode also for L ≥ K; re-select at every iteration.
+    stable_mass : float
+        The fraction of a document's tokens below which its supports are stable (the compiled
+        kernel's STABLE_MASS; 0: never stable, re-select on iterations 1-5).
     word_ids : (nnz,) ndarray of int64, optional
         Row u's word type: C_u = log_lik[word_ids[u]].
     pairs : (M, 2) ndarray of int64, optional
@@ -439,7 +451,7 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
         if sparse_L is not None and (sparse_L < K or force_sparse):
             resp[u0:u1], doc_counts[d], iters[d], objective[d], accepted[d] = _sparse_doc_topic(
                 C, c, w - w.max(), prior, rest, sparse_L, active_eps, max_iters, conv_thr, n_restarts, restart_iters,
-                select_always)
+                select_always, stable_mass)
             continue
         r, N, L = respond(C, c, w)
         it = 0

@@ -246,20 +246,22 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     Sudderth 2016, fast and accurate local steps (sparse), §5, Alg. 2): every row keeps at
     most L topics, r_u = the softmax of C_u + w over the row's support. The first support of
     a row is the top L of C_uk + w_k over all K (the same first weights as above; ties to
-    the lower k) - the only step that costs O(K) per row. The document's active set A_d
-    starts as the union of the supports; at every iteration it is first pruned to the
-    topics with N_dk > ``active_eps`` (not when that would leave none; ε = 0: no pruning),
-    then w_k = ψ(N_dk + a_k) on A_d, then every row re-selects its top L over A_d (only
-    |A_d| topics if fewer) on the first 5 iterations and every 10th, and otherwise keeps
-    its support and only re-weights it (a row whose support lost a topic to pruning
-    re-selects). Convergence, the objective (the same L_d, now over the rows' supports;
+    the lower k); it and a list of the row's 2L largest C_uk (for the re-selections) are the
+    only work that costs O(K) per row (per word type of the batch in table mode). The
+    document's active set A_d starts as the union of the supports. Selection iterations - the
+    first 5 until the supports are stable (a re-selection put under 1 % of the document's tokens on the topics that entered them)
+    and every 10th - first prune A_d to the topics with N_dk > ``active_eps`` (not when that
+    would leave none; ε = 0: no pruning), then set w_k = ψ(N_dk + a_k) on A_d and re-select
+    every row's top L over A_d (only |A_d| topics if fewer), exactly but reading few C_uk;
+    the other iterations keep A_d and the supports and only re-weight (w_k on A_d, r on the
+    supports). Convergence, the objective (the same L_d, now over the rows' supports;
     inactive topics have θ_dk = a_k) and the restarts are those of the dense step; a
     restart's iterations all re-select, and its topic j leaves the proposal's active set
     through the pruning (N'_j = 0 ≤ ε; with ε = 0 it stays a topic of weight ψ(a_j), as in
     the dense step). The summaries are those of the returned sparse r (0 outside the
     support), ``resp`` is returned dense for checks, and with ``keep_resp=False`` the
-    scratch of a block is O(rows L) (plus the first supports of the word types in table
-    mode from a cold start, (V, L)). With pruning off, the objective never decreases over
+    scratch of a block is O(rows L) (plus the first supports and the lists of the word types
+    in table mode, O(V L)). With pruning off, the objective never decreases over
     the iterations (every update is exact on a set that holds the previous state).
 
     Parameters
