@@ -249,7 +249,8 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     the lower k); it and a list of the row's 2L largest C_uk (for the re-selections) are the
     only work that costs O(K) per row (per word type of the batch in table mode). The
     document's active set A_d starts as the union of the supports. Selection iterations - the
-    first 5 until the supports are stable (a re-selection put under 1 % of the document's tokens on the topics that entered them)
+    first 5 until the supports are stable (a re-selection put under 1 % of the document's
+    tokens on the topics that entered them)
     and every 10th - first prune A_d to the topics with N_dk > ``active_eps`` (not when that
     would leave none; ε = 0: no pruning), then set w_k = ψ(N_dk + a_k) on A_d and re-select
     every row's top L over A_d (only |A_d| topics if fewer), exactly but reading few C_uk;
