@@ -251,12 +251,22 @@ class DeleteConfig:
 
 
 @dataclass
+class ReassignConfig:
+    """Reassign proposals (our own move, mixtures with obs=mult): single atoms moved to the cluster that
+    explains them best without their own data, greedily while the exact whole-data ELBO rises."""
+
+    start_lap: int = MISSING
+    max_atoms: int = MISSING  # candidate atoms kept per batch and lap (those with the largest screened gain)
+
+
+@dataclass
 class MovesConfig:
     """Proposal moves, switched on by listing them: ``moves=[birth,merge,delete]``."""
 
     birth: Optional[BirthConfig] = None
     merge: Optional[MergeConfig] = None
     delete: Optional[DeleteConfig] = None
+    reassign: Optional[ReassignConfig] = None
 
 
 # ---------------------------------------------------------------- top level
@@ -286,7 +296,7 @@ SCHEMAS = {
     "alg": {"vb": AlgConfig, "memo": AlgConfig, "sovb": SOVBConfig},
     "init": {"kmeanspp": KmeansppConfig, "random": InitConfig},
     "data": {"toy": ToyConfig, "hdf5": HDF5Config},
-    "moves": {"birth": BirthConfig, "merge": MergeConfig, "delete": DeleteConfig},
+    "moves": {"birth": BirthConfig, "merge": MergeConfig, "delete": DeleteConfig, "reassign": ReassignConfig},
 }
 """Group -> option -> schema; each is stored as ``<group>/<option>_schema``."""
 

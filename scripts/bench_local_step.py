@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 
 import numpy as np
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 import tracemalloc
 
 import numpy as np

@@ -3,12 +3,15 @@
 (a) 48-D points from 12 full-covariance clusters of 100-300 points: a birth of 8 fresh
 clusters pays for all 8 unless its cleanup keeps only what the data support.
 (b) 6,000 documents of 6-16 tokens from 10 topics over 3,000 words: the first birth must
-split the whole corpus, and a cluster that absorbs the ambiguous documents of every
-topic must be deleted as a whole.
+split the whole corpus, a cluster that absorbs the ambiguous documents of every topic
+must be deleted as a whole, and the documents that births leave in another topic's
+cluster, held there by their own rare words, must be reassigned one by one.
 """
 import numpy as np
 import pytest
+from hydra import compose, initialize_config_module
 
+from bnpvi.config import register_configs
 from bnpvi.data.generate import gaussian_clusters, topic_documents
 from bnpvi.data.store import write_documents, write_points
 from bnpvi.learn import runner
@@ -26,12 +29,16 @@ def data_sets(tmp_path_factory):
     return {"points": (root / "points.h5", []), "docs": (root / "docs.h5", ["obs=mult"])}
 
 
-def final(compose_cfg, tmp_path, data, start, seed):
+def final(compose_cfg, tmp_path, data, start, seed, big=False):
+    """ELBO per atom and K of one run (and, with ``big``, its clusters holding more than 1 % of the atoms)."""
     path, extra = data
     args = ["init.K=1"] if start == 1 else ["init.K=50", "moves=[merge,delete]"]
     cfg = compose_cfg("data=hdf5", f"data.path={path}", "alg.n_batches=5", f"seed={seed}", *extra, *args)
     summary = runner.train(cfg, tmp_path / f"{start}_{seed}")
-    return summary["elbo"] / summary["n_atoms"], summary["K"]
+    out = (summary["elbo"] / summary["n_atoms"], summary["K"])
+    if big:
+        out += (int(np.sum(np.asarray(summary["counts"]) > 0.01 * summary["n_atoms"])),)
+    return out
 
 
 def test_points_from_one_cluster_reach_the_best_abundant_start(compose_cfg, tmp_path, data_sets):
@@ -41,15 +48,29 @@ def test_points_from_one_cluster_reach_the_best_abundant_start(compose_cfg, tmp_
         assert elbo > best - 0.1, (seed, elbo, best, K)
 
 
-def test_documents_from_one_cluster_find_the_ten_topics(compose_cfg, tmp_path, data_sets):
-    assert [final(compose_cfg, tmp_path, data_sets["docs"], 1, seed)[1] for seed in SEEDS] == [10] * 5
+def compose_train(*overrides):
+    register_configs()
+    with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides))
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(reason="open target of births on short documents: seeds 2, 4 and 5 end 0.15-0.6 nats per "
-                          "document below the best K = 50 start, in clusters that keep a few documents of other "
-                          "topics", strict=False)
-def test_documents_from_one_cluster_reach_the_best_abundant_start(compose_cfg, tmp_path, data_sets):
-    best = max(final(compose_cfg, tmp_path, data_sets["docs"], 50, seed)[0] for seed in SEEDS)
-    gaps = [best - final(compose_cfg, tmp_path, data_sets["docs"], 1, seed)[0] for seed in SEEDS]
+@pytest.fixture(scope="module")
+def document_runs(tmp_path_factory, data_sets):
+    """(ELBO per document, K, clusters holding more than 1 % of the documents) of seeds 1-5 from K = 1
+    (alg=memo's default moves) and from K = 50 with merges and deletes."""
+    root = tmp_path_factory.mktemp("document_runs")
+    return {start: [final(compose_train, root, data_sets["docs"], start, seed, big=True) for seed in SEEDS]
+            for start in (1, 50)}
+
+
+def test_documents_from_one_cluster_find_the_ten_topics(document_runs):
+    """Every seed ends with the 10 topics as its clusters of more than 1 % of the documents. The ELBO may
+    keep one or two more clusters of a few dozen documents (deleting them loses 100-200 nats, exactly)."""
+    assert [big for _, _, big in document_runs[1]] == [10] * 5, document_runs[1]
+    assert all(K <= 12 for _, K, _ in document_runs[1]), document_runs[1]
+
+
+def test_documents_from_one_cluster_reach_the_best_abundant_start(document_runs):
+    best = max(elbo for elbo, _, _ in document_runs[50])
+    gaps = [best - elbo for elbo, _, _ in document_runs[1]]
     assert np.max(gaps) < 0.1, gaps

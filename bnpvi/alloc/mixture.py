@@ -37,6 +37,7 @@ class MixtureAlloc(AllocModel):
     """
 
     has_sparse_step = True
+    moves = ("birth", "merge", "delete", "reassign")
 
     def __init__(self, gamma: float):
         self.gamma = check_number(gamma, "model.gamma")

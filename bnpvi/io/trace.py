@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-MOVES = ("birth", "merge", "delete")
+MOVES = ("birth", "merge", "delete", "reassign")
 MOVE_COUNTS = [f"{move}_{what}" for move in MOVES for what in ("tried", "accepted")]
 TRACE_COLUMNS = ["lap", "batches_seen", "elapsed_s", "elbo", "K", *MOVE_COUNTS, "waiting_for_moves", "elbo_per_atom"]
 CLUSTER_COLUMNS = ["lap", "uid", "count"]

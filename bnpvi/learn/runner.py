@@ -30,7 +30,7 @@ from bnpvi.io.model_file import write_model
 from bnpvi.io.plots import plot_trace
 from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
 from bnpvi.io.topics import topic_word_probs, write_doc_topics, write_topics
-from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, TRACE_COLUMNS, CsvTable
+from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, MOVES, TRACE_COLUMNS, CsvTable
 from bnpvi.learn.base import LapResult
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
 from bnpvi.learn.init import initial_stats
@@ -209,6 +209,12 @@ class Run:
             raise BnpviError(f"moves={chosen} change K, but model={self.model.alloc.name} is a finite model "
                              "whose prior depends on K; use moves=[] (or a nonparametric model)")
         kept = [m for m in chosen if m in self.model.alloc.moves]
+        if "reassign" in kept and not self.model.obs.has_reassign_gains:
+            kept.remove("reassign")
+        if "reassign" in chosen and "reassign" not in kept:  # on by default with alg=memo: no warning
+            log.info("moves.reassign applies to mixtures with obs=mult; skipped for model=%s obs=%s",
+                     self.model.alloc.name, self.model.obs.name)
+            chosen.remove("reassign")
         if kept != chosen:
             log.warning("model=%s has no %s move yet; running with moves=%s", self.model.alloc.name,
                         " or ".join(m for m in chosen if m not in kept), kept)
@@ -305,15 +311,19 @@ class Run:
         row.update(result.moves)
         prev = self.trace.rows[-1] if self.trace.rows else None
         thr, count_thr = float(self.cfg.alg.converge_thr), float(self.cfg.alg.count_thr)
+        schedule = getattr(self.alg, "moves", None)
+        if schedule is not None:
+            schedule.settled = False
         if prev is not None and self.prev_counts is not None and self.prev_counts.shape == result.counts.shape:
             mass = max(float(result.counts.sum()), 1e-300)  # atoms; a topic model's tokens
             small_change = abs(elbo - prev["elbo"]) / mass < thr
             stable_counts = np.max(np.abs(result.counts - self.prev_counts)) < count_thr * mass / self.store.n_atoms
             no_moves = not any(v for k, v in result.moves.items() if k.endswith("_accepted"))
             if small_change and stable_counts and no_moves:  # otherwise converged: do the moves still have work?
-                schedule = getattr(self.alg, "moves", None)
                 row["waiting_for_moves"] = len(schedule.pending(self.alg)) if schedule is not None else 0
                 self.converged = row["waiting_for_moves"] == 0
+                if schedule is not None:
+                    schedule.settled = True
             else:
                 self.converged = False
         paused = time.perf_counter()
@@ -334,7 +344,7 @@ class Run:
             self.move_log.extend(self.alg.moves.event_rows(self.events_logged))
             self.events_logged = len(self.alg.moves.events)
         moves = "".join(f"  {m} {result.moves[m + '_accepted']}/{result.moves[m + '_tried']}"
-                        for m in ("birth", "merge", "delete") if result.moves.get(m + "_tried"))
+                        for m in MOVES if result.moves.get(m + "_tried"))
         score = "".join(f"  {name} {row[column]:.4f}" for name, column in (("hamming", "hamming"),
                                                                            ("heldout", "heldout_loglik"))
                         if np.isfinite(row.get(column, np.nan)))

@@ -252,7 +252,9 @@ class LapBirths(TargetedBirths):
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         """Keep batch b's tracked data; at the seeding batch, also the targets and the seeds (``keep_seeds``),
-        and log the targets that could not seed a proposal as failed."""
+        and log the targets that could not seed a proposal as failed. Eligible clusters with too little mass
+        in the seeding batch (``min_batch_mass``) count as failed too, without a proposal to log: they wait
+        for their size to change like any rejected target, so they cannot keep a run from converging."""
         if "targets" in tracked:
             self.seeded = True
             self.target_uids = run.ids.uids[tracked["targets"]]
@@ -262,6 +264,8 @@ class LapBirths(TargetedBirths):
                 self.failures.record(uid, False, (float(run.globals.stats.N[k]),))
                 self.last_tried[uid] = schedule.lap
                 schedule.event(self.name, str(uid), np.nan, False)
+            for k in tracked.get("small", ()):
+                self.failures.record(int(run.ids.uids[k]), False, (float(run.globals.stats.N[k]),))
         self.tracked[b] = tracked["tracked"]
 
     @abstractmethod
@@ -312,12 +316,15 @@ class BirthMove(LapBirths):
         mass, score = birth_scores(log_lik, resp)
         eligible = set(int(k) for k in plan["eligible"])
         room = plan["room"]
-        targets, seeds, levels, failed, transfers = [], [], [], [], []
+        targets, seeds, levels, failed, transfers, small = [], [], [], [], [], []
         for k in np.argsort(score, kind="stable"):
             k = int(k)
             if len(targets) >= cfg.max_per_lap or room < 2:
                 break
-            if k not in eligible or mass[k] < cfg.min_batch_mass:
+            if k not in eligible:
+                continue
+            if mass[k] < cfg.min_batch_mass:
+                small.append(k)
                 continue
             seed = seed_birth(model, batch, resp.column(k), cfg, rng, max_new=room)
             if seed is None:
@@ -331,7 +338,8 @@ class BirthMove(LapBirths):
             transfers.append((fresh, proposal))
             room -= seed[0].shape[0]
         return {"targets": np.array(targets, dtype=np.intp), "seeds": seeds, "levels": levels,
-                "failed": np.array(failed, dtype=np.intp), "transfers": transfers}
+                "failed": np.array(failed, dtype=np.intp), "small": np.array(small, dtype=np.intp),
+                "transfers": transfers}
 
     def keep_seeds(self, tracked: dict) -> None:
         self.seeds = tracked["seeds"]

@@ -18,7 +18,8 @@ Tracking a delete costs a restricted local step per batch (a whole local step fo
 ``whole_delete`` models), so after laps in which every delete was rejected the move
 waits: 0, 1, 3, then ``max_skip`` laps (at most) before it tries again; an accepted
 delete resets the wait. A run does not converge while a delete is still waiting to
-be tried.
+be tried, and it does not wait once a lap has met the convergence test and only the
+moves keep it going (``MoveSchedule.settled``).
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ class DeleteMove(Move):
         self.tracked: dict[int, list[SuffStats]] = {}
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
-        if run.lap + 1 < self.next_lap:
+        if run.lap + 1 < self.next_lap and not run.moves.settled:
             return set()
         self.proposals = self._choose(run, excluded, self.cfg.max_fails, int(self.cfg.max_per_lap))
         return {int(uids[0]) for uids in self.proposals}

@@ -4,7 +4,8 @@
                  leaving alone the clusters an earlier move took
     each batch   the per-batch work tracks what each move planned; the schedule keeps
                  it, and a move may decide right after a batch if its rule says so
-    lap end      merges (greedy, disjoint, exact), the delete, the births; then clusters
+    lap end      merges (greedy, disjoint, exact), the delete, the births, and, when none of
+                 them changed the clusters, the reassignments; then clusters
                  that are empty in every cache are dropped (never lowering the ELBO)
 
 Every decision compares the exact whole-data ELBO of two valid states, so the ELBO
@@ -20,10 +21,11 @@ from bnpvi.moves.base import ACCEPT_RTOL, Edit, MoveEvent
 from bnpvi.moves.birth import BirthMove
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove
+from bnpvi.moves.reassign import ReassignMove
 from bnpvi.moves.seq_birth import SequenceBirthMove
 from bnpvi.moves.topic_birth import TopicBirthMove
 
-MOVES = {cls.name: cls for cls in (MergeMove, DeleteMove, BirthMove)}
+MOVES = {cls.name: cls for cls in (MergeMove, DeleteMove, BirthMove, ReassignMove)}
 """Every move, in the order they plan and decide."""
 
 BIRTHS = {"split": BirthMove, "interval": SequenceBirthMove, "topic": TopicBirthMove}
@@ -50,6 +52,7 @@ class MoveSchedule:
         self.lap = 0
         self.counts = self._zero_counts()
         self.changed: set[int] = set()  # ids of clusters an accepted move changed at this lap's end
+        self.settled = False  # the latest lap met the convergence test and only waits for the moves
 
     @staticmethod
     def _zero_counts() -> dict:
@@ -136,11 +139,13 @@ class MoveSchedule:
                                                                        "exact")}
         for f in ("move", "target"):
             events[f] = "\n".join(getattr(e, f) for e in self.events)
-        return {"lap": np.int64(self.lap), "counts": dict(self.counts), "events": events,
+        return {"lap": np.int64(self.lap), "settled": np.int64(self.settled), "counts": dict(self.counts),
+                "events": events,
                 "n_events": np.int64(len(self.events)), "moves": {m.name: m.state() for m in self.moves}}
 
     def load_state(self, state: dict) -> None:
         self.lap = int(state["lap"])
+        self.settled = bool(int(state.get("settled", 0)))
         self.counts = {k: int(v) for k, v in state["counts"].items()}
         ev, n = state["events"], int(state["n_events"])
         text = {f: (ev[f].split("\n") if n else []) for f in ("move", "target")}

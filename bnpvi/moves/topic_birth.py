@@ -114,12 +114,15 @@ class TopicBirthMove(LapBirths):
         score = np.where(mass > 0, fit / np.maximum(mass, 1e-300), np.inf)
         eligible = set(int(k) for k in plan["eligible"])
         room = int(plan["room"])
-        targets, candidates, failed = [], [], []
+        targets, candidates, failed, small = [], [], [], []
         for k in np.argsort(score, kind="stable"):
             k = int(k)
             if len(targets) >= cfg.max_per_lap or room < 1:
                 break
-            if k not in eligible or mass[k] < cfg.min_batch_mass:
+            if k not in eligible:
+                continue
+            if mass[k] < cfg.min_batch_mass:
+                small.append(k)
                 continue
             if resp is None:
                 resp = local.resp if local.resp is not None else alloc.local_step(batch, log_lik, globals_.alloc,
@@ -132,7 +135,7 @@ class TopicBirthMove(LapBirths):
             candidates.append(candidate)
             room -= candidate.N.shape[0] - globals_.K
         return {"targets": np.array(targets, dtype=np.intp), "candidates": candidates,
-                "failed": np.array(failed, dtype=np.intp)}
+                "failed": np.array(failed, dtype=np.intp), "small": np.array(small, dtype=np.intp)}
 
     def _propose(self, model, globals_, batch, share: np.ndarray, target: int, batch_mass: float, room: int,
                  rng: np.random.Generator) -> Candidate | None:

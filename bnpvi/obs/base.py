@@ -86,6 +86,15 @@ class ObsFamily(ABC):
         clusters (N_k = 0, S_k = 0) give exactly 0.
         """
 
+    has_reassign_gains: bool = False
+    """Whether :meth:`reassign_gains` is implemented (the reassign move runs only then)."""
+
+    def reassign_gains(self, stats: Mapping[str, np.ndarray], batch, resp: np.ndarray) -> np.ndarray:
+        """(N_atoms, K): the change of Σ_k L_data,k* (:meth:`log_marginal`) when atom n's responsibilities
+        ``resp[n]`` are replaced by a one-hot on cluster j, under the whole-data summaries ``stats``
+        (which include atom n with ``resp[n]``); see ``bnpvi.moves.reassign``."""
+        raise NotImplementedError(f"obs={self.name} has no single-atom reassignment gains")
+
     @abstractmethod
     def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
         """(K,) KL(q_k ‖ p_k) between two posteriors of this family."""

@@ -1,0 +1,209 @@
+"""Reassign proposals: move single atoms to the cluster that explains them best once they are taken
+out of their own cluster. Our own move for mixtures; not in the thesis.
+
+Why: an atom's own data inflate its cluster's parameters. A short document's rare words
+are the clearest case: under λ̄ = 0.1 a word seen once, in this document only, has
+E ln μ_kv near ψ(1.1) in its own cluster and near ψ(0.1) ≈ −10.4 in every other one. The
+local step (Hughes 2016 thesis Eq. 3.47-3.49) scores the atom against parameters that
+contain it, so an atom left in the wrong cluster by a birth stays there at every lap.
+
+The move scores each atom against the other clusters' parameters *without* it. With the
+globals at their optimum for the summaries (as in every memoized state), the whole-data
+ELBO is a function of the summaries alone (thesis Eq. 3.24, 3.42, 3.44),
+
+    L(S) = Σ_k L_data,k*(S_k) + L_alloc*(N) + Σ_k H_k,
+
+so replacing atom n's responsibilities r_n by a one-hot on cluster j changes it by
+
+    ΔL_nj = Σ_k [L_data,k*(S_k − r_nk s(x_n) + δ_jk s(x_n)) − L_data,k*(S_k)]
+            + L_alloc*(N − r_n + e_j) − L_alloc*(N) + Σ_k r_nk ln r_nk,
+
+exactly. For the multinomial family the data part is the collapsed (Pólya urn) predictive
+log probability of the document under cluster j minus its leave-one-out value under its own
+clusters (``ObsFamily.reassign_gains``).
+
+* **track** (every batch of a lap that follows a lap in which no other move changed the
+  clusters: while births, merges and deletes are busy, their changes would void the
+  proposal at the lap's end anyway): ΔL_nj for every atom of the batch and every cluster,
+  under the summaries of that moment, with E ln π_j − Σ_k r_nk E ln π_k in place of the
+  exact allocation term; the atoms whose best j (other than their largest r_nk) gains
+  more than 0 are kept, at most ``max_atoms`` per batch, with their data and r_n;
+* **decide** (end of the lap, after the other moves, only if none of them changed the
+  clusters): the kept atoms, best first, are moved one at a time while their exact ΔL_nj,
+  re-computed on the summaries that include every earlier move, is positive (a greedy
+  ascent on L). The candidate (every memo cache plus its atoms' changes) is judged by the
+  exact whole-data ELBO like any move and logged in ``moves.csv`` with the number of atoms
+  it moved.
+
+A run does not converge while the move has not been tried since the clusters last
+changed, or right after a lap in which it moved atoms.
+"""
+from __future__ import annotations
+
+from dataclasses import fields as dataclass_fields
+
+import numpy as np
+
+from bnpvi.alloc.base import Local
+from bnpvi.data.batch import PointBatch, WordCountBatch
+from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
+from bnpvi.stats import Responsibilities, SuffStats
+
+BATCH_TYPES = {cls.__name__: cls for cls in (PointBatch, WordCountBatch)}
+"""Kinds of tracked atoms, by name (checkpoints store the name and the dataclass fields)."""
+
+
+def supported(model) -> bool:
+    """Whether the move can run: a mixture whose family computes single-atom gains."""
+    return "reassign" in model.alloc.moves and model.obs.has_reassign_gains
+
+
+def hard_rows(resp: Responsibilities, rows: np.ndarray) -> np.ndarray:
+    """Dense (len(rows), K) responsibilities of some atoms (dense or L-sparse storage)."""
+    matrix = resp.matrix()
+    picked = matrix[rows]
+    return np.asarray(picked.toarray() if hasattr(picked, "toarray") else picked, dtype=np.float64)
+
+
+def entropy_term(R: np.ndarray) -> np.ndarray:
+    """Σ_k r_nk ln r_nk per row (0 ln 0 = 0): the entropy change of making row n one-hot."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.sum(np.where(R > 0, R * np.log(np.where(R > 0, R, 1.0)), 0.0), axis=1)
+
+
+def exact_gains(model, stats: SuffStats, atom, r: np.ndarray) -> np.ndarray:
+    """(K,) exact ΔL_nj of one atom (module docstring) under the summaries ``stats``."""
+    K = stats.K
+    data = model.obs.reassign_gains(stats.select(model.obs_fields), atom, r[None, :])[0]
+    N = np.maximum(stats.N, 0.0)
+    moved = np.maximum(N - r, 0.0)[None, :] + np.eye(K)
+    alloc = model.alloc.log_marginal(moved) - model.alloc.log_marginal(N)
+    return data + alloc + entropy_term(r[None, :])[0]
+
+
+def atom_change(model, atom, r: np.ndarray, j: int) -> SuffStats:
+    """The summaries of one atom with a one-hot on j minus its summaries with responsibilities r."""
+    K = r.shape[0]
+    onehot = np.zeros((1, K))
+    onehot[0, j] = 1.0
+    return (model.summarize(atom, Local(Responsibilities(onehot, K)))
+            - model.summarize(atom, Local(Responsibilities(np.ascontiguousarray(r[None, :]), K))))
+
+
+def greedy_moves(model, stats: SuffStats, tracked: dict) -> tuple[list, dict]:
+    """The tracked atoms, best screened gain first, each moved to its best other cluster while its exact
+    ΔL_nj on the summaries updated by every earlier move is positive (module docstring).
+
+    Returns the moves as (batch, atom of the batch, new cluster) and, per batch, the summary change of
+    each moved atom (:func:`atom_change`).
+    """
+    items = [(float(t["gain"][i]), b, i) for b, t in sorted(tracked.items()) for i in range(len(t["rows"]))]
+    items.sort(key=lambda item: -item[0])  # stable: ties keep batch, then screening order
+    moves, changes = [], {}
+    for _, b, i in items:
+        t = tracked[b]
+        atom, r = t["atoms"].take([i]), t["resp"][i]
+        gains = exact_gains(model, stats, atom, r)
+        gains[int(np.argmax(r))] = -np.inf
+        j = int(np.argmax(gains))
+        if not accepts(float(gains[j]), 0.0):
+            continue
+        change = atom_change(model, atom, r, j)
+        stats = stats + change
+        changes.setdefault(b, []).append(change)
+        moves.append((b, int(t["rows"][i]), j))
+    return moves, changes
+
+
+class ReassignMove(Move):
+    """Greedy single-atom reassignments judged by the exact whole-data ELBO (module docstring)."""
+
+    name = "reassign"
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.accepted_last = False  # the latest decision moved atoms
+        self.quiet = True  # no other move changed the clusters at the end of the latest lap
+        self.tried = False  # tried since the clusters last changed
+        self.reset()
+
+    def reset(self) -> None:
+        self.uids: np.ndarray | None = None  # cluster ids when the lap was planned
+        self.tracked: dict[int, dict] = {}
+        self.moved: list[tuple[int, int, int]] = []  # (batch, atom of the batch, new cluster) of the latest try
+
+    def plan(self, run, rng, excluded: set[int]) -> set[int]:
+        self.uids = run.ids.uids.copy() if self.quiet and supported(run.model) else None
+        return set()  # it takes no cluster from the other moves; it waits for them at the lap's end
+
+    def pending(self, run) -> bool:
+        """Not tried since the clusters last changed, or atoms moved at the latest try (module docstring)."""
+        return (self.accepted_last or not self.tried) and self.active(run.lap + 1) and supported(run.model)
+
+    def batch_plan(self, run, b: int):
+        return None if self.uids is None else int(self.cfg.max_atoms)
+
+    def track(self, model, globals_, batch, log_lik, local, plan):
+        """The batch's atoms worth trying (positions, data, r_n), best screened gain first."""
+        R = hard_rows(local.resp, np.arange(batch.n_atoms))
+        stats = globals_.stats
+        data = model.obs.reassign_gains(stats.select(model.obs_fields), batch, R)
+        log_pi = model.alloc.expected_log_pi(globals_.alloc)
+        gains = data + (log_pi[None, :] - (R @ log_pi)[:, None]) + entropy_term(R)[:, None]
+        gains[np.arange(R.shape[0]), np.argmax(R, axis=1)] = -np.inf  # a move goes to another cluster
+        best = gains.max(axis=1)
+        rows = np.flatnonzero(best > 0)
+        rows = rows[np.argsort(-best[rows], kind="stable")][:plan]
+        return {"rows": rows, "gain": best[rows], "resp": R[rows], "atoms": batch.take(rows)}
+
+    def collect(self, run, schedule, b: int, tracked) -> None:
+        self.tracked[b] = tracked
+
+    def decide(self, run, schedule) -> None:
+        self.quiet = not schedule.changed
+        if schedule.changed:
+            self.tried = self.accepted_last = False
+        if self.uids is None or schedule.changed or not np.array_equal(run.ids.uids, self.uids):
+            return  # not tracked, or another move changed the clusters: the tracked r_n no longer fit the caches
+        self.tried, self.accepted_last = True, False
+        self.check_complete(run, self.tracked, "reassign candidates")
+        self.moved, changes = greedy_moves(run.model, run.globals.stats, self.tracked)
+        moved = len(self.moved)
+        if moved == 0:
+            return
+        delta = {b: ordered_sum(v) for b, v in changes.items()}
+        candidate = run.globals.stats + ordered_sum(delta[b] for b in sorted(delta))
+        current = run.elbo()
+        sources = [[k] for k in range(candidate.K)]
+        value, globals_ = run.evaluate(candidate, sources)
+        gain = value - current
+        accepted = accepts(gain, current)
+        if accepted:
+            run.apply(Edit(sources, lambda b, cache: cache + delta[b] if b in delta else cache, globals_))
+            schedule.changed |= set(run.ids.uids.tolist())
+        self.accepted_last = accepted
+        schedule.event(self.name, f"{moved} atoms", gain, accepted)
+
+    def state(self) -> dict:
+        tracked = {}
+        for b, t in self.tracked.items():
+            atoms = t["atoms"]
+            tracked[str(b)] = {"rows": t["rows"], "gain": t["gain"], "resp": t["resp"],
+                               "kind": type(atoms).__name__,
+                               "atoms": {f.name: np.asarray(getattr(atoms, f.name))
+                                         for f in dataclass_fields(atoms)}}
+        return {"flags": np.array([self.accepted_last, self.quiet, self.tried], dtype=np.int64),
+                "uids": np.asarray([] if self.uids is None else self.uids, dtype=np.int64),
+                "planned": np.int64(self.uids is not None), "tracked": tracked}
+
+    def load_state(self, state: dict) -> None:
+        self.accepted_last, self.quiet, self.tried = (bool(v) for v in state["flags"])
+        planned = bool(int(state.get("planned", 0)))
+        self.uids = np.asarray(state["uids"], dtype=np.int64) if planned else None
+        self.tracked = {}
+        for b, t in state.get("tracked", {}).items():
+            cls = BATCH_TYPES[str(t["kind"])]
+            values = {f.name: t["atoms"][f.name] for f in dataclass_fields(cls)}
+            atoms = cls(**{k: (v.item() if np.ndim(v) == 0 else v) for k, v in values.items()})
+            self.tracked[int(b)] = {"rows": np.asarray(t["rows"], dtype=np.intp), "gain": np.asarray(t["gain"]),
+                                    "resp": np.asarray(t["resp"]), "atoms": atoms}

@@ -1,0 +1,170 @@
+"""Reassign moves (bnpvi.moves.reassign): exact single-document gains against brute force, the state an
+accepted reassignment installs, and a resumed run that carries one in flight."""
+import logging
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from omegaconf import OmegaConf
+
+from bnpvi.alloc import DPMixAlloc
+from bnpvi.data.batch import WordCountBatch
+from bnpvi.data.generate import topic_documents
+from bnpvi.data.store import BatchStore, write_documents
+from bnpvi.learn import runner
+from bnpvi.learn.memo import MemoizedVB
+from bnpvi.learn.work import process_batch
+from bnpvi.model import Model
+from bnpvi.moves.reassign import ReassignMove, exact_gains
+from bnpvi.obs import Mult
+from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
+from test_resume import assert_resume_is_exact
+
+REASSIGN = {"start_lap": 2, "max_atoms": 1000}
+
+
+def documents(n_docs=300, V=40, K=4, seed=0):
+    rng = np.random.default_rng(seed)
+    topics = rng.dirichlet(np.full(V, 0.2), size=K)
+    labels = rng.integers(0, K, size=n_docs)
+    X = sp.csr_matrix(np.stack([rng.multinomial(rng.integers(3, 15), topics[z]) for z in labels]).astype(float))
+    return WordCountBatch(X.indices.astype(np.int32), X.data, X.indptr.astype(np.int64), V), labels
+
+
+def brute_stats(model, batch, r):
+    """Summaries straight from dense responsibilities, the entropy as −Σ r ln r with 0 ln 0 = 0."""
+    H = -np.sum(np.where(r > 0, r * np.log(np.where(r > 0, r, 1.0)), 0.0), axis=0)
+    fields = {"N": r.sum(axis=0), "H": H, "n_atoms": float(batch.n_atoms)}
+    fields.update(model.obs.summarize(batch, Responsibilities(np.ascontiguousarray(r), r.shape[1])))
+    return SuffStats(fields, {name: spec for name, (_, spec) in model.layout.items()})
+
+
+def elbo_of(model, stats):
+    return model.elbo(stats, model.global_step(stats))
+
+
+def fitted(sparse_L=None, K=5):
+    """A DP mixture of multinomials after a few full-VB steps from random labels: soft responsibilities."""
+    batch, _ = documents()
+    model = Model(DPMixAlloc(2.0), Mult(0.1, batch.vocab_size))
+    model.alloc.use_sparse(sparse_L)
+    globals_ = model.global_step(model.hard_stats(batch, np.random.default_rng(1).integers(0, K, batch.n_atoms), K))
+    for _ in range(3):
+        globals_ = model.global_step(process_batch(model, globals_, batch).stats)
+    _, local = model.local_step(batch, globals_)
+    r = local.resp.matrix()
+    r = np.asarray(r.toarray() if sp.issparse(r) else r)
+    return model, batch, globals_, r
+
+
+def test_mult_reassign_gains_are_the_change_of_the_data_terms():
+    model, batch, _, r = fitted()
+    stats = brute_stats(model, batch, r)
+    gains = model.obs.reassign_gains(stats.select(model.obs_fields), batch, r)
+    base = model.data_terms(stats).sum()
+    for n in range(0, batch.n_atoms, 37):
+        for j in range(r.shape[1]):
+            moved = r.copy()
+            moved[n] = 0.0
+            moved[n, j] = 1.0
+            brute = model.data_terms(brute_stats(model, batch, moved)).sum() - base
+            assert gains[n, j] == pytest.approx(brute, rel=1e-8, abs=1e-8), (n, j)
+
+
+@pytest.mark.parametrize("sparse_L", [None, 2])
+def test_exact_gain_equals_the_brute_force_elbo_difference(sparse_L):
+    model, batch, _, r = fitted(sparse_L)
+    stats = brute_stats(model, batch, r)
+    base = elbo_of(model, stats)
+    checked = 0
+    for n in range(0, batch.n_atoms, 29):
+        predicted = exact_gains(model, stats, batch.take([n]), r[n])
+        for j in range(r.shape[1]):
+            moved = r.copy()
+            moved[n] = 0.0
+            moved[n, j] = 1.0
+            brute = elbo_of(model, brute_stats(model, batch, moved)) - base
+            assert predicted[j] == pytest.approx(brute, rel=1e-7, abs=1e-7 * abs(base)), (n, j)
+            checked += 1
+    assert checked >= 5 * r.shape[1]
+
+
+def test_an_accepted_reassignment_installs_the_brute_force_state(tmp_path, monkeypatch):
+    """Documents start in a mixed-up partition; the lap in which the move is accepted leaves every cache
+    equal to the summaries of its batch's responsibilities with the moved documents one-hot on their new
+    cluster, and the run's ELBO rises by the logged gain."""
+    word_ids, word_counts, doc_range, labels = topic_documents(n_docs=900, n_topics=4, seed=2)
+    write_documents(tmp_path / "d.h5", word_ids, word_counts, doc_range, 3000, n_batches=3)
+    store = BatchStore.open(tmp_path / "d.h5")
+    model = Model(DPMixAlloc(2.0), Mult(0.1, store.D))
+    noisy = np.where(np.random.default_rng(3).random(labels.size) < 0.25, (labels + 1) % 4, labels)
+    stats = None
+    for b in range(store.n_batches):
+        part = store.read_batch(b)
+        s = model.hard_stats(part, noisy[part.start:part.start + part.n_atoms], 4)
+        stats = s if stats is None else stats + s
+    moves = OmegaConf.create({"reassign": REASSIGN})
+    alg = MemoizedVB(model, store, {}, np.random.default_rng(0), model.global_step(stats), ClusterIds.first(4),
+                     moves=moves)
+    visits, before = {}, {}  # globals at each batch's visit; the ELBO just before and after the decision
+    original_visit, original_decide = MemoizedVB.visit, ReassignMove.decide
+
+    def visit(self, b, batch):
+        visits[b] = (self.globals, self.ids.uids.copy())
+        original_visit(self, b, batch)
+
+    def decide(self, run, schedule):
+        before["elbo"] = run.elbo()
+        original_decide(self, run, schedule)
+        before["after"] = run.elbo()
+
+    monkeypatch.setattr(MemoizedVB, "visit", visit)
+    monkeypatch.setattr(ReassignMove, "decide", decide)
+    accepted = 0
+    for _ in range(6):
+        result = None
+        while result is None:
+            result = alg.step()
+        event = [e for e in alg.moves.events if e.lap == result.lap and e.move == "reassign"]
+        if not (event and event[0].accepted):
+            continue
+        accepted += 1
+        move = alg.moves.moves[0]
+        assert int(event[0].target.split()[0]) == len(move.moved) > 0
+        assert before["after"] - before["elbo"] == pytest.approx(event[0].gain, rel=1e-9)
+        assert event[0].gain > 0
+        total = None
+        for b in range(store.n_batches):
+            part = store.read_batch(b)
+            globals_, uids = visits[b]
+            _, local = model.local_step(part, globals_)
+            r = np.array(local.resp.values)
+            for mb, row, j in move.moved:  # j: a position at the decision, where the clusters are as at the visit
+                if mb == b:
+                    r[row] = 0.0
+                    r[row, j] = 1.0
+            order = [int(np.flatnonzero(uids == u)[0]) for u in alg.ids.uids]  # the lap's end sorts by size
+            expected = brute_stats(model, part, r[:, order])
+            for name in ("N", "H", "S"):
+                np.testing.assert_allclose(alg.caches[b][name], expected[name], rtol=1e-7, atol=1e-7, err_msg=name)
+            total = expected if total is None else total + expected
+        assert elbo_of(model, total) == pytest.approx(alg.elbo(), rel=1e-9)
+    store.close()
+    assert accepted >= 1
+
+
+def test_resume_with_reassignments_in_flight_is_exact(compose_cfg, tmp_path):
+    word_ids, word_counts, doc_range, topics = topic_documents(n_docs=600, seed=1)
+    write_documents(tmp_path / "docs.h5", word_ids, word_counts, doc_range, 3000, labels=topics, n_batches=3)
+    cfg = compose_cfg("data=hdf5", f"data.path={tmp_path / 'docs.h5'}", "obs=mult", "init.K=6", "alg.n_laps=6",
+                      "alg.converge_thr=-1", "checkpoint_every=1", "seed=7")
+    _, trace = assert_resume_is_exact(cfg, tmp_path)
+    assert trace["reassign_tried"].sum() >= 1
+
+
+def test_reassign_is_skipped_quietly_where_it_does_not_apply(compose_cfg, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="bnpvi")
+    summary = runner.train(compose_cfg("init.K=1", "data.n_atoms=600", "alg.n_laps=3"), tmp_path / "run")
+    assert summary["K"] >= 1
+    assert "moves.reassign applies to mixtures with obs=mult" in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
