@@ -173,7 +173,7 @@ class InitConfig:
     name: str = MISSING
     K: Optional[int] = MISSING  # initial number of clusters (null: 1 when births are on, else 8)
     n_samples: int = MISSING  # atoms sampled for seeding
-    kmeans_iters: int = MISSING  # Bregman k-means iterations after seeding
+    kmeans_iters: Optional[int] = MISSING  # Bregman k-means iterations after seeding (null: the model's default)
 
 
 @dataclass

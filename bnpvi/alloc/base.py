@@ -68,6 +68,8 @@ class AllocModel(ABC):
     moves : tuple of str
         The proposal moves the model supports (others listed in the config are skipped
         with a warning).
+    init_kmeans_iters : int
+        Bregman k-means iterations after the k-means++ seeding when ``init.kmeans_iters`` is null.
     abundant_K : int
         The initial number of clusters when ``init.K`` is null and births are off.
     birth_kind : str
@@ -103,6 +105,7 @@ class AllocModel(ABC):
     moves: tuple[str, ...] = ("birth", "merge", "delete")
     birth_kind: str = "split"
     abundant_K: int = 8
+    init_kmeans_iters: int = 0
     whole_delete: bool = False
     pairs_in_local_step: bool = False
     sort_needs_check: bool = False

@@ -35,7 +35,8 @@ def initial_stats(model, store, cfg, rng: np.random.Generator, K: int) -> SuffSt
     """Effective summaries of K initial clusters that define the initial globals (``init`` config node).
 
     The clusters are the hard summaries of the seeds (after ``init.kmeans_iters``
-    Bregman k-means iterations on the sample); the allocation model's own summaries
+    Bregman k-means iterations on the sample; null: the allocation model's
+    ``init_kmeans_iters``); the allocation model's own summaries
     (entropies, transition tables) start at zero.
     """
     obs = model.obs
@@ -55,7 +56,10 @@ def initial_stats(model, store, cfg, rng: np.random.Generator, K: int) -> SuffSt
         seeds = rng.choice(sample.n_atoms, size=K, replace=False)
     else:
         raise BnpviError(f"unknown init {name!r}; choose kmeanspp or random")
-    n_iters = int(cfg.get("kmeans_iters") or 0)
+    n_iters = cfg.get("kmeans_iters")
+    n_iters = model.alloc.init_kmeans_iters if n_iters is None else int(n_iters)
+    if n_iters < 0:
+        raise BnpviError(f"init.kmeans_iters must be at least 0, got {n_iters}")
     if n_iters == 0:
         return model.hard_stats(sample.take(seeds), np.arange(K), K)
     N, fields = kmeans(obs, sample, *hard_summaries(obs, sample.take(seeds), np.arange(K), K), n_iters)
