@@ -85,16 +85,6 @@ def grouped(fresh: SuffStats, labels: np.ndarray, terms: dict, node_of: np.ndarr
     return fresh.remap(groups, tracked)
 
 
-def batch_grouped(model, fresh: SuffStats, local, labels: np.ndarray) -> SuffStats:
-    """``grouped`` for one batch, the merged groups' tracked fields computed from its local step."""
-    sizes = np.bincount(labels)
-    multi = np.flatnonzero(sizes > 1)
-    terms = model.alloc.group_terms(local, (labels[:, None] == multi[None, :]).astype(np.float64)) if multi.size else {}
-    node_of = np.full(sizes.shape[0], -1, dtype=np.int64)
-    node_of[multi] = np.arange(multi.size)
-    return grouped(fresh, labels, terms, node_of)
-
-
 def cleanup_order(model, globals_, target: int, fresh: SuffStats, local, scale: float) -> np.ndarray:
     """Levels of a greedy agglomeration of the J fresh clusters: level 0 keeps all J, level ℓ + 1
     merges the pair of groups of level ℓ that gives the best estimated whole-data ELBO.
@@ -104,25 +94,33 @@ def cleanup_order(model, globals_, target: int, fresh: SuffStats, local, scale: 
     and scores it as a mixture's ELBO at the optimal globals, up to the terms of the
     clusters left alone: L_alloc*(counts) + Σ_groups [L_data,g* + H_g] (Hughes 2016
     thesis Eq. 3.41-3.44; births are offered for mixtures only). Each group's terms
-    are computed once. The order is only a plan: each level is judged exactly at the
-    end of the lap. Returns a (J − 1, J) int array of group labels (every level keeps
-    at least 2 groups).
+    are computed once, those of a level's new groups together. The order is only a plan:
+    each level is judged exactly at the end of the lap. Returns a (J − 1, J) int array of
+    group labels (every level keeps at least 2 groups).
     """
     others_N = globals_.stats.N.copy()
     others_N[target] = 0.0
     terms: dict[tuple, tuple[float, float]] = {}  # members -> (N_g, L_data,g* + H_g), scaled
 
-    def group(members: tuple) -> tuple[float, float]:
-        if members not in terms:
-            labels = np.zeros(fresh.K, dtype=np.int64)
-            labels[list(members)] = 1
-            one = batch_grouped(model, fresh, local, labels).scaled(scale)  # group 1: the members
-            data = model.obs.log_marginal(one.N[1:], {n: v[1:] for n, v in one.select(model.obs_fields).items()})
-            terms[members] = (float(one.N[1]), float(data[0] + one["H"][1]))
-        return terms[members]
+    def add_terms(groups) -> None:
+        new = [m for m in dict.fromkeys(groups) if m not in terms]
+        if not new:
+            return
+        membership = np.zeros((fresh.K, len(new)))
+        for c, members in enumerate(new):
+            membership[list(members), c] = 1.0
+        N = scale * (fresh.N @ membership)
+        fields = {name: scale * np.tensordot(membership.T, v, axes=1)
+                  for name, v in fresh.select(model.obs_fields).items()}
+        H = scale * (fresh["H"] @ membership)
+        multi = np.flatnonzero(membership.sum(axis=0) > 1)
+        if multi.size:
+            H[multi] = scale * model.alloc.group_terms(local, membership[:, multi])["H"]
+        values = model.obs.log_marginal(N, fields) + H
+        terms.update((members, (float(N[c]), float(values[c]))) for c, members in enumerate(new))
 
     def score(groups: list[tuple]) -> float:
-        values = [group(members) for members in groups]
+        values = [terms[members] for members in groups]
         counts = np.concatenate([others_N, [n for n, _ in values]])
         return sum(v for _, v in values) + model.alloc.log_marginal(counts)
 
@@ -131,6 +129,7 @@ def cleanup_order(model, globals_, target: int, fresh: SuffStats, local, scale: 
     while len(groups) > 2:
         candidates = [groups[:g] + [tuple(sorted(groups[g] + groups[h]))] + groups[g + 1:h] + groups[h + 1:]
                       for g in range(len(groups)) for h in range(g + 1, len(groups))]
+        add_terms(members for candidate in candidates for members in candidate)
         groups = max(candidates, key=score)  # the first of equal scores
         labels = np.empty(fresh.K, dtype=np.int64)
         for g, members in enumerate(groups):
