@@ -134,41 +134,103 @@ cdef extern from *:
 
 cdef extern from *:
     """
-    /* Two doubles (GCC / clang vector extension); the u type loads unaligned. */
-    typedef double bnpvi_v2 __attribute__((vector_size(16)));
-    typedef double bnpvi_v2u __attribute__((vector_size(16), aligned(8)));
+    /* Four doubles (GCC / clang vector extension); the u type loads unaligned. Without AVX the
+       compiler does each as two SSE2 pairs. */
+    typedef double bnpvi_v4 __attribute__((vector_size(32)));
+    typedef double bnpvi_v4u __attribute__((vector_size(32), aligned(8)));
+
+    /* The row loops below are compiled twice where GCC can pick a clone at load time (ifunc): for
+       AVX2 (four doubles per instruction) and for the baseline x86-64 (SSE2). The AVX2 clone does
+       not use FMA (not enabled by "avx2"; setup.py also builds with -ffp-contract=off), so both
+       do the same roundings in the same order: the same bits on every machine. */
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define BNPVI_CLONES __attribute__((target_clones("avx2", "default")))
+    #else
+    #define BNPVI_CLONES
+    #endif
 
     /* s[j] = sum_k x_j[k] y[k] for four rows, each summed exactly as _dot does it (four
-       partial sums over k mod 4: the lanes of the pairs (0, 1) and (2, 3); the tail
-       k >= K4 into the first; then (s0 + s1) + (s2 + s3)), with eight independent
-       additions in flight instead of two. */
+       partial sums over k mod 4, the lanes of one vector; the tail k >= K4 into the first;
+       then (s0 + s1) + (s2 + s3)), with sixteen independent additions in flight instead of
+       four. */
+    BNPVI_CLONES
     static void bnpvi_dot4(const double* x0, const double* x1, const double* x2, const double* x3,
                            const double* y, Py_ssize_t K, double* s)
     {
         const double* x[4] = {x0, x1, x2, x3};
-        bnpvi_v2 lo0 = {0.0, 0.0}, hi0 = lo0, lo1 = lo0, hi1 = lo0, lo2 = lo0, hi2 = lo0, lo3 = lo0, hi3 = lo0;
+        bnpvi_v4 a0 = {0.0, 0.0, 0.0, 0.0}, a1 = a0, a2 = a0, a3 = a0;
         Py_ssize_t k, K4 = K - K % 4;
         int j;
         for (k = 0; k < K4; k += 4) {
-            bnpvi_v2 ylo = *(const bnpvi_v2u*)(y + k), yhi = *(const bnpvi_v2u*)(y + k + 2);
-            lo0 += *(const bnpvi_v2u*)(x0 + k) * ylo;
-            hi0 += *(const bnpvi_v2u*)(x0 + k + 2) * yhi;
-            lo1 += *(const bnpvi_v2u*)(x1 + k) * ylo;
-            hi1 += *(const bnpvi_v2u*)(x1 + k + 2) * yhi;
-            lo2 += *(const bnpvi_v2u*)(x2 + k) * ylo;
-            hi2 += *(const bnpvi_v2u*)(x2 + k + 2) * yhi;
-            lo3 += *(const bnpvi_v2u*)(x3 + k) * ylo;
-            hi3 += *(const bnpvi_v2u*)(x3 + k + 2) * yhi;
+            bnpvi_v4 yv = *(const bnpvi_v4u*)(y + k);
+            a0 += *(const bnpvi_v4u*)(x0 + k) * yv;
+            a1 += *(const bnpvi_v4u*)(x1 + k) * yv;
+            a2 += *(const bnpvi_v4u*)(x2 + k) * yv;
+            a3 += *(const bnpvi_v4u*)(x3 + k) * yv;
         }
         {
-            bnpvi_v2 lo[4] = {lo0, lo1, lo2, lo3}, hi[4] = {hi0, hi1, hi2, hi3};
+            bnpvi_v4 a[4] = {a0, a1, a2, a3};
             for (j = 0; j < 4; j++) {
-                double s0 = lo[j][0];
+                double s0 = a[j][0];
                 for (k = K4; k < K; k++)
                     s0 = s0 + x[j][k] * y[k];
-                s[j] = (s0 + lo[j][1]) + (hi[j][0] + hi[j][1]);
+                s[j] = (s0 + a[j][1]) + (a[j][2] + a[j][3]);
             }
         }
+    }
+
+    /* acc[k] = acc[k] + f0 x0[k] + f1 x1[k] + f2 x2[k] + f3 x3[k], added left to right (as one row
+       at a time would add them). */
+    BNPVI_CLONES
+    static void bnpvi_axpy4(double* __restrict acc, double f0, const double* x0, double f1, const double* x1,
+                            double f2, const double* x2, double f3, const double* x3, Py_ssize_t K)
+    {
+        Py_ssize_t k;
+        for (k = 0; k < K; k++)
+            acc[k] = acc[k] + f0 * x0[k] + f1 * x1[k] + f2 * x2[k] + f3 * x3[k];
+    }
+
+    /* out[k] = psi(x[k]) by the recurrence and asymptotic series of _digamma, for x[k] > 0 away
+       from the root (the caller redoes the others with _digamma): the same operations in the same
+       order as _digamma, four values at a time. Every x > 0 reaches 10 in at most ten steps of
+       the recurrence, so a lane that is already >= 10 keeps its values (bitwise select) while the
+       others step on; ln is taken per value. out may be x. */
+    typedef long long bnpvi_m4 __attribute__((vector_size(32)));
+    static inline double bnpvi_digamma_far1(double x)
+    {
+        double acc = 0.0, y2, t;
+        while (x < 10.0) {
+            acc = acc - 1.0 / x;
+            x = x + 1.0;
+        }
+        y2 = 1.0 / (x * x);
+        t = y2 * (1.0 / 12.0 - y2 * (1.0 / 120.0 - y2 * (1.0 / 252.0 - y2 * (1.0 / 240.0 - y2 * (
+            1.0 / 132.0 - y2 * (691.0 / 32760.0 - y2 * (1.0 / 12.0)))))));
+        return acc + (log(x) - 0.5 / x - t);
+    }
+    BNPVI_CLONES
+    static void bnpvi_digamma_far(const double* xin, double* out, Py_ssize_t n)
+    {
+        const bnpvi_v4 one = {1.0, 1.0, 1.0, 1.0}, ten = {10.0, 10.0, 10.0, 10.0};
+        const bnpvi_v4 c12 = one * (1.0 / 12.0), c120 = one * (1.0 / 120.0), c252 = one * (1.0 / 252.0);
+        const bnpvi_v4 c240 = one * (1.0 / 240.0), c132 = one * (1.0 / 132.0), c691 = one * (691.0 / 32760.0);
+        Py_ssize_t k, n4 = n - n % 4;
+        int i, j;
+        for (k = 0; k < n4; k += 4) {
+            bnpvi_v4 x = *(const bnpvi_v4u*)(xin + k), acc = {0.0, 0.0, 0.0, 0.0}, y2, t;
+            for (i = 0; i < 10; i++) {
+                bnpvi_m4 step = x < ten;
+                bnpvi_v4 acc1 = acc - one / x, x1 = x + one;
+                acc = (bnpvi_v4)(((bnpvi_m4)acc1 & step) | ((bnpvi_m4)acc & ~step));
+                x = (bnpvi_v4)(((bnpvi_m4)x1 & step) | ((bnpvi_m4)x & ~step));
+            }
+            y2 = one / (x * x);
+            t = y2 * (c12 - y2 * (c120 - y2 * (c252 - y2 * (c240 - y2 * (c132 - y2 * (c691 - y2 * c12))))));
+            for (j = 0; j < 4; j++)
+                out[k + j] = acc[j] + (log(x[j]) - 0.5 / x[j] - t[j]);
+        }
+        for (k = n4; k < n; k++)
+            out[k] = bnpvi_digamma_far1(xin[k]);
     }
 
     /* Ask for the cache lines of x[0:n] (a table row read next, at a place the hardware
@@ -182,6 +244,9 @@ cdef extern from *:
     """
     void bnpvi_dot4(const double* x0, const double* x1, const double* x2, const double* x3,
                     const double* y, Py_ssize_t K, double* s) noexcept nogil
+    void bnpvi_axpy4(double* acc, double f0, const double* x0, double f1, const double* x1,
+                     double f2, const double* x2, double f3, const double* x3, Py_ssize_t K) noexcept nogil
+    void bnpvi_digamma_far(const double* x, double* out, Py_ssize_t n) noexcept nogil
     void bnpvi_prefetch(const double* x, Py_ssize_t n) noexcept nogil
 
 
@@ -312,6 +377,21 @@ def _digamma_array(const double[::1] x):
     return out
 
 
+def _digamma_weights_array(const double[::1] x):
+    """ψ elementwise as _weights computes it (four values at a time, the root's neighbourhood by
+    _digamma; for tests: the same bits as :func:`_digamma_array`)."""
+    cdef Py_ssize_t i, n = x.shape[0]
+    out = np.empty(n)
+    cdef double[::1] o = out
+    with nogil:
+        if n > 0:
+            bnpvi_digamma_far(&x[0], &o[0], n)
+        for i in range(n):
+            if (x[i] - DG_ROOT < 0.25 and DG_ROOT - x[i] < 0.25) or x[i] <= 0.0:
+                o[i] = _digamma(x[i])
+    return out
+
+
 # ------------------------------------------------------------------ one document
 cdef struct Rows:
     # the n rows of one document: C_u at C + i_u K with i_u = wid[u] (table mode) or u
@@ -404,10 +484,17 @@ cdef void _gather(const double* Lt, const double* mt, const long long* wid, Py_s
 
 cdef inline void _weights(const double* N, const double* a, Py_ssize_t K,
                           double* wt, double* p) noexcept nogil:
-    """w̃_k = ψ(N_k + a_k) − max_j ψ(N_j + a_j) and p_k = exp(w̃_k)."""
+    """w̃_k = ψ(N_k + a_k) − max_j ψ(N_j + a_j) and p_k = exp(w̃_k); ψ four values at a time
+    (bnpvi_digamma_far), the same bits as _digamma."""
     cdef Py_ssize_t k
+    cdef double x
     for k in range(K):
-        wt[k] = _digamma(N[k] + a[k])
+        wt[k] = N[k] + a[k]
+    bnpvi_digamma_far(wt, wt, K)
+    for k in range(K):
+        x = N[k] + a[k]
+        if (x - DG_ROOT < 0.25 and DG_ROOT - x < 0.25) or x <= 0.0:
+            wt[k] = _digamma(x)
     _shift(wt, p, K)
 
 
@@ -508,8 +595,7 @@ cdef void _pass(const Rows* rw, Py_ssize_t K, const double* wt, const double* p,
         f1 = _row_weight(rw, u + 1, K, s[1], wt, sb, lzb, extra)
         f2 = _row_weight(rw, u + 2, K, s[2], wt, sb, lzb, extra)
         f3 = _row_weight(rw, u + 3, K, s[3], wt, sb, lzb, extra)
-        for k in range(K):
-            acc[k] = acc[k] + f0 * L0[k] + f1 * L1[k] + f2 * L2[k] + f3 * L3[k]
+        bnpvi_axpy4(acc, f0, L0, f1, L1, f2, L2, f3, L3, K)
         u = u + 4
     while u < rw.n:
         L0 = rw.L + u * K
@@ -627,6 +713,25 @@ cdef void _finish(const Rows* rw, const Opts* o, const double* wt, const double*
             else:
                 tl = t * log(t)
             PH[j] = PH[j] - c * tl
+
+
+cdef void _add_word_topic(double* word_topic, const long long* wid, const double* cnt, const double* R,
+                          Py_ssize_t u0, Py_ssize_t u1, Py_ssize_t K, Py_ssize_t part, Py_ssize_t parts) noexcept nogil:
+    """word_topic[v] += c_u r_u for the rows u0 <= u < u1 (r_u at R + (u − u0) K) whose word v has
+    v mod ``parts`` = ``part``, in row order: the parts touch disjoint rows of word_topic, and each
+    row gets its terms in the order of the serial loop (the same bits for any number of parts)."""
+    cdef Py_ssize_t u, k
+    cdef double c
+    cdef double* W
+    cdef const double* Rrow
+    for u in range(u0, u1):
+        if wid[u] % parts != part:
+            continue
+        c = cnt[u]
+        W = word_topic + wid[u] * K
+        Rrow = R + (u - u0) * K
+        for k in range(K):
+            W[k] = W[k] + c * Rrow[k]
 
 
 cdef void _empty_doc(const Opts* o, double* Nout, long long* iters_out, double* obj_out, long long* acc_out,
@@ -1476,11 +1581,8 @@ def doc_topic_step(const double[:, ::1] log_lik, const long long[::1] word_ids, 
     cdef bint warm = use_init and init_counts.shape[0] == D
     cdef Opts o
     cdef Rows rw
-    cdef double c
     cdef double* Rb
     cdef double* R
-    cdef double* W
-    cdef const double* Rrow
 
     if D <= 0:
         return
@@ -1552,12 +1654,8 @@ def doc_topic_step(const double[:, ::1] log_lik, const long long[::1] word_ids, 
                 for j in range(M):
                     pair_entropy[j] = pair_entropy[j] + pb[d - d0, j]
             if table:
-                for u in range(ub, doc_range[d1]):
-                    c = counts[u]
-                    W = &word_topic[word_ids[u], 0]
-                    Rrow = Rb + (u - ub) * K
-                    for k in range(K):
-                        W[k] = W[k] + c * Rrow[k]
+                for j in prange(nt, schedule="static", num_threads=nt):
+                    _add_word_topic(&word_topic[0, 0], &word_ids[0], &counts[0], Rb, ub, doc_range[d1], K, j, nt)
             d0 = d1
 
 

@@ -432,3 +432,19 @@ def test_responsibilities_rejects_inconsistent_shapes():
         Responsibilities(np.zeros((4, 3)), 4)
     with pytest.raises(ValueError):
         Responsibilities(np.zeros((4, 2)), 6, indices=np.zeros((4, 2), dtype=np.int64))
+
+
+@pytest.mark.parametrize("given", [None, "ACTIVE"])
+def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise(given):
+    """bnpvi.kernels sets OMP_WAIT_POLICY=PASSIVE before the OpenMP runtime loads (in a fresh process),
+    and keeps a value the user set."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given is not None:
+        env["OMP_WAIT_POLICY"] = given
+    code = "import os, bnpvi.kernels.topic; print(os.environ['OMP_WAIT_POLICY'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == (given or "PASSIVE")

@@ -1,4 +1,6 @@
 """Birth, merge and delete moves: exact gains against brute force, exact cache rewrites, and whole runs with moves."""
+from types import SimpleNamespace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -18,7 +20,7 @@ from bnpvi.model import Model
 from bnpvi.moves.birth import (BirthMove, cleanup_order, fresh_weights, grouped, partitions_membership, seed_birth,
                                split, transfer)
 from bnpvi.moves.delete import DeleteMove
-from bnpvi.moves.merge import MergeMove, merge_scores
+from bnpvi.moves.merge import MergeMove, _alloc_part, _merged_data_term, merge_scores
 from bnpvi.obs import make_obs
 from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
 
@@ -123,6 +125,49 @@ def test_merge_gain_equals_brute_force_for_every_pair(family, sparse_L):
         predicted = elbo_of(model, stats.merge(a, b, {"H": tracked["H"][m]})) - base
         assert_gain(predicted, brute)
         assert score >= predicted - 1e-9 * abs(base)  # the m-score bounds the gain from above
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_merge_candidate_scored_from_its_two_rows_and_the_allocation_summaries_is_the_merged_summaries(family):
+    model, _, _, _, _, stats = fitted(family)
+    for a, b in [(0, 1), (2, 5), (1, 4)]:
+        merged = stats.merge(a, b, {"H": np.float64(stats["H"][a] + stats["H"][b] - 1.0)})
+        assert _merged_data_term(model, stats, a, b) == model.data_terms(merged, [a])[0]
+        part = _alloc_part(model, stats).merge(a, b, {"H": merged["H"][a]})
+        assert set(part.fields) == set(merged.fields) - set(model.obs_fields)
+        assert model.alloc_value(part) == model.alloc_value(merged)
+
+
+def test_merge_pairs_blocked_by_rejections_are_skipped_as_one_check_per_pair_skips_them():
+    model, _, globals_, _, _, stats = fitted("gauss", K=8)
+    globals_ = model.global_step(stats)
+    uids = np.array([7, 3, 11, 0, 5, 9, 2, 4])
+    run = SimpleNamespace(model=model, globals=globals_, ids=ClusterIds(uids))
+    cfg = dict(MERGE, max_pairs=6, max_per_cluster=2)
+    move = MergeMove(OmegaConf.create(cfg))
+    N = stats.N
+    move.failures.record((7, 0), False, (N[0], N[3]))  # blocked
+    move.failures.record((11, 5), False, (N[2], N[4] * 1.5))  # one size changed since: not blocked
+    move.failures.record((9, 0), False, (N[5], N[3]))  # on record as (b, a): pair (a, b) is not blocked
+    move.failures.record((2, 4), False, (N[6], N[7]))  # blocked
+    move.failures.record((3, 13), False, (N[1], 1.0))  # a cluster that no longer exists
+    pairs = np.array([(i, j) for i in range(8) for j in range(i + 1, 8)])
+    scores = merge_scores(model, globals_, pairs)
+    expected, used = [], {}
+    for m in np.argsort(-scores, kind="stable"):  # the pair-by-pair rule
+        i, j = (int(x) for x in pairs[m])
+        if scores[m] <= 0 or len(expected) >= cfg["max_pairs"]:
+            break
+        if used.get(i, 0) >= cfg["max_per_cluster"] or used.get(j, 0) >= cfg["max_per_cluster"]:
+            continue
+        if move.failures.blocked((uids[i], uids[j]), (N[i], N[j]), 1, cfg["retry_change"]):
+            continue
+        expected.append((i, j))
+        used[i], used[j] = used.get(i, 0) + 1, used.get(j, 0) + 1
+    blocked = move._blocked(pairs, uids, N, cfg["retry_change"])
+    assert {tuple(p) for p in pairs[blocked]} == {(0, 3), (6, 7)}
+    assert np.all(scores[blocked] > 0)  # both would be chosen but for their rejections
+    np.testing.assert_array_equal(move._choose(run, set()), np.array(expected, dtype=np.intp).reshape(-1, 2))
 
 
 @pytest.mark.parametrize("sparse_L", [None, 2])

@@ -7,6 +7,7 @@ import pytest
 from bnpvi.data.store import BatchStore
 from bnpvi.errors import BnpviError
 from bnpvi.learn import runner
+from bnpvi.moves import merge
 
 from test_topic import corpus
 
@@ -134,6 +135,27 @@ def test_merge_and_delete_from_fifty_topics_find_the_ten_generated_bars(compose_
     assert np.all(np.diff(trace["elbo"].to_numpy()[1:]) > -1e-9 * np.abs(trace["elbo"].to_numpy()[2:]))
     moves = pd.read_csv(tmp_path / "run" / "moves.csv")
     assert moves["exact"][moves["accepted"]].all()
+
+
+def test_screening_merge_candidates_at_their_warm_start_changes_no_decision(compose_cfg, tmp_path, monkeypatch):
+    """On the bars corpus from K = 50 with merges and deletes, a run that rejects the merge candidates whose
+    gain at the warm-start sticks is below −SCREEN_RTOL |L| (without fitting their sticks) takes every
+    decision of a run that fits the sticks of every candidate: the same ELBO trace, bit for bit; each
+    screened candidate's logged gain is a lower bound on its gain in the full run."""
+    cfg = compose_cfg("model=hdp_topic", "init.K=50", "moves=[merge,delete]", "alg.n_laps=8")
+    runner.train(cfg, tmp_path / "screened")
+    threshold = merge.SCREEN_RTOL
+    monkeypatch.setattr(merge, "SCREEN_RTOL", np.inf)
+    runner.train(cfg, tmp_path / "full")
+    traces = [pd.read_csv(tmp_path / name / "trace.csv") for name in ("screened", "full")]
+    assert np.array_equal(traces[0]["elbo"], traces[1]["elbo"]) and traces[0]["merge_accepted"].sum() > 0
+    screened, full = (pd.read_csv(tmp_path / name / "moves.csv").query("move == 'merge'").set_index(["lap", "target"])
+                      for name in ("screened", "full"))
+    assert screened.index.sort_values().equals(full.index.sort_values()) and full["exact"].all()
+    assert screened["accepted"].equals(full["accepted"].loc[screened.index])
+    rough = screened[~screened["exact"]]
+    assert len(rough) > 0 and np.all(rough["gain"] <= full["gain"].loc[rough.index])
+    assert np.all(rough["gain"] < -threshold * np.abs(traces[0]["elbo"]).min())
 
 
 @pytest.mark.slow

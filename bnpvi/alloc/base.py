@@ -91,6 +91,10 @@ class AllocModel(ABC):
     has_sparse_step : bool
         True when the local step can keep at most L responsibilities per atom
         (:meth:`use_sparse`, config ``alg.sparse_L``; Hughes 2016 thesis Ch. 7).
+    warm_is_params : bool
+        True when :meth:`warm_start` returns complete global parameters, at which :meth:`elbo` can
+        be evaluated: an ELBO that the global step started there can only raise (merges screen
+        their candidates with it, ``bnpvi.moves.merge.SCREEN_RTOL``).
 
     Attributes
     ----------
@@ -110,6 +114,7 @@ class AllocModel(ABC):
     pairs_in_local_step: bool = False
     sort_needs_check: bool = False
     has_sparse_step: bool = False
+    warm_is_params: bool = False
     sparse_L: int | None = None
 
     def use_sparse(self, L: int | None) -> None:

@@ -342,6 +342,7 @@ class HDPTopicAlloc(TopicAlloc):
     moves = ("birth", "merge", "delete")
     birth_kind = "topic"
     whole_delete = True  # a delete re-runs the local step on every batch without the topic: exact
+    warm_is_params = True  # warm_start gives sticks (ρ, ω), all the global parameters; optimize never lowers f
 
     def __init__(self, gamma: float = 10.0, alpha: float = 0.5, **local):
         super().__init__(alpha, **local)
