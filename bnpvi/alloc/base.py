@@ -77,6 +77,8 @@ class AllocModel(ABC):
         among fresh clusters, judged after a lap), "interval" (an HMM: fresh states cut
         from one interval of a sequence, judged at the batch) or "topic" (a topic split
         into pieces, every batch re-summarised under the candidate, judged after a lap).
+    deletes_per_lap : int or None
+        At most this many deletes tracked per lap, below ``moves.delete.max_per_lap`` (None: no cap).
     whole_delete : bool
         True when a delete must re-run the local step on every batch without the target
         (``local_step_without``) instead of re-dividing the target's mass among a few
@@ -111,6 +113,7 @@ class AllocModel(ABC):
     abundant_K: int = 8
     init_kmeans_iters: int = 0
     whole_delete: bool = False
+    deletes_per_lap: int | None = None
     pairs_in_local_step: bool = False
     sort_needs_check: bool = False
     has_sparse_step: bool = False

@@ -342,6 +342,9 @@ class HDPTopicAlloc(TopicAlloc):
     moves = ("birth", "merge", "delete")
     birth_kind = "topic"
     whole_delete = True  # a delete re-runs the local step on every batch without the topic: exact
+    # Each tracked delete costs a local step over the corpus, and an accepted one voids the others: on the
+    # wiki corpus tracking one per lap instead of three gave the same run (every decision) 13 % faster.
+    deletes_per_lap = 1
     warm_is_params = True  # warm_start gives sticks (ρ, ω), all the global parameters; optimize never lowers f
 
     def __init__(self, gamma: float = 10.0, alpha: float = 0.5, **local):

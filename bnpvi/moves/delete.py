@@ -10,7 +10,8 @@ on every batch without the target (forward-backward over the other K − 1 state
 thesis §6.5.3 with every sequence a target), so the candidate's summaries, and its
 ELBO, are exact for the whole data set; it then changes every cluster.
 
-Up to ``max_per_lap`` deletes are tracked per lap, targets never tried first, and
+Up to ``max_per_lap`` deletes are tracked per lap (fewer where the allocation model caps them,
+``AllocModel.deletes_per_lap``: the HDP topic model tracks one), targets never tried first, and
 judged in that order; once one is accepted, the others whose clusters it changed
 are dropped (their tracked summaries describe clusters that no longer exist).
 
@@ -50,7 +51,9 @@ class DeleteMove(Move):
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
         if run.lap + 1 < self.next_lap and not run.moves.settled:
             return set()
-        self.proposals = self._choose(run, excluded, self.cfg.max_fails, int(self.cfg.max_per_lap))
+        cap = run.model.alloc.deletes_per_lap
+        limit = int(self.cfg.max_per_lap) if cap is None else min(int(self.cfg.max_per_lap), cap)
+        self.proposals = self._choose(run, excluded, self.cfg.max_fails, limit)
         return {int(uids[0]) for uids in self.proposals}
 
     def _waited(self, lap: int, accepted: bool) -> None:
