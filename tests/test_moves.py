@@ -180,7 +180,7 @@ def test_delete_gain_equals_brute_force(family, sparse_L):
     log_pi = model.alloc.expected_log_pi(globals_.alloc)
     proposals = [(K - 1, np.arange(K - 1)), (2, np.array([0, 4])), (0, np.array([1, 3, 5]))]
     tracked = move.track(model, globals_, batch, log_lik, local, [np.concatenate([[t], a]) for t, a in proposals])
-    for (target, absorb), rows in zip(proposals, tracked):
+    for (target, absorb), (rows, _) in zip(proposals, tracked):
         predicted = elbo_of(model, stats.with_clusters(absorb, rows).remove([target])) - elbo_of(model, stats)
         new = r.copy()
         mass = r[:, target] + r[:, absorb].sum(axis=1)

@@ -158,6 +158,19 @@ def test_screening_merge_candidates_at_their_warm_start_changes_no_decision(comp
     assert np.all(rough["gain"] < -threshold * np.abs(traces[0]["elbo"]).min())
 
 
+def test_warm_started_documents_never_lower_the_elbo_after_an_accepted_delete(compose_cfg, tmp_path):
+    """With model.warm_start=true, a batch whose topic was deleted starts from the N_d of the delete's own
+    local step (the state the delete was judged on), not from its old N_d without the topic; from the
+    latter the next lap lost 700-3,200 nats after every accepted delete on this corpus."""
+    cfg = compose_cfg("model=hdp_topic", "init.K=50", "moves=[merge,delete]", "model.warm_start=true",
+                      "alg.n_laps=16", "alg.converge_thr=-1")
+    runner.train(cfg, tmp_path / "run")
+    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    assert trace["delete_accepted"].iloc[:-1].sum() >= 2  # deletes followed by at least one more lap
+    elbo = trace["elbo"].to_numpy()
+    assert np.all(np.diff(elbo[1:]) > -1e-9 * np.abs(elbo[2:])), np.diff(elbo)
+
+
 @pytest.mark.slow
 def test_merge_and_delete_find_the_six_topics_of_the_reference_bars(compose_cfg, tmp_path, shared_data):
     """The same on the reference corpus bars_one_per_doc (6 true topics, 2,000 documents). From K = 50 the

@@ -47,6 +47,7 @@ class DeleteMove(Move):
     def reset(self) -> None:
         self.proposals: list[np.ndarray] = []  # ids [target, absorbing ...] of each delete
         self.tracked: dict[int, list[SuffStats]] = {}
+        self.warm_after: dict[int, list] = {}  # whole deletes: each batch's warm start without the target
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
         if run.lap + 1 < self.next_lap and not run.moves.settled:
@@ -104,11 +105,14 @@ class DeleteMove(Move):
 
     def track(self, model, globals_, batch, log_lik, local, plan):
         """Per delete: summaries over A of this batch's proposal responsibilities, or, for a model
-        with ``whole_delete``, the batch's whole summaries without the target."""
+        with ``whole_delete``, the batch's whole summaries without the target and the warm start
+        (``AllocModel.warm_state``) of that local step, where the batch starts if the delete is accepted."""
         if model.alloc.whole_delete:
-            return [model.summarize(batch, model.alloc.local_step_without(batch, log_lik, globals_.alloc,
-                                                                         int(positions[0]), local))
-                    for positions in plan]
+            out = []
+            for positions in plan:
+                without = model.alloc.local_step_without(batch, log_lik, globals_.alloc, int(positions[0]), local)
+                out.append((model.summarize(batch, without), model.alloc.warm_state(without)))
+            return out
         resp = local.resp
         log_pi = model.alloc.expected_log_pi(globals_.alloc)
         out = []
@@ -116,11 +120,12 @@ class DeleteMove(Move):
             target, absorb = int(positions[0]), positions[1:]
             mass = resp.column(target) + sum(resp.column(int(a)) for a in absorb)
             proposal = model.alloc.restricted_local_step(mass, np.ascontiguousarray(log_lik[:, absorb]), log_pi[absorb])
-            out.append(model.summarize(batch, proposal))
+            out.append((model.summarize(batch, proposal), None))
         return out
 
     def collect(self, run, schedule, b: int, tracked) -> None:
-        self.tracked[b] = tracked
+        self.tracked[b] = [stats for stats, _ in tracked]
+        self.warm_after[b] = [warm for _, warm in tracked]
 
     def decide(self, run, schedule) -> None:
         if not self.proposals:
@@ -145,8 +150,9 @@ class DeleteMove(Move):
             gain = value - current
             accepted = accepts(gain, current)
             if accepted:
-                if whole:
-                    run.apply(Edit(sources, lambda b, cache, i=i: self.tracked[b][i], globals_))
+                if whole:  # the batches start where the candidate's local steps ended, not from the old N_d
+                    run.apply(Edit(sources, lambda b, cache, i=i: self.tracked[b][i], globals_,
+                                   warm=lambda b, w, i=i: self._warm_after(b, i, stats.K - 1)))
                 else:
                     run.apply(Edit(sources, lambda b, cache, absorb=absorb, target=target, i=i: cache.with_clusters(
                         absorb, self.tracked[b][i]).remove([target]), globals_))
@@ -156,10 +162,18 @@ class DeleteMove(Move):
             any_accepted |= accepted
         self._waited(schedule.lap, any_accepted)
 
+    def _warm_after(self, b: int, i: int, K: int):
+        """Batch b's warm start under accepted whole delete i, with zero columns for topics born after it
+        was tracked (None: the batch starts cold)."""
+        warm = self.warm_after.get(b, [None] * (i + 1))[i]
+        return None if warm is None else np.pad(warm, ((0, 0), (0, K - warm.shape[1])))
+
     def state(self) -> dict:
         return {"failures": self.failures.state(), "wait": np.array([self.idle, self.next_lap], dtype=np.int64),
                 "proposals": {str(i): uids for i, uids in enumerate(self.proposals)},
-                "tracked": {str(b): {str(i): s.to_tree() for i, s in enumerate(v)} for b, v in self.tracked.items()}}
+                "tracked": {str(b): {str(i): s.to_tree() for i, s in enumerate(v)} for b, v in self.tracked.items()},
+                "warm_after": {str(b): {str(i): w for i, w in enumerate(v) if w is not None}
+                               for b, v in self.warm_after.items()}}
 
     def load_state(self, state: dict) -> None:
         self.failures.load_state(state["failures"])
@@ -168,3 +182,6 @@ class DeleteMove(Move):
         self.proposals = [np.asarray(proposals[str(i)], dtype=np.int64) for i in range(len(proposals))]
         self.tracked = {int(b): [SuffStats.from_tree(v[str(i)]) for i in range(len(v))]
                         for b, v in state.get("tracked", {}).items()}
+        warm = state.get("warm_after", {})
+        self.warm_after = {b: [np.asarray(warm[str(b)][str(i)]) if str(b) in warm and str(i) in warm[str(b)] else None
+                               for i in range(len(v))] for b, v in self.tracked.items()}
