@@ -435,7 +435,7 @@ def test_responsibilities_rejects_inconsistent_shapes():
 
 
 @pytest.mark.parametrize("given", [None, "ACTIVE"])
-def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise(given):
+def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise(given, tmp_path):
     """bnpvi.kernels sets OMP_WAIT_POLICY=PASSIVE before the OpenMP runtime loads (in a fresh process),
     and keeps a value the user set."""
     import os
@@ -446,5 +446,8 @@ def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise(giv
     if given is not None:
         env["OMP_WAIT_POLICY"] = given
     code = "import os, bnpvi.kernels.topic; print(os.environ['OMP_WAIT_POLICY'])"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    # run outside the source tree: `python -c` puts the working directory first on sys.path, and a checkout's
+    # bnpvi/ has no compiled kernels when the package is installed elsewhere (as CI installs it)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                         cwd=tmp_path).stdout
     assert out.strip() == (given or "PASSIVE")
