@@ -252,7 +252,7 @@ class DeleteConfig:
 
 @dataclass
 class ReassignConfig:
-    """Reassign proposals (our own move, mixtures with obs=mult): single atoms moved to the cluster that
+    """Reassign proposals (our own move, mixtures with obs=mult or gauss): single atoms moved to the cluster that
     explains them best without their own data, greedily while the exact whole-data ELBO rises."""
 
     start_lap: int = MISSING

@@ -4,65 +4,38 @@ import logging
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from omegaconf import OmegaConf
 
 from bnpvi.alloc import DPMixAlloc
-from bnpvi.data.batch import WordCountBatch
 from bnpvi.data.generate import topic_documents
 from bnpvi.data.store import BatchStore, write_documents
 from bnpvi.learn import runner
 from bnpvi.learn.memo import MemoizedVB
-from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
 from bnpvi.moves.reassign import ReassignMove, exact_gains
 from bnpvi.obs import Mult
-from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
+from bnpvi.stats import ClusterIds
+from test_moves import brute_stats, dense_resp, elbo_of, fitted
 from test_resume import assert_resume_is_exact
 
 REASSIGN = {"start_lap": 2, "max_atoms": 1000}
+REASSIGNING = ["mult", "gauss"]
+"""The families with single-atom gains (the others skip the move)."""
 
 
-def documents(n_docs=300, V=40, K=4, seed=0):
-    rng = np.random.default_rng(seed)
-    topics = rng.dirichlet(np.full(V, 0.2), size=K)
-    labels = rng.integers(0, K, size=n_docs)
-    X = sp.csr_matrix(np.stack([rng.multinomial(rng.integers(3, 15), topics[z]) for z in labels]).astype(float))
-    return WordCountBatch(X.indices.astype(np.int32), X.data, X.indptr.astype(np.int64), V), labels
+def soft(family, sparse_L=None):
+    """A DP mixture after a few full-VB steps from random labels (tests/test_moves.py): model, batch, dense r."""
+    model, batch, _, _, local, _ = fitted(family, K=5, iters=3, sparse_L=sparse_L)
+    return model, batch, dense_resp(local.resp)
 
 
-def brute_stats(model, batch, r):
-    """Summaries straight from dense responsibilities, the entropy as −Σ r ln r with 0 ln 0 = 0."""
-    H = -np.sum(np.where(r > 0, r * np.log(np.where(r > 0, r, 1.0)), 0.0), axis=0)
-    fields = {"N": r.sum(axis=0), "H": H, "n_atoms": float(batch.n_atoms)}
-    fields.update(model.obs.summarize(batch, Responsibilities(np.ascontiguousarray(r), r.shape[1])))
-    return SuffStats(fields, {name: spec for name, (_, spec) in model.layout.items()})
-
-
-def elbo_of(model, stats):
-    return model.elbo(stats, model.global_step(stats))
-
-
-def fitted(sparse_L=None, K=5):
-    """A DP mixture of multinomials after a few full-VB steps from random labels: soft responsibilities."""
-    batch, _ = documents()
-    model = Model(DPMixAlloc(2.0), Mult(0.1, batch.vocab_size))
-    model.alloc.use_sparse(sparse_L)
-    globals_ = model.global_step(model.hard_stats(batch, np.random.default_rng(1).integers(0, K, batch.n_atoms), K))
-    for _ in range(3):
-        globals_ = model.global_step(process_batch(model, globals_, batch).stats)
-    _, local = model.local_step(batch, globals_)
-    r = local.resp.matrix()
-    r = np.asarray(r.toarray() if sp.issparse(r) else r)
-    return model, batch, globals_, r
-
-
-def test_mult_reassign_gains_are_the_change_of_the_data_terms():
-    model, batch, _, r = fitted()
+@pytest.mark.parametrize("family", REASSIGNING)
+def test_reassign_gains_are_the_change_of_the_data_terms(family):
+    model, batch, r = soft(family)
     stats = brute_stats(model, batch, r)
-    gains = model.obs.reassign_gains(stats.select(model.obs_fields), batch, r)
+    gains = model.obs.reassign_gains(stats.N, stats.select(model.obs_fields), batch, r)
     base = model.data_terms(stats).sum()
-    for n in range(0, batch.n_atoms, 37):
+    for n in range(0, batch.n_atoms, 97):
         for j in range(r.shape[1]):
             moved = r.copy()
             moved[n] = 0.0
@@ -72,12 +45,13 @@ def test_mult_reassign_gains_are_the_change_of_the_data_terms():
 
 
 @pytest.mark.parametrize("sparse_L", [None, 2])
-def test_exact_gain_equals_the_brute_force_elbo_difference(sparse_L):
-    model, batch, _, r = fitted(sparse_L)
+@pytest.mark.parametrize("family", REASSIGNING)
+def test_exact_gain_equals_the_brute_force_elbo_difference(family, sparse_L):
+    model, batch, r = soft(family, sparse_L)
     stats = brute_stats(model, batch, r)
     base = elbo_of(model, stats)
     checked = 0
-    for n in range(0, batch.n_atoms, 29):
+    for n in range(0, batch.n_atoms, 131):
         predicted = exact_gains(model, stats, batch.take([n]), r[n])
         for j in range(r.shape[1]):
             moved = r.copy()
@@ -164,7 +138,8 @@ def test_resume_with_reassignments_in_flight_is_exact(compose_cfg, tmp_path):
 
 def test_reassign_is_skipped_quietly_where_it_does_not_apply(compose_cfg, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="bnpvi")
-    summary = runner.train(compose_cfg("init.K=1", "data.n_atoms=600", "alg.n_laps=3"), tmp_path / "run")
+    summary = runner.train(compose_cfg("obs=diag_gauss", "init.K=1", "data.n_atoms=600", "alg.n_laps=3"),
+                           tmp_path / "run")
     assert summary["K"] >= 1
-    assert "moves.reassign applies to mixtures with obs=mult" in caplog.text
+    assert "moves.reassign applies to mixtures with obs=mult or obs=gauss" in caplog.text
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -212,7 +212,7 @@ class Run:
         if "reassign" in kept and not self.model.obs.has_reassign_gains:
             kept.remove("reassign")
         if "reassign" in chosen and "reassign" not in kept:  # on by default with alg=memo: no warning
-            log.info("moves.reassign applies to mixtures with obs=mult; skipped for model=%s obs=%s",
+            log.info("moves.reassign applies to mixtures with obs=mult or obs=gauss; skipped for model=%s obs=%s",
                      self.model.alloc.name, self.model.obs.name)
             chosen.remove("reassign")
         if kept != chosen:

@@ -89,10 +89,10 @@ class ObsFamily(ABC):
     has_reassign_gains: bool = False
     """Whether :meth:`reassign_gains` is implemented (the reassign move runs only then)."""
 
-    def reassign_gains(self, stats: Mapping[str, np.ndarray], batch, resp: np.ndarray) -> np.ndarray:
+    def reassign_gains(self, N: np.ndarray, stats: Mapping[str, np.ndarray], batch, resp: np.ndarray) -> np.ndarray:
         """(N_atoms, K): the change of Σ_k L_data,k* (:meth:`log_marginal`) when atom n's responsibilities
-        ``resp[n]`` are replaced by a one-hot on cluster j, under the whole-data summaries ``stats``
-        (which include atom n with ``resp[n]``); see ``bnpvi.moves.reassign``."""
+        ``resp[n]`` are replaced by a one-hot on cluster j, under the whole-data counts ``N`` and summaries
+        ``stats`` (which include atom n with ``resp[n]``); see ``bnpvi.moves.reassign``."""
         raise NotImplementedError(f"obs={self.name} has no single-atom reassignment gains")
 
     @abstractmethod

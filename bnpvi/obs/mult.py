@@ -166,7 +166,7 @@ class Mult(ObsFamily):
 
     has_reassign_gains = True
 
-    def reassign_gains(self, stats: Mapping[str, np.ndarray], batch, resp: np.ndarray) -> np.ndarray:
+    def reassign_gains(self, N: np.ndarray, stats: Mapping[str, np.ndarray], batch, resp: np.ndarray) -> np.ndarray:
         """(N, K) change of Σ_k L_data,k* when document n's responsibilities r_n become a one-hot on j.
 
         With D(λ) = Σ_v lnΓ(λ_v) − lnΓ(Σ_v λ_v) (:meth:`log_marginal` up to constants),
@@ -176,7 +176,7 @@ class Mult(ObsFamily):
 
         the second part the Pólya-urn predictive log probability of the document's words
         under cluster j without it. Only the document's own words enter, so the cost is
-        O(nnz · K), in blocks of rows of at most ``REASSIGN_BLOCK`` (entry, cluster) values.
+        O(nnz · K), in blocks of rows of at most ``REASSIGN_BLOCK`` (entry, cluster) values. N is not used.
         """
         X = self._counts(batch)
         R = np.asarray(resp, dtype=np.float64)
