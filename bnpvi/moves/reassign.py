@@ -25,8 +25,10 @@ scale matrix (``ObsFamily.reassign_gains``). In 48 dimensions a cluster of about
 holds one wrong point as firmly as a document's rare words hold it.
 
 * **track** (every batch of a lap that follows a lap in which no other move changed the
-  clusters: while births, merges and deletes are busy, their changes would void the
-  proposal at the lap's end anyway): ΔL_nj for every atom of the batch and every cluster,
+  clusters, as long as the move has not been tried since the clusters last changed or its
+  latest try moved atoms: while births, merges and deletes are busy, their changes would
+  void the proposal at the lap's end anyway, and a try that moved nothing is not repeated
+  on the same clusters): ΔL_nj for every atom of the batch and every cluster,
   under the summaries of that moment, with E ln π_j − Σ_k r_nk E ln π_k in place of the
   exact allocation term; the atoms whose best j (other than their largest r_nk) gains
   more than 0 are kept, at most ``max_atoms`` per batch, with their data and r_n;
@@ -135,7 +137,8 @@ class ReassignMove(Move):
         self.moved: list[tuple[int, int, int]] = []  # (batch, atom of the batch, new cluster) of the latest try
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
-        self.uids = run.ids.uids.copy() if self.quiet and supported(run.model) else None
+        due = not self.tried or self.accepted_last  # a try that moved nothing waits for the clusters to change
+        self.uids = run.ids.uids.copy() if self.quiet and due and supported(run.model) else None
         return set()  # it takes no cluster from the other moves; it waits for them at the lap's end
 
     def pending(self, run) -> bool:
