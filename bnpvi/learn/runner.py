@@ -39,6 +39,7 @@ from bnpvi.learn.sovb import StochasticVB
 from bnpvi.learn.vb import FullVB
 from bnpvi.metrics import adjusted_rand_index, hamming_distance
 from bnpvi.model import Model
+from bnpvi.moves.reassign import supported as reassign_supported
 from bnpvi.obs import FAMILIES
 from bnpvi.stats import ClusterIds, SuffStats
 
@@ -208,13 +209,11 @@ class Run:
         if self.model.alloc.finite:
             raise BnpviError(f"moves={chosen} change K, but model={self.model.alloc.name} is a finite model "
                              "whose prior depends on K; use moves=[] (or a nonparametric model)")
-        kept = [m for m in chosen if m in self.model.alloc.moves]
-        if "reassign" in kept and not self.model.obs.has_reassign_gains:
-            kept.remove("reassign")
-        if "reassign" in chosen and "reassign" not in kept:  # on by default with alg=memo: no warning
+        if "reassign" in chosen and not reassign_supported(self.model):  # on by default with alg=memo: no warning
             log.info("moves.reassign applies to mixtures with obs=mult or obs=gauss; skipped for model=%s obs=%s",
                      self.model.alloc.name, self.model.obs.name)
             chosen.remove("reassign")
+        kept = [m for m in chosen if m in self.model.alloc.moves]
         if kept != chosen:
             log.warning("model=%s has no %s move yet; running with moves=%s", self.model.alloc.name,
                         " or ".join(m for m in chosen if m not in kept), kept)

@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import fields as dataclass_fields
 
 import numpy as np
+from scipy.special import xlogy
 
 from bnpvi.alloc.base import Local
 from bnpvi.data.batch import PointBatch, WordCountBatch
@@ -58,21 +59,20 @@ BATCH_TYPES = {cls.__name__: cls for cls in (PointBatch, WordCountBatch)}
 
 
 def supported(model) -> bool:
-    """Whether the move can run: a mixture whose family computes single-atom gains."""
+    """Whether the move can run: a mixture whose family computes single-atom gains (the runner leaves the
+    move out otherwise)."""
     return "reassign" in model.alloc.moves and model.obs.has_reassign_gains
 
 
-def hard_rows(resp: Responsibilities, rows: np.ndarray) -> np.ndarray:
-    """Dense (len(rows), K) responsibilities of some atoms (dense or L-sparse storage)."""
+def dense(resp: Responsibilities) -> np.ndarray:
+    """The (N, K) responsibilities as a dense array (from dense or L-sparse storage)."""
     matrix = resp.matrix()
-    picked = matrix[rows]
-    return np.asarray(picked.toarray() if hasattr(picked, "toarray") else picked, dtype=np.float64)
+    return np.asarray(matrix.toarray() if hasattr(matrix, "toarray") else matrix, dtype=np.float64)
 
 
 def entropy_term(R: np.ndarray) -> np.ndarray:
     """Σ_k r_nk ln r_nk per row (0 ln 0 = 0): the entropy change of making row n one-hot."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.sum(np.where(R > 0, R * np.log(np.where(R > 0, R, 1.0)), 0.0), axis=1)
+    return xlogy(R, R).sum(axis=1)
 
 
 def exact_gains(model, stats: SuffStats, atom, r: np.ndarray) -> np.ndarray:
@@ -138,19 +138,19 @@ class ReassignMove(Move):
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
         due = not self.tried or self.accepted_last  # a try that moved nothing waits for the clusters to change
-        self.uids = run.ids.uids.copy() if self.quiet and due and supported(run.model) else None
+        self.uids = run.ids.uids.copy() if self.quiet and due else None
         return set()  # it takes no cluster from the other moves; it waits for them at the lap's end
 
     def pending(self, run) -> bool:
         """Not tried since the clusters last changed, or atoms moved at the latest try (module docstring)."""
-        return (self.accepted_last or not self.tried) and self.active(run.lap + 1) and supported(run.model)
+        return (self.accepted_last or not self.tried) and self.active(run.lap + 1)
 
     def batch_plan(self, run, b: int):
         return None if self.uids is None else int(self.cfg.max_atoms)
 
     def track(self, model, globals_, batch, log_lik, local, plan):
         """The batch's atoms worth trying (positions, data, r_n), best screened gain first."""
-        R = hard_rows(local.resp, np.arange(batch.n_atoms))
+        R = dense(local.resp)
         stats = globals_.stats
         data = model.obs.reassign_gains(np.maximum(stats.N, 0.0), stats.select(model.obs_fields), batch, R)
         log_pi = model.alloc.expected_log_pi(globals_.alloc)
