@@ -75,6 +75,7 @@ class HDPTopicConfig(TopicLocalConfig):
     _target_: str = "bnpvi.alloc.HDPTopicAlloc"
     gamma: float = MISSING  # top-level concentration γ: larger values favour more topics
     alpha: float = MISSING  # concentration α of each document's topic weights around the top level
+    learn_alpha: bool = MISSING  # learn α by empirical Bayes (maximise the ELBO over α at every global step)
 
 
 @dataclass
@@ -220,7 +221,8 @@ class BirthConfig:
     eps: float = MISSING  # atoms with r_nk > eps form the k-means subset
     max_atoms: int = MISSING  # cap on that subset
     kmeans_iters: int = MISSING  # Bregman k-means iterations on the subset
-    refine_iters: int = MISSING  # local step / global step rounds of the proposal
+    refine_iters: int = MISSING  # local step / global step rounds of the proposal on the seeding batch
+    refine_laps: int = MISSING  # mixtures: laps a rejected proposal may live, refined by its whole-data summaries
     Kmax: int = MISSING  # no births beyond this many clusters
     retry_change: float = MISSING  # retry a failed target once its size changed by this fraction
     min_block: int = MISSING  # HMMs: births cut new states from a run of one state this long or longer

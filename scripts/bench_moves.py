@@ -15,7 +15,12 @@ K = 1 (alg=memo's default moves) and from K = 50 (merge, delete; for (b) also wi
 reassign); final K and clusters with > 1 % of the atoms, ELBO per atom (min, median, max),
 the largest gap to the best ELBO of any run, and training seconds.
 
-Usage: python scripts/bench_moves.py [--quick] [--n N] [--seeds 10] [--sections gen seeds]
+Section "real" (needs ../shared/data): ``--seeds`` seeds from K = 1 and from K = 50, both with
+alg=memo's default moves, on real short documents (debian/short, 8 batches, 100 laps) and
+image patches (zero-mean Gaussians, 4 batches, 40 laps).
+
+Usage: python scripts/bench_moves.py [--quick] [--n N] [--seeds 10] [--sections gen seeds real]
+       [--real debian/short patches]
 """
 from __future__ import annotations
 
@@ -133,7 +138,45 @@ def section_gen(args) -> None:
     print(json.dumps({"n": n, "laps": laps}))
 
 
-SECTIONS = {"gen": section_gen, "seeds": section_seeds}
+REAL = {  # name: (file in ../shared/data, converter batches, laps, obs)
+    "debian/short": ("debian/short.npz", 8, 100, "mult"),
+    "patches": ("patches/patches.npy", 4, 40, "zm_gauss"),
+}
+
+
+def section_real(args) -> None:
+    """Births from K = 1 against an abundant start (K = 50) on real data, both with alg=memo's default moves:
+    per start, K, ELBO per atom (min, median, max), the largest gap to the best run of either start, and
+    training seconds (median, max). Files are converted with contiguous batches (no shuffle), as a user would."""
+    if not SHARED.is_dir():
+        print(f"(reference data not found at {SHARED}; section real skipped)")
+        return
+    header = (f"{'data':<14} {'start':<6} {'K (min-max)':>11} {'ELBO/atom min':>14} {'median':>10} {'max':>10} "
+              f"{'gap to best':>11} {'s median':>9} {'s max':>7}")
+    print(header)
+    print("-" * len(header))
+    seeds = range(1, args.seeds + 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for name in args.real:
+            rel, batches, laps, obs = REAL[name]
+            path = tmp / f"{name.replace('/', '_')}.h5"
+            convert(SHARED / rel, path, n_batches=batches)
+            results = {start: [fit(path, tmp / f"{path.stem}{start}{seed}", f"obs={obs}", f"init.K={start}",
+                                   f"alg.n_laps={args.laps or laps}", f"seed={seed}") for seed in seeds]
+                       for start in (1, 50)}
+            best = max(s["elbo"] / s["n_atoms"] for runs in results.values() for s in runs)
+            for start, runs in results.items():
+                elbo = np.array([s["elbo"] / s["n_atoms"] for s in runs])
+                K = [s["K"] for s in runs]
+                secs = np.array([s["elapsed_s"] for s in runs])
+                print(f"{name:<14} K={start:<4} {f'{min(K)}-{max(K)}':>11} {elbo.min():14.4f} {np.median(elbo):10.4f} "
+                      f"{elbo.max():10.4f} {best - elbo.min():11.4f} {np.median(secs):9.2f} {secs.max():7.2f}",
+                      flush=True)
+            print(f"{name:<14} best ELBO {best * runs[0]['n_atoms']:.0f}", flush=True)
+
+
+SECTIONS = {"gen": section_gen, "seeds": section_seeds, "real": section_real}
 
 
 def main() -> None:
@@ -143,6 +186,7 @@ def main() -> None:
     parser.add_argument("--laps", type=int, default=None, help="lap limit of every run (default 100; quick 40)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per start in section seeds (default 10)")
     parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
+    parser.add_argument("--real", nargs="+", default=list(REAL), choices=list(REAL), help="data sets of section real")
     args = parser.parse_args()
     args.seeds = args.seeds or (3 if args.quick else 10)
     logging.getLogger("bnpvi").setLevel(logging.WARNING)

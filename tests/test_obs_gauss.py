@@ -8,6 +8,7 @@ the sequential Student-t predictive chain rule, explicit matrix formulas in raw 
 """
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import scipy.stats as st
 
 from bnpvi.data.batch import PointBatch
@@ -376,3 +377,21 @@ def test_posterior_ridge_for_indefinite_residue(caplog):
     assert np.all(np.isfinite(fam.expected_log_lik(post, PointBatch(X))))
     with pytest.raises(BnpviError, match="non-finite"):
         fam.posterior(np.array([1.0]), {"Sx": np.zeros((1, D)), "Sxx": np.full((1, D, D), np.nan)})
+
+
+@pytest.mark.parametrize("K", [1, 3, 7, 8, 20])
+def test_weighted_outer_sums_equal_their_definition_for_few_and_many_clusters(K):
+    """Σ_n r_nk y_n y_nᵀ by per-cluster weighted rows (K < D) and by outer-product blocks (K ≥ D), dense and
+    sparse, against the direct sum; blocks smaller than the data so that chunks add up."""
+    from bnpvi.obs import _wishart as W
+    rng = np.random.default_rng(K)
+    Y = rng.normal(size=(300, 8))
+    R = rng.dirichlet(np.ones(K), size=300)
+    expected = np.einsum("nk,nd,ne->kde", R, Y, Y)
+    old = (W._CHUNK_ELEMS, W._CHUNK_ELEMS_SMALL)
+    W._CHUNK_ELEMS, W._CHUNK_ELEMS_SMALL = 1000, 100
+    try:
+        np.testing.assert_allclose(W.weighted_outer_sum(R, Y), expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(W.weighted_outer_sum(sp.csr_matrix(R), Y), expected, rtol=1e-12, atol=1e-12)
+    finally:
+        W._CHUNK_ELEMS, W._CHUNK_ELEMS_SMALL = old

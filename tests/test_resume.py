@@ -59,15 +59,15 @@ def assert_same_tree(a, b, where=""):
             np.testing.assert_array_equal(a[key], b[key], err_msg=f"{where}/{key}")
 
 
-def assert_resume_is_exact(cfg, tmp_path):
-    """Run ``cfg`` whole in tmp_path/ref, and cut after lap 2 batch 1 then resumed in tmp_path/cut;
+def assert_resume_is_exact(cfg, tmp_path, lap=2):
+    """Run ``cfg`` whole in tmp_path/ref, and cut after batch 1 of lap ``lap`` then resumed in tmp_path/cut;
     both must end with the same model, summary and trace. Returns the trace."""
     runner.train(cfg, tmp_path / "ref")
     cut = tmp_path / "cut"
     cut.mkdir()
     run = runner.Run(cfg, cut)
-    stop_mid_lap(run, 2, 1)
-    with pytest.raises(runner.Interrupted, match="lap 2 batch 1"):
+    stop_mid_lap(run, lap, 1)
+    with pytest.raises(runner.Interrupted, match=f"lap {lap} batch 1"):
         try:
             run.train()
         finally:

@@ -6,6 +6,7 @@ import pytest
 
 from bnpvi.data.store import BatchStore
 from bnpvi.errors import BnpviError
+from bnpvi.io.model_file import read_model
 from bnpvi.learn import runner
 from bnpvi.moves import merge
 
@@ -222,3 +223,17 @@ def test_zero_mean_gaussian_topics_of_grouped_vectors(compose_cfg, tmp_path, pat
     with h5py.File(tmp_path / "run" / "doc_topics.h5") as f:
         assert f["proportions"].shape == (200, 4)
     assert not (tmp_path / "run" / "topics.csv").exists()  # no words to list
+
+
+def test_memo_learning_alpha_never_lowers_the_elbo_and_saves_the_learned_alpha(compose_cfg, tmp_path):
+    """Memoized VI with α learned at every global step (model.learn_alpha) and merges and deletes on the
+    bars: the ELBO (the bound at each lap's α) never decreases, α moves away from its start, and model.h5
+    holds the α in force."""
+    cfg = compose_cfg("model=hdp_topic", "model.learn_alpha=true", "init.K=20", "moves=[merge,delete]",
+                      "alg.n_laps=6", "alg.converge_thr=-1", "data.n_docs=500")
+    runner.train(cfg, tmp_path / "run")
+    elbo = pd.read_csv(tmp_path / "run" / "trace.csv")["elbo"].to_numpy()
+    assert np.all(np.diff(elbo) >= -1e-9 * np.abs(elbo[1:]))
+    model = read_model(tmp_path / "run" / "model.h5")
+    assert float(model["alpha"]) != pytest.approx(0.5, rel=1e-3)
+    assert float(model["allocation"]["alpha"]) == float(model["alpha"])

@@ -45,6 +45,8 @@ from bnpvi.kernels.hmm import blas_single_thread
 from bnpvi.special import c_dir
 from bnpvi.stats import ENTROPY, PER_CLUSTER, TOTAL, FieldSpec, Responsibilities, SuffStats
 
+ALPHA_ROUNDS = 3
+"""Rounds of q(u) and α updates in a global step that learns α (each round raises the ELBO)."""
 TARGET_MIN = 0.01
 """A delete's target documents, re-inferred from the likelihood, use the target for more than this many tokens."""
 
@@ -347,41 +349,74 @@ class HDPTopicAlloc(TopicAlloc):
     deletes_per_lap = 1
     warm_is_params = True  # warm_start gives sticks (ρ, ω), all the global parameters; optimize never lowers f
 
-    def __init__(self, gamma: float = 10.0, alpha: float = 0.5, **local):
+    def __init__(self, gamma: float = 10.0, alpha: float = 0.5, learn_alpha: bool = False, **local):
         super().__init__(alpha, **local)
         self.gamma = check_number(gamma, "model.gamma")
+        if not isinstance(learn_alpha, (bool, np.bool_)):
+            raise BnpviError(f"model.learn_alpha must be true or false, got {learn_alpha!r}")
+        self.learn_alpha = bool(learn_alpha)
+
+    def concentration(self, params: Params) -> float:
+        """α in force: the learned value in ``params`` (``learn_alpha``), else the configured one."""
+        return float(params["alpha"]) if "alpha" in params else self.alpha
 
     def doc_prior(self, params: Params) -> tuple[np.ndarray, float]:
-        beta = hdp_top.stick_means(params["rho"])
-        return self.alpha * beta[:-1], float(self.alpha * beta[-1])
+        alpha, beta = self.concentration(params), hdp_top.stick_means(params["rho"])
+        return alpha * beta[:-1], float(alpha * beta[-1])
 
-    def _coefficients(self, stats: SuffStats) -> tuple[np.ndarray, np.ndarray]:
+    @staticmethod
+    def _doc_sums(stats: SuffStats) -> np.ndarray:
+        """(P_1, ..., P_K, P_>): Σ_d E ln π_dk of every topic and of the remainder."""
+        return np.append(stats["P"], stats["P_rest"])
+
+    def _coefficients(self, stats: SuffStats, alpha: float) -> tuple[np.ndarray, np.ndarray]:
         """c (K+1,) = D everywhere, T = α (P_1, ..., P_K, P_>) (``hdp_top``)."""
-        K = stats.K
-        return (np.full(K + 1, float(stats["n_docs"])),
-                self.alpha * np.append(stats["P"], stats["P_rest"]))
+        return np.full(stats.K + 1, float(stats["n_docs"])), alpha * self._doc_sums(stats)
 
     def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
-        """(ρ, ω) by L-BFGS-B on the surrogate (thesis §5.3.2), warm-started when the topics are the same."""
+        """(ρ, ω) by L-BFGS-B on the surrogate (thesis §5.3.2), warm-started when the topics are the same;
+        with ``learn_alpha``, alternated with α's closed-form maximiser (:meth:`best_alpha`), each step
+        raising the ELBO."""
         K = stats.K
         if warm is not None and "rho" in warm and np.shape(warm["rho"]) == (K,):
             rho, omega = np.asarray(warm["rho"], dtype=np.float64), np.asarray(warm["omega"], dtype=np.float64)
         else:
             rho, omega = hdp_top.uniform_sticks(K, self.gamma)
-        c, T = self._coefficients(stats)
-        with blas_single_thread():
-            rho, omega = hdp_top.optimize(c, T, self.gamma, rho, omega)
-        return {"rho": rho, "omega": omega}
+        alpha = self.concentration(warm) if warm is not None else self.alpha
+        for _ in range(ALPHA_ROUNDS if self.learn_alpha else 1):
+            c, T = self._coefficients(stats, alpha)
+            with blas_single_thread():
+                rho, omega = hdp_top.optimize(c, T, self.gamma, rho, omega)
+            if self.learn_alpha:
+                alpha = self.best_alpha(stats, rho, alpha)
+        return {"rho": rho, "omega": omega, "alpha": np.float64(alpha)} if self.learn_alpha else \
+            {"rho": rho, "omega": omega}
+
+    def best_alpha(self, stats: SuffStats, rho: np.ndarray, alpha: float) -> float:
+        """argmax_α of the ELBO for fixed q(π_d) and q(u): its terms in α are D K ln α + α Σ_m β̂_m P_m
+        (the surrogate top term, Hughes 2016 thesis Eq. 5.25, and L_doc, Eq. 5.47), concave, maximal at
+        α = D K / (−Σ_m β̂_m P_m) (empirical Bayes, as Minka's fixed point for LDA's α). ``alpha`` is kept
+        when the sums give no finite maximiser (no documents yet)."""
+        D, K = float(stats["n_docs"]), stats.K
+        slope = float(hdp_top.stick_means(rho) @ self._doc_sums(stats))
+        if D <= 0 or not slope < 0:
+            return alpha
+        return D * K / -slope
 
     def warm_start(self, params: Params, sources) -> dict:
         """Sticks for an edited topic set: a topic's β̂ is the sum of its sources'; new topics share half the
-        remainder; ω is the first source's (1 + γ for new topics)."""
+        remainder; ω is the first source's (1 + γ for new topics); a learned α is kept."""
         beta = hdp_top.stick_means(params["rho"])
         fresh = [i for i, s in enumerate(sources) if not s]
         kept = np.array([beta[list(s)].sum() if s else 0.0 for s in sources])
         kept[fresh] = 0.5 * max(1.0 - kept.sum(), 0.0) / max(len(fresh), 1)
         omega = np.array([params["omega"][s[0]] if s else 1.0 + self.gamma for s in sources])
-        return {"rho": hdp_top.sticks_from_means(kept), "omega": omega}
+        return self._with_alpha({"rho": hdp_top.sticks_from_means(kept), "omega": omega}, params)
+
+    @staticmethod
+    def _with_alpha(new: dict, params: Params) -> dict:
+        """``new`` with the learned α of ``params``, if any."""
+        return dict(new, alpha=params["alpha"]) if "alpha" in params else new
 
     def split_params(self, params: Params, target: int, weights: np.ndarray) -> dict:
         """Sticks of a birth's candidate: topic ``target``'s β̂_t shared as β̂_t w_0 (kept at ``target``) and
@@ -392,14 +427,13 @@ class HDPTopicAlloc(TopicAlloc):
         means = np.concatenate([beta[:-1], share[1:]])
         means[target] = share[0]
         omega = np.concatenate([params["omega"], np.full(share.shape[0] - 1, 1.0 + self.gamma)])
-        return {"rho": hdp_top.sticks_from_means(means), "omega": omega}
+        return self._with_alpha({"rho": hdp_top.sticks_from_means(means), "omega": omega}, params)
 
-    def _top(self, D: float, rho: np.ndarray, omega: np.ndarray):
+    def _top(self, D: float, rho: np.ndarray, omega: np.ndarray, alpha: float):
         """The q(u) part of L_top: D K ln α + f(ρ, ω) without the terms linear in β̂ (one value per row of
         (P, K) sticks)."""
         K = rho.shape[-1]
-        return D * K * np.log(self.alpha) + hdp_top.surrogate(rho, omega, np.full(K + 1, D), np.zeros(K + 1),
-                                                             self.gamma)
+        return D * K * np.log(alpha) + hdp_top.surrogate(rho, omega, np.full(K + 1, D), np.zeros(K + 1), self.gamma)
 
     def merge_score(self, stats: SuffStats, params: Params, pairs: np.ndarray) -> np.ndarray:
         """The change of the q(u) part of L_top when merging each pair, the sticks merged by summing β̂
@@ -407,7 +441,8 @@ class HDPTopicAlloc(TopicAlloc):
         heuristic, thesis §5.5.1: a topic model's document terms can move either way)."""
         D, K = float(stats["n_docs"]), stats.K
         pairs = np.asarray(pairs, dtype=np.intp).reshape(-1, 2)
-        base = self._top(D, params["rho"], params["omega"])
+        alpha = self.concentration(params)
+        base = self._top(D, params["rho"], params["omega"], alpha)
         if pairs.shape[0] == 0:
             return np.zeros(0)
         # the merged sticks of a block of pairs at once, as warm_start makes them: β̂_a + β̂_b at a, b removed,
@@ -420,18 +455,19 @@ class HDPTopicAlloc(TopicAlloc):
             keep = cols[None, :] + (cols[None, :] >= b[:, None])
             merged = beta[keep]
             merged[np.arange(a.shape[0]), a] += beta[b]
-            scores[lo:lo + step] = self._top(D, hdp_top.sticks_from_means(merged), params["omega"][keep]) - base
+            scores[lo:lo + step] = self._top(D, hdp_top.sticks_from_means(merged), params["omega"][keep], alpha) - base
         return scores
 
     def elbo(self, stats: SuffStats, params: Params) -> float:
-        """L_ent + L_doc + L_top (module docstring), exact for any (ρ, ω)."""
-        c, T = self._coefficients(stats)
+        """L_ent + L_doc + L_top (module docstring), exact for any (ρ, ω) and α."""
+        alpha = self.concentration(params)
+        c, T = self._coefficients(stats, alpha)
         top = hdp_top.surrogate(params["rho"], params["omega"], c, T, self.gamma)
-        return self.doc_terms(stats) + float(stats["n_docs"]) * stats.K * np.log(self.alpha) + top
+        return self.doc_terms(stats) + float(stats["n_docs"]) * stats.K * np.log(alpha) + top
 
     def export(self, params: Params) -> dict[str, np.ndarray]:
-        """E[β] (the topics' corpus-wide probabilities; the last entry is the mass beyond K)."""
-        return {"top_probs": hdp_top.stick_means(params["rho"])}
+        """E[β] (the topics' corpus-wide probabilities; the last entry is the mass beyond K) and α."""
+        return {"top_probs": hdp_top.stick_means(params["rho"]), "alpha": np.float64(self.concentration(params))}
 
 
 class LDAAlloc(TopicAlloc):

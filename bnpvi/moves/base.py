@@ -115,6 +115,11 @@ class Move(ABC):
     def pending(self, run) -> bool:
         """Whether the move would propose something at the next lap (a run does not converge while any does)."""
 
+    def reserved(self) -> set[int]:
+        """Ids of clusters this move keeps for proposals it carries into the next lap (none by default);
+        every move plans around them."""
+        return set()
+
     @abstractmethod
     def plan(self, run, rng: np.random.Generator, excluded: set[int]) -> set[int]:
         """Plan this lap's proposals (clusters by id); returns the ids it uses, which others must leave alone."""

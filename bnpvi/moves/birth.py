@@ -93,7 +93,8 @@ def cleanup_order(model, globals_, target: int, fresh: SuffStats, local, scale: 
     batch times ``scale`` (the target's whole-data mass over its mass in this batch)
     and scores it as a mixture's ELBO at the optimal globals, up to the terms of the
     clusters left alone: L_alloc*(counts) + Σ_groups [L_data,g* + H_g] (Hughes 2016
-    thesis Eq. 3.41-3.44; births are offered for mixtures only). Each group's terms
+    thesis Eq. 3.41-3.44; births are offered for mixtures only). With ``local`` None, a
+    merged group's entropy is taken as the sum of its members' (an upper bound). Each group's terms
     are computed once, those of a level's new groups together. The order is only a plan:
     each level is judged exactly at the end of the lap. Returns a (J − 1, J) int array of
     group labels (every level keeps at least 2 groups).
@@ -114,7 +115,7 @@ def cleanup_order(model, globals_, target: int, fresh: SuffStats, local, scale: 
                   for name, v in fresh.select(model.obs_fields).items()}
         H = scale * (fresh["H"] @ membership)
         multi = np.flatnonzero(membership.sum(axis=0) > 1)
-        if multi.size:
+        if multi.size and local is not None:
             H[multi] = scale * model.alloc.group_terms(local, membership[:, multi])["H"]
         values = model.obs.log_marginal(N, fields) + H
         terms.update((members, (float(N[c]), float(values[c]))) for c, members in enumerate(new))
@@ -167,6 +168,15 @@ def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator
     if keep.sum() < 2:
         return None
     return N[keep], {n: v[keep] for n, v in fields.items()}
+
+
+def parts_tree(parts: dict[int, SuffStats]) -> dict:
+    """Per-batch summaries as a checkpoint tree."""
+    return {str(b): v.to_tree() for b, v in parts.items()}
+
+
+def parts_from_tree(tree: dict) -> dict[int, SuffStats]:
+    return {int(b): SuffStats.from_tree(v) for b, v in tree.items()}
 
 
 def split(stats: SuffStats, target: int, new: SuffStats) -> SuffStats:
@@ -273,9 +283,45 @@ class LapBirths(TargetedBirths):
 
 
 class BirthMove(LapBirths):
-    """Births for memoized VI: seeded in the lap's first batch, tracked every batch, judged at lap end."""
+    """Births for memoized VI: seeded in the lap's first batch, tracked every batch, judged at lap end.
+
+    A rejected proposal whose best gain rose since its previous lap (or that was just seeded)
+    lives on for up to ``refine_laps`` laps in all, refined at whole-data scale as memoized VI
+    refines the model: its fresh clusters' parameters are the posterior of an aggregate of
+    per-batch summaries, first those of the lap just judged, and each batch's transfer replaces
+    that batch's part of the aggregate before the next batch. Seeds made from one batch hold
+    too little of the target's data to win on short documents (docs/births.md). Every
+    judgement stays exact: the summaries judged are those of one transfer per batch, each
+    made from the batch's current responsibilities.
+    """
 
     name = "birth"
+
+    def __init__(self, cfg):
+        # rejected proposals for the next lap: (target id, fresh summaries per batch, laps lived, best gain)
+        self.carried: list[tuple[int, dict[int, SuffStats], int, float]] = []
+        super().__init__(cfg)
+
+    def reserved(self) -> set[int]:
+        return {uid for uid, *_ in self.carried}
+
+    def pending(self, run) -> bool:
+        return bool(self.carried) and self.active(run.lap + 1) or super().pending(run)
+
+    def plan(self, run, rng, excluded: set[int]) -> set[int]:
+        """Carried proposals whose target still exists, then the eligible new targets (``LapBirths.plan``)."""
+        alive = set(int(u) for u in run.ids.uids)
+        self.carried = [c for c in self.carried if c[0] in alive]
+        super().plan(run, rng, excluded | {c[0] for c in self.carried})
+        return {c[0] for c in self.carried}
+
+    def batch_plan(self, run, b: int):
+        if not self.seeded and run.pos == 0 and self.carried:
+            plan = super().batch_plan(run, b) or {"eligible": np.zeros(0, dtype=np.int64), "seed": self.seed,
+                                                  "room": self.cfg.Kmax - run.globals.K}
+            return dict(plan, carried=[(int(run.ids.positions([uid])[0]), ordered_sum(v for _, v in sorted(parts.items())),
+                                        age) for uid, parts, age, _ in self.carried])
+        return super().batch_plan(run, b)
 
     def reset(self) -> None:
         self.eligible = np.zeros(0, dtype=np.int64)  # ids that may be targeted this lap
@@ -284,10 +330,26 @@ class BirthMove(LapBirths):
         self.target_uids = np.zeros(0, dtype=np.int64)
         self.seeds: list[tuple[np.ndarray, dict]] = []
         self.levels: list[np.ndarray] = []  # each birth's cleanup order (see cleanup_order)
+        self.ages: list[int] = []  # laps each proposal has lived, this one included
+        self.previous: list[float] = []  # each proposal's best gain at its previous lap (−inf if new)
+        # per carried proposal (None for a new one): the aggregate of its fresh summaries, and the parts
+        # of it that each batch's next transfer replaces
+        self.memo: list[tuple[SuffStats, dict[int, SuffStats]] | None] = []
         self.tracked: dict[int, list[tuple[SuffStats, dict]]] = {}  # per batch, per birth: fresh summaries, group terms
 
     def tracking_plan(self, run) -> dict:
-        return {"targets": run.ids.positions(self.target_uids), "seeds": self.seeds, "levels": self.levels}
+        seeds = [seed if memo is None else (np.maximum(memo[0].N, 0.0), memo[0].select(run.model.obs_fields))
+                 for seed, memo in zip(self.seeds, self.memo)]
+        return {"targets": run.ids.positions(self.target_uids), "seeds": seeds, "levels": self.levels}
+
+    def collect(self, run, schedule, b: int, tracked) -> None:
+        """``LapBirths.collect``; then each carried proposal's aggregate takes batch b's new transfer."""
+        super().collect(run, schedule, b, tracked)
+        for i, memo in enumerate(self.memo):
+            if memo is not None:
+                total, parts = memo
+                fresh = self.tracked[b][i][0]
+                self.memo[i] = (total - parts.pop(b) + fresh if b in parts else total + fresh), parts
 
     def track(self, model, globals_, batch, log_lik, local, plan):
         resp = local.resp
@@ -315,7 +377,20 @@ class BirthMove(LapBirths):
         mass, score = birth_scores(log_lik, resp)
         eligible = set(int(k) for k in plan["eligible"])
         room = plan["room"]
-        targets, seeds, levels, failed, transfers, small = [], [], [], [], [], []
+        targets, seeds, levels, failed, transfers, small, ages = [], [], [], [], [], [], []
+        for k, fresh_total, age in plan.get("carried", ()):
+            seed = np.maximum(fresh_total.N, 0.0), fresh_total.select(model.obs_fields)
+            fresh, proposal = transfer(model, batch, resp.column(k), *seed)
+            if mass[k] >= cfg.min_batch_mass:
+                order = cleanup_order(model, globals_, k, fresh, proposal, float(globals_.stats.N[k]) / float(mass[k]))
+            else:  # too little of the target here: plan on its whole-data summaries of the previous lap
+                order = cleanup_order(model, globals_, k, fresh_total, None, 1.0)
+            targets.append(k)
+            seeds.append(seed)
+            levels.append(order)
+            transfers.append((fresh, proposal))
+            ages.append(age)
+            room -= fresh.K
         for k in np.argsort(score, kind="stable"):
             k = int(k)
             if len(targets) >= cfg.max_per_lap or room < 2:
@@ -335,14 +410,22 @@ class BirthMove(LapBirths):
             seeds.append(seed)
             levels.append(cleanup_order(model, globals_, k, fresh, proposal, scale))
             transfers.append((fresh, proposal))
+            ages.append(1)
             room -= seed[0].shape[0]
-        return {"targets": np.array(targets, dtype=np.intp), "seeds": seeds, "levels": levels,
+        return {"targets": np.array(targets, dtype=np.intp), "seeds": seeds, "levels": levels, "ages": ages,
                 "failed": np.array(failed, dtype=np.intp), "small": np.array(small, dtype=np.intp),
                 "transfers": transfers}
 
     def keep_seeds(self, tracked: dict) -> None:
         self.seeds = tracked["seeds"]
         self.levels = tracked["levels"]
+        self.ages = list(tracked["ages"])
+        carried = {uid: (parts, gain) for uid, parts, _, gain in self.carried}
+        self.previous = [carried.get(int(uid), (None, -np.inf))[1] for uid in self.target_uids]
+        self.memo = [None if int(uid) not in carried else
+                     (ordered_sum(v for _, v in sorted(carried[int(uid)][0].items())), dict(carried[int(uid)][0]))
+                     for uid in self.target_uids]
+        self.carried = []
 
     def decide(self, run, schedule) -> None:
         """Judge each birth at every level of its cleanup order, exactly; keep the best level if it gains."""
@@ -378,13 +461,33 @@ class BirthMove(LapBirths):
                     cache, t, grouped(self.tracked[b][i][0], labels, self.tracked[b][i][1], nodes)), globals_))
                 schedule.changed.add(int(uid))
                 self.stuck = 0
-            self.failures.record(uid, accepted, (float(stats.N[target]),))
-            self.last_tried[int(uid)] = schedule.lap
             schedule.event(self.name, str(int(uid)), gain, accepted, fresh=levels.shape[1],
                            kept=int(levels[level].max()) + 1)
+            if not accepted and self._carry(int(uid), total, i, gain):
+                continue
+            self.failures.record(uid, accepted, (float(stats.N[target]),))
+            self.last_tried[int(uid)] = schedule.lap
+
+    def _carry(self, uid: int, total: SuffStats, i: int, gain: float) -> bool:
+        """Keep rejected proposal i for the next lap if it may still win (class docstring): the per-batch
+        summaries of its fresh clusters that have mass."""
+        if self.ages[i] >= self.cfg.refine_laps or gain <= self.previous[i]:
+            return False
+        keep = [[j] for j in np.flatnonzero(total.N > 1e-8)]
+        if len(keep) < 2:
+            return False
+        parts = {b: v[i][0].remap(keep) for b, v in self.tracked.items()}
+        self.carried.append((uid, parts, self.ages[i] + 1, float(gain)))
+        return True
 
     def state(self) -> dict:
+        carried = {str(i): {"uid": np.int64(uid), "parts": parts_tree(parts), "age": np.int64(age), "gain": gain}
+                   for i, (uid, parts, age, gain) in enumerate(self.carried)}
+        memo = {str(i): {"total": m[0].to_tree(), "parts": parts_tree(m[1])}
+                for i, m in enumerate(self.memo) if m is not None}
         return dict(super().state(), seeded=np.int64(self.seeded), target_uids=self.target_uids,
+                    carried=carried, memo=memo, ages=np.array(self.ages, dtype=np.int64),
+                    previous=np.array(self.previous, dtype=np.float64),
                     seeds={str(i): {"N": N, "fields": dict(f)} for i, (N, f) in enumerate(self.seeds)},
                     levels={str(i): levels for i, levels in enumerate(self.levels)},
                     tracked={str(b): {str(i): {"fresh": fresh.to_tree(), "terms": dict(terms)}
@@ -399,6 +502,14 @@ class BirthMove(LapBirths):
                       for i in range(len(seeds))]
         levels = state.get("levels", {})
         self.levels = [np.asarray(levels[str(i)], dtype=np.int64) for i in range(len(levels))]
+        carried = state.get("carried", {})
+        self.carried = [(int(c["uid"]), parts_from_tree(c["parts"]), int(c["age"]), float(c["gain"]))
+                        for c in (carried[str(i)] for i in range(len(carried)))]
+        memo = state.get("memo", {})
+        self.memo = [(SuffStats.from_tree(memo[str(i)]["total"]), parts_from_tree(memo[str(i)]["parts"]))
+                     if str(i) in memo else None for i in range(self.target_uids.size)]
+        self.ages = [int(a) for a in np.asarray(state.get("ages", np.ones(self.target_uids.size)))]
+        self.previous = [float(g) for g in np.asarray(state.get("previous", np.full(self.target_uids.size, -np.inf)))]
         self.tracked = {int(b): [(SuffStats.from_tree(v[str(i)]["fresh"]),
                                   {n: np.asarray(x) for n, x in v[str(i)].get("terms", {}).items()})
                                  for i in range(len(v))]

@@ -70,7 +70,7 @@ class MoveSchedule:
     def start_lap(self, run) -> None:
         self.lap = run.lap + 1
         self.counts = self._zero_counts()
-        excluded: set[int] = set()
+        excluded: set[int] = set().union(*(move.reserved() for move in self.moves if move.active(self.lap)))
         for move in self.moves:
             move.reset()
             if run.lap > 0 and move.active(self.lap):  # nothing is summarised before the first lap
