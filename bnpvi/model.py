@@ -123,8 +123,7 @@ class Model:
         decoded, marginal_map : (N_atoms,) ndarrays of int64
         """
         log_lik, local = self.local_step(batch, globals_)
-        best = np.asarray(local.resp.matrix().argmax(axis=1), dtype=np.int64).ravel()  # dense or CSR
-        return self.alloc.decode(batch, log_lik, globals_.alloc), best
+        return self.alloc.decode(batch, log_lik, globals_.alloc), local.resp.best()[0]
 
     # ------------------------------------------------------------------ ELBO
     def data_terms(self, stats: SuffStats, rows=None) -> np.ndarray:

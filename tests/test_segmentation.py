@@ -19,7 +19,7 @@ from bnpvi.errors import BnpviError
 from bnpvi.io.checkpoint import load_checkpoint
 from bnpvi.io.model_file import read_model
 from bnpvi.io.segmentation import (MAX_PLOTTED, Segmentation, _bars, colour_codes, plot_segmentation, plot_title,
-                                   write_transitions)
+                                   write_segmentation_csv, write_transitions)
 from bnpvi.learn import runner
 
 # 240 time steps of a 3-state HMM whose states overlap (so Viterbi and marginal-MAP paths
@@ -110,7 +110,7 @@ def test_csv_rows_equal_the_h5(labelled):
     table = pd.read_csv(run_dir / "segmentation.csv")
     assert list(table.columns) == ["sequence", "t", "state"]
     assert len(table) == seq_range[-1]
-    np.testing.assert_array_equal(table["state"], seg["viterbi"])
+    np.testing.assert_array_equal(table["state"], seg["uids"][seg["viterbi"]])  # stable ids, as clusters.csv
     for d, (t0, t1) in enumerate(zip(seq_range[:-1], seq_range[1:])):
         rows = table.iloc[t0:t1]
         assert (rows["sequence"] == d).all()
@@ -121,10 +121,10 @@ def test_csv_rows_equal_the_h5(labelled):
 def test_transitions_csv_is_the_models_expected_transition_matrix(labelled):
     run_dir = labelled[0]
     table = pd.read_csv(run_dir / "transitions.csv", index_col="from")
-    assert table.index.tolist() == ["start", *map(str, range(K))]
-    assert table.columns.tolist() == [str(k) for k in range(K)]
-    np.testing.assert_allclose(table.sum(axis=1), 1.0, rtol=1e-12)
     model = read_model(run_dir / "model.h5")
+    assert table.index.tolist() == ["start", *map(str, model["uids"])]
+    assert table.columns.tolist() == [str(u) for u in model["uids"]]
+    np.testing.assert_allclose(table.sum(axis=1), 1.0, rtol=1e-12)
     np.testing.assert_array_equal(table.loc["start"], model["start_probs"])
     np.testing.assert_array_equal(table.iloc[1:], model["trans_probs"])
 
@@ -163,13 +163,25 @@ def test_data_without_labels(unlabelled):
 def test_transitions_of_a_nonparametric_model_get_an_other_column(tmp_path):
     rng = np.random.default_rng(0)
     trans, start = rng.dirichlet(np.ones(4), size=3), rng.dirichlet(np.ones(4))  # K = 3, one column beyond
-    write_transitions(tmp_path / "t.csv", start, trans)
+    write_transitions(tmp_path / "t.csv", start, trans, [7, 2, 5])
     table = pd.read_csv(tmp_path / "t.csv", index_col="from")
-    assert table.columns.tolist() == ["0", "1", "2", "other"]
+    assert table.columns.tolist() == ["7", "2", "5", "other"]  # states by their stable ids
+    assert table.index.tolist() == ["start", "7", "2", "5"]
     np.testing.assert_allclose(table.sum(axis=1), 1.0, rtol=1e-12)
     np.testing.assert_array_equal(table.iloc[1:], trans)
     with pytest.raises(BnpviError, match=r"do not describe 3 states"):
-        write_transitions(tmp_path / "bad.csv", start[:3], trans)
+        write_transitions(tmp_path / "bad.csv", start[:3], trans, [7, 2, 5])
+    with pytest.raises(BnpviError, match=r"do not describe 3 states"):
+        write_transitions(tmp_path / "bad.csv", start, trans, [7, 2])
+
+
+def test_segmentation_csv_names_states_by_their_stable_ids(tmp_path):
+    seg = Segmentation(viterbi=np.array([0, 2, 2, 1, 0]), marginal_map=np.zeros(5, dtype=np.int64),
+                       seq_range=np.array([0, 3, 5]))
+    write_segmentation_csv(tmp_path / "s.csv", seg, np.array([4, 9, 6]))
+    table = pd.read_csv(tmp_path / "s.csv")
+    assert table["state"].tolist() == [4, 6, 6, 9, 4]
+    assert table["sequence"].tolist() == [0, 0, 0, 1, 1] and table["t"].tolist() == [0, 1, 2, 0, 1]
 
 
 def test_colours_follow_the_alignment():

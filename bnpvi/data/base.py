@@ -211,6 +211,8 @@ class BatchStore:
     unit: ClassVar[str] = "atoms"
     #: The name of the number of units in messages.
     unit_count: ClassVar[str] = "N"
+    #: Datasets of the group ``heldout`` with the source index of every training and every held-out atom.
+    source_index_names: ClassVar[tuple[str, str]] = ("train_index", "index")
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -449,6 +451,15 @@ class BatchStore:
     def _read(self, lo: int, hi: int):
         """The batch of units ``lo:hi``."""
         raise NotImplementedError
+
+    def source_index(self, lo: int, hi: int, heldout: bool = False) -> np.ndarray:
+        """(hi - lo,) int64: the source index of atoms ``lo:hi`` of the training part (or, with ``heldout``,
+        of the held-out part): what the file's held-out split recorded (the group ``heldout``'s datasets
+        named by :attr:`source_index_names`) when it has one, else ``lo:hi`` itself."""
+        if not getattr(self, "has_heldout", False):
+            return np.arange(int(lo), int(hi), dtype=np.int64)
+        name = self.source_index_names[1 if heldout else 0]
+        return np.asarray(self._handle()["heldout"][name][int(lo):int(hi)], dtype=np.int64)
 
     def batch_sizes(self) -> np.ndarray:
         """(B,) int64 array: atoms in each batch of the current split."""

@@ -59,6 +59,7 @@ class BowStore(BatchStore, kind="bow"):
     """
 
     unit = "documents"
+    source_index_names = ("train_doc_index", "doc_index")
 
     @classmethod
     def _read_layout(cls, f: h5py.File, attrs: dict, fail) -> dict:

@@ -1,18 +1,38 @@
-"""model.h5: the trained model in plain arrays, readable without bnpvi."""
+"""model.h5: the trained model in plain arrays, readable without bnpvi, and enough to apply it.
+
+Besides the readable parts (cluster ids, counts, weights, posterior and prior parameters,
+config, summary) it holds the global summaries ``stats`` and the allocation parameters from
+which :meth:`bnpvi.model.Model.restore` rebuilds the final globals, and under ``data`` the
+kind and dimension of the training data and the whole-data moments that set the observation
+prior's data-driven defaults, so the model can be rebuilt without the training file
+(:func:`bnpvi.api.load`).
+"""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import numpy as np
 from omegaconf import OmegaConf
 
+from bnpvi.data.moments import DataMoments
+from bnpvi.errors import BnpviError
 from bnpvi.io.h5tree import read_tree, write_atomic
 
+FORMAT_VERSION = 3
+"""3: adds ``stats`` and ``data`` (version 2 files cannot be applied to new data)."""
 
-def write_model(path: Path, model, globals_, ids, cfg, summary: dict) -> None:
+
+def write_model(path: Path, model, globals_, ids, cfg, summary: dict, kind: str, D: int,
+                moments: DataMoments | None) -> None:
     """Cluster ids, counts, the allocation model's readable summaries (weights, or start and
-    transition probabilities), posterior and prior parameters, config and summary."""
+    transition probabilities), posterior and prior parameters, the global summaries, the training
+    data's kind, dimension ``D`` and ``moments``, config and summary."""
+    data = {"kind": kind, "D": np.int64(D)}
+    if moments is not None:
+        data["moments"] = {key: np.asarray(value) for key, value in dataclasses.asdict(moments).items()
+                           if value is not None}
     tree = {
         "uids": ids.uids,
         "counts": globals_.stats.N,
@@ -20,10 +40,12 @@ def write_model(path: Path, model, globals_, ids, cfg, summary: dict) -> None:
         "posterior": {key: np.asarray(value) for key, value in globals_.obs.items()},
         "prior": {key: np.asarray(value) for key, value in model.obs.prior_params().items()},
         "allocation": {key: np.asarray(value) for key, value in globals_.alloc.items()},
+        "stats": globals_.stats.to_tree(),
+        "data": data,
         "config": OmegaConf.to_yaml(cfg),
         "summary": json.dumps(summary),
     }
-    write_atomic(path, tree, attrs={"format": "bnpvi-model", "format_version": 2,
+    write_atomic(path, tree, attrs={"format": "bnpvi-model", "format_version": FORMAT_VERSION,
                                     "model": model.alloc.name, "obs": model.obs.name, "K": globals_.K})
 
 
@@ -33,3 +55,39 @@ def read_model(path: Path) -> dict:
 
     with h5py.File(path, "r") as f:
         return read_tree(f)
+
+
+def read_model_to_apply(path: Path) -> dict:
+    """:func:`read_model` of a file that holds what applying the model needs (format version 3 or later).
+
+    Raises
+    ------
+    BnpviError
+        The file is missing, not a bnpvi model, or written by an older bnpvi (one line).
+    """
+    import h5py
+
+    path = Path(path)
+    if not path.is_file():
+        raise BnpviError(f"{path} not found (a run writes model.h5 when it ends)")
+    try:
+        with h5py.File(path, "r") as f:
+            attrs = dict(f.attrs)
+            tree = read_tree(f)
+    except OSError:
+        raise BnpviError(f"{path} is not an HDF5 file") from None
+    if attrs.get("format") != "bnpvi-model":
+        raise BnpviError(f"{path} is not a bnpvi model file (no format='bnpvi-model' attribute)")
+    if int(attrs.get("format_version", 0)) < FORMAT_VERSION:
+        raise BnpviError(f"{path} has format_version {attrs.get('format_version')}, which lacks the global "
+                         f"summaries needed to apply it (version {FORMAT_VERSION}); train the model again")
+    return tree
+
+
+def moments_of(tree: dict) -> DataMoments | None:
+    """The training data's moments saved by :func:`write_model` (None when the data kind has none)."""
+    saved = tree["data"].get("moments")
+    if saved is None:
+        return None
+    return DataMoments(n_atoms=int(saved["n_atoms"]), mean=saved["mean"], cov=saved["cov"],
+                       diff_cov=saved.get("diff_cov"))

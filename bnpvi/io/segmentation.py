@@ -6,17 +6,18 @@ Stephenson 2015 §7.1 for Viterbi paths scored by the aligned Hamming distance):
 * ``segmentation.h5``: datasets ``viterbi`` and ``marginal_map`` (T,) int64 (the Viterbi
   path, and the per-step argmax of the forward-backward marginals r_t), ``seq_range``
   (n_seqs + 1,) int64, ``uids`` (K,) and, when the data has them, the true ``labels`` (T,);
-* ``segmentation.csv``: columns ``sequence,t,state``, the Viterbi state of every time step
-  (``sequence`` indexes the data file's sequences, ``t`` counts from 0 within each);
-* ``transitions.csv``: the expected transition matrix, a row ``start`` for E[π_0] and a row j
-  for E[π_j]; columns the next state 0..K-1, and ``other`` (the mass on the states beyond K)
-  for a nonparametric model whose rows carry it;
+* ``segmentation.csv``: columns ``sequence,t,state``, the Viterbi state of every time step by its
+  stable cluster id (``sequence`` indexes the data file's sequences, ``t`` counts from 0 within each);
+* ``transitions.csv``: the expected transition matrix, a row ``start`` for E[π_0] and a row for
+  E[π_j] of every state j, named by its stable cluster id; columns the next state's id, and
+  ``other`` (the mass on the states beyond K) for a nonparametric model whose rows carry it;
 * ``segmentation.png``: true (when known) and estimated segmentations of the first
   ``MAX_PLOTTED`` sequences.
 
-States are the positions 0..K-1 of the final model: the order of model.h5 (``uids``,
-``counts``, ``start_probs``, ``trans_probs``) and of the last lap's rows of clusters.csv;
-state k has the stable cluster id ``uids[k]``.
+In segmentation.h5 states are the positions 0..K-1 of the final model: the order of model.h5
+(``uids``, ``counts``, ``start_probs``, ``trans_probs``) and of the last lap's rows of
+clusters.csv; state k has the stable cluster id ``uids[k]``. The CSV files name states by
+those ids, as clusters.csv does.
 """
 from __future__ import annotations
 
@@ -69,12 +70,12 @@ class Segmentation:
         return {"hamming": hamming_distance(self.labels, self.viterbi),
                 "hamming_marginal_map": hamming_distance(self.labels, self.marginal_map)}
 
-    def rows(self) -> np.ndarray:
-        """(T, 3) int64 array of segmentation.csv: sequence, step within it, Viterbi state."""
+    def rows(self, uids: np.ndarray) -> np.ndarray:
+        """(T, 3) int64 array of segmentation.csv: sequence, step within it, Viterbi state's id in ``uids``."""
         lengths = np.diff(self.seq_range)
         sequence = np.repeat(np.arange(self.n_seqs, dtype=np.int64), lengths)
         t = np.arange(self.viterbi.shape[0], dtype=np.int64) - np.repeat(self.seq_range[:-1], lengths)
-        return np.column_stack([sequence, t, self.viterbi])
+        return np.column_stack([sequence, t, np.asarray(uids, dtype=np.int64)[self.viterbi]])
 
 
 def write_segmentation_outputs(run_dir: Path, seg: Segmentation, uids: np.ndarray, exported: dict) -> None:
@@ -91,8 +92,8 @@ def write_segmentation_outputs(run_dir: Path, seg: Segmentation, uids: np.ndarra
     """
     run_dir = Path(run_dir)
     write_segmentation(run_dir / "segmentation.h5", seg, uids)
-    write_segmentation_csv(run_dir / "segmentation.csv", seg)
-    write_transitions(run_dir / "transitions.csv", exported["start_probs"], exported["trans_probs"])
+    write_segmentation_csv(run_dir / "segmentation.csv", seg, uids)
+    write_transitions(run_dir / "transitions.csv", exported["start_probs"], exported["trans_probs"], uids)
     plot_segmentation(run_dir / "segmentation.png", seg)
 
 
@@ -106,13 +107,14 @@ def write_segmentation(path: Path, seg: Segmentation, uids: np.ndarray) -> None:
                                     "states": "positions 0..K-1 of model.h5; state k has cluster id uids[k]"})
 
 
-def write_segmentation_csv(path: Path, seg: Segmentation) -> None:
-    """segmentation.csv: ``sequence,t,state`` (Viterbi), one row per time step."""
-    np.savetxt(path, seg.rows(), fmt="%d", delimiter=",", header="sequence,t,state", comments="")
+def write_segmentation_csv(path: Path, seg: Segmentation, uids: np.ndarray) -> None:
+    """segmentation.csv: ``sequence,t,state`` (the Viterbi state's id in ``uids``), one row per time step."""
+    np.savetxt(path, seg.rows(uids), fmt="%d", delimiter=",", header="sequence,t,state", comments="")
 
 
-def write_transitions(path: Path, start_probs, trans_probs) -> None:
-    """transitions.csv: a row ``start`` (E[π_0]) and rows 0..K-1 (E[π_j]) over the next state.
+def write_transitions(path: Path, start_probs, trans_probs, uids) -> None:
+    """transitions.csv: a row ``start`` (E[π_0]) and a row per state (E[π_j]) over the next state, states
+    named by their ids ``uids``.
 
     Parameters
     ----------
@@ -121,18 +123,22 @@ def write_transitions(path: Path, start_probs, trans_probs) -> None:
     trans_probs : (K, K) or (K, K + 1) array_like
         Rows of a nonparametric model may end with the mass on the states beyond K: that
         column is written as ``other``.
+    uids : (K,) array_like of int
+        The stable cluster id of every state (position).
     """
     start, trans = np.asarray(start_probs, dtype=np.float64), np.asarray(trans_probs, dtype=np.float64)
+    uids = np.asarray(uids, dtype=np.int64)
     K = trans.shape[0]
-    if trans.ndim != 2 or trans.shape[1] not in (K, K + 1) or start.shape != (trans.shape[1],):
-        raise BnpviError(f"cannot write {path}: start_probs {start.shape} and trans_probs {trans.shape} "
-                         f"do not describe {K} states")
-    header = ["from", *(str(k) for k in range(K))] + (["other"] if trans.shape[1] > K else [])
+    if trans.ndim != 2 or trans.shape[1] not in (K, K + 1) or start.shape != (trans.shape[1],) \
+            or uids.shape != (K,):
+        raise BnpviError(f"cannot write {path}: start_probs {start.shape}, trans_probs {trans.shape} and "
+                         f"uids {uids.shape} do not describe {K} states")
+    header = ["from", *(str(u) for u in uids)] + (["other"] if trans.shape[1] > K else [])
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
         writer.writerow(["start", *start.tolist()])
-        writer.writerows([j, *row] for j, row in enumerate(trans.tolist()))
+        writer.writerows([u, *row] for u, row in zip(uids.tolist(), trans.tolist()))
 
 
 # ------------------------------------------------------------------ the plot

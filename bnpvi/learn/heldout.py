@@ -42,7 +42,7 @@ from bnpvi.errors import BnpviError, check_int, check_number
 from bnpvi.kernels import dense_local_step
 from bnpvi.kernels import topic as topic_kernel
 
-__all__ = ["completion_loglik", "check_split", "evaluates_heldout", "points_loglik"]
+__all__ = ["completion_loglik", "check_split", "evaluates_heldout", "point_bounds", "points_loglik"]
 
 
 def check_split(mode, what: str = "mode") -> str:
@@ -72,14 +72,21 @@ def points_loglik(model, globals_, store, block: int = 20000) -> dict:
     block's N x K weights and one value per point), and the values are summed once at the end, so the
     score does not depend on ``block``.
     """
-    log_pi = np.ascontiguousarray(model.alloc.expected_log_pi(globals_.alloc))
     n = store.n_heldout
     values = np.empty(n)
     for lo in range(0, n, block):
         batch = store.read_heldout(lo, min(n, lo + block))
-        log_lik = np.ascontiguousarray(model.alloc.expected_log_lik(model.obs, globals_.obs, batch))
-        values[lo:lo + batch.n_atoms] = dense_local_step(log_lik, log_pi)[1]
+        values[lo:lo + batch.n_atoms] = point_bounds(model, globals_, batch)
     return {"loglik_per_point": float(np.sum(values)) / n, "n_points": n}
+
+
+def point_bounds(model, globals_, batch) -> np.ndarray:
+    """(N,) ln Σ_k exp(E ln π_k + E ln p(x_n | φ_k)) of every atom of ``batch`` under a mixture's globals:
+    the optimum of each atom's own dense local step (Hughes 2016 thesis Eq. 3.46), a lower bound on its
+    log predictive density."""
+    log_pi = np.ascontiguousarray(model.alloc.expected_log_pi(globals_.alloc))
+    log_lik = np.ascontiguousarray(model.alloc.expected_log_lik(model.obs, globals_.obs, batch))
+    return dense_local_step(log_lik, log_pi)[1]
 
 
 def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves", max_iters: int = 100,

@@ -16,22 +16,25 @@ import time
 from pathlib import Path
 
 import numpy as np
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from bnpvi.alloc.mixture import MixtureAlloc
 from bnpvi.alloc.topic import TopicAlloc
 from bnpvi.config import schema_of
 from bnpvi.data.heldout import check_seed
 from bnpvi.data.store import BatchStore
 from bnpvi.data.toy import ensure_toy, ensure_toy_bars, ensure_toy_sequences
 from bnpvi.errors import BnpviError
+from bnpvi.io.assignments import write_assignments
 from bnpvi.io.checkpoint import load_checkpoint, save_checkpoint
 from bnpvi.io.model_file import write_model
 from bnpvi.io.plots import plot_trace
 from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
 from bnpvi.io.topics import topic_word_probs, write_doc_topics, write_topics
 from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, MOVES, TRACE_COLUMNS, CsvTable
+from bnpvi.learn.assign import assign_file, marks_heldout
 from bnpvi.learn.base import LapResult
+from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
 from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
@@ -94,18 +97,6 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
     return store
 
 
-def build_model(cfg: DictConfig, alloc, store: BatchStore, moments) -> Model:
-    """The model of the ``model`` and ``obs`` nodes (Hydra ``instantiate``), checked against the data kind."""
-    problem = alloc.check_data(store.kind)
-    if problem:
-        raise BnpviError(problem)
-    obs = instantiate(cfg.obs, D=store.D, moments=moments)
-    problem = obs.check_data(store.kind)
-    if problem:
-        raise BnpviError(problem)
-    return Model(alloc, obs)
-
-
 def initial_K(cfg: DictConfig, moves=None, alloc=None) -> int:
     """``init.K``, or when it is null: 1 if births are on (they find K), else the model's
     ``abundant_K`` (8; 50 for topic models, whose merges and deletes then remove the extra topics)."""
@@ -164,12 +155,11 @@ class Run:
         # a config saved before these keys existed evaluates with their defaults
         self.heldout_split = check_split(OmegaConf.select(cfg, "heldout_split", default="halves"), "heldout_split")
         self.heldout_seed = check_seed(OmegaConf.select(cfg, "heldout_seed", default=0), "heldout_seed")
-        alloc = instantiate(cfg.model)
-        alloc.use_sparse(OmegaConf.select(cfg, "alg.sparse_L", default=None))
+        alloc = make_alloc(cfg)
         self.store = open_store(cfg, alloc)
         try:
-            moments = self.store.scan()
-            self.model = build_model(cfg, alloc, self.store, moments)
+            self.moments = moments = self.store.scan()
+            self.model = build_model(cfg, alloc, self.store.kind, self.store.D, moments)
             self.moves = self._moves()
         except BaseException:
             self.store.close()
@@ -394,7 +384,12 @@ class Run:
             score, count = self.heldout_score(globals_)
             summary.update(heldout_loglik=score, **{"heldout_tokens" if self.store.kind == "bow" else "heldout_points":
                                                     count})
-        write_model(self.run_dir / "model.h5", self.model, globals_, self.alg.ids, self.cfg, summary)
+        write_model(self.run_dir / "model.h5", self.model, globals_, self.alg.ids, self.cfg, summary,
+                    self.store.kind, self.store.D, self.moments)
+        if isinstance(self.model.alloc, MixtureAlloc):
+            write_assignments(self.run_dir / "assignments.h5",
+                              assign_file(self.model, globals_, self.store, self.alg.ids.uids), self.alg.ids.uids,
+                              heldout=marks_heldout(self.store))
         if segmentation is not None:
             write_segmentation_outputs(self.run_dir, segmentation, self.alg.ids.uids,
                                        self.model.alloc.export(globals_.alloc))

@@ -115,6 +115,14 @@ class Responsibilities:
         return sp.csr_matrix((self.values.ravel(), self.indices.ravel(), np.arange(0, N * L + 1, L)),
                              shape=(N, self.K))
 
+    def best(self) -> tuple[np.ndarray, np.ndarray]:
+        """The cluster of largest r_nk of every atom and that r_nk, as (N,) int64 and (N,) float64 arrays
+        (the first such cluster on ties; from the stored values alone in the sparse form)."""
+        rows = np.arange(self.n_atoms)
+        pick = np.argmax(self.values, axis=1)
+        clusters = pick if self.indices is None else self.indices[rows, pick]
+        return clusters.astype(np.int64), self.values[rows, pick]
+
     def counts(self) -> np.ndarray:
         """N_k = Σ_n r_nk, shape (K,)."""
         if self.indices is None:

@@ -1,0 +1,29 @@
+"""The model of a composed config: what a training run and a loaded run directory both build."""
+from __future__ import annotations
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from bnpvi.errors import BnpviError
+from bnpvi.model import Model
+
+
+def make_alloc(cfg: DictConfig):
+    """The allocation model of the ``model`` node (Hydra ``instantiate``), with the local step's
+    sparsity ``alg.sparse_L``."""
+    alloc = instantiate(cfg.model)
+    alloc.use_sparse(OmegaConf.select(cfg, "alg.sparse_L", default=None))
+    return alloc
+
+
+def build_model(cfg: DictConfig, alloc, kind: str, D: int, moments) -> Model:
+    """The model of ``alloc`` and the ``obs`` node for data of ``kind`` and dimension ``D`` whose whole-data
+    ``moments`` set the prior's data-driven defaults; a one-line BnpviError when the kind does not fit."""
+    problem = alloc.check_data(kind)
+    if problem:
+        raise BnpviError(problem)
+    obs = instantiate(cfg.obs, D=D, moments=moments)
+    problem = obs.check_data(kind)
+    if problem:
+        raise BnpviError(problem)
+    return Model(alloc, obs)
