@@ -176,3 +176,24 @@ def test_births_from_one_state_find_the_eight_toy_states(compose_cfg, tmp_path, 
     assert np.all(np.diff(trace["elbo"]) >= -1e-9 * np.abs(trace["elbo"].iloc[1:]))
     moves = pd.read_csv(tmp_path / "run" / "moves.csv")
     assert moves["exact"][moves["accepted"] & (moves["move"] != "merge")].all()
+
+
+def test_a_state_with_no_long_run_takes_its_turn_among_the_retries():
+    """When every state is blocked, the least recently tried one is retried; a state tried that way but
+    with no run of ``min_block`` steps counts as tried at that lap, so the next retry goes to another state
+    (it used to stay the least recently tried and take every retry until ``max_stuck``)."""
+    from types import SimpleNamespace
+
+    from bnpvi.moves.seq_birth import SequenceBirthMove
+
+    move = SequenceBirthMove(OmegaConf.create(dict(BIRTH, max_stuck=10)))
+    sizes = np.array([50.0, 40.0, 30.0])
+    run = SimpleNamespace(ids=SimpleNamespace(uids=np.array([0, 1, 2])),
+                          globals=SimpleNamespace(stats=SimpleNamespace(N=sizes, K=3)))
+    for uid in range(3):
+        move.failures.record(uid, False, (sizes[uid],))
+    move.last_tried = {0: 3, 1: 4, 2: 4}
+    assert move._eligible(run, set()).tolist() == [0]
+    move.eligible, move.visited, move.usable = np.array([0]), {0}, set()
+    move.decide(run, SimpleNamespace(lap=5))
+    assert move._eligible(run, set()).tolist() == [1]

@@ -297,13 +297,16 @@ class SequenceBirthMove(TargetedBirths):
     def decide(self, run, schedule) -> None:
         """Births were decided at their batches; count a lap without one towards ``max_stuck``. An
         eligible state with no run of ``min_block`` steps in any batch visited with a proposal counts
-        as a failed target (it is tried again once its size changes)."""
+        as a failed target, tried at this lap (it is tried again once its size changes, or when its turn
+        as the least recently tried comes again; before, such a state stayed the least recently tried and
+        took every retry of ``max_stuck``)."""
         if self.active(schedule.lap) and not self.born:
             self.stuck += 1
         if self.visited:
             for k, uid in enumerate(run.ids.uids):
                 if int(uid) in self.eligible and int(uid) not in self.usable:
                     self.failures.record(int(uid), False, (float(run.globals.stats.N[k]),))
+                    self.last_tried[int(uid)] = schedule.lap
 
     def state(self) -> dict:
         return dict(super().state(), budget=np.int64(self.budget), batches_left=np.int64(self.batches_left),
