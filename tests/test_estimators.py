@@ -129,5 +129,15 @@ def test_verbose_logs_every_lap(X, caplog):
     assert any(record.getMessage().startswith("lap") for record in caplog.records)
 
 
+def test_fit_inside_a_hydra_app_leaves_its_hydra_in_place(X):
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
+        app = GlobalHydra.instance().hydra
+        FiniteMixture(K=2, alg="vb", n_laps=2).fit(X)
+        assert GlobalHydra.instance().hydra is app
+
+
 def test_lazy_exports():
     assert bnpvi.DPMixture is DPMixture and bnpvi.FiniteMixture is FiniteMixture

@@ -131,7 +131,7 @@ class _Mixture(ClusterMixin, DensityMixin, BaseEstimator):
         cls.config_keys = keyword_paths(model, GROUPS if moves else tuple(g for g in GROUPS if g != "moves"))
         choices = {"obs": "gauss", "alg": "memo", "init": "kmeanspp", **({"moves": None} if moves else {})}
         cls.__init__ = _keyword_init({**choices, "random_state": None, "verbose": False, "output_dir": None,
-                                        **dict.fromkeys(cls.config_keys)})
+                                      **dict.fromkeys(cls.config_keys)})
 
     # ----------------------------------------------------------------- config
     def train_config(self) -> DictConfig:
@@ -153,7 +153,7 @@ class _Mixture(ClusterMixin, DensityMixin, BaseEstimator):
         overrides = [f"{group}={option}" for group, option in choices.items()] + ["data=hdf5"]
         moves = getattr(self, "moves", None)
         if moves is not None:
-            if isinstance(moves, str) or not all(move in SCHEMAS["moves"] for move in moves):
+            if not isinstance(moves, (list, tuple)) or not all(move in SCHEMAS["moves"] for move in moves):
                 raise ValueError(f"{owner}: moves={moves!r} must be a list of {list(SCHEMAS['moves'])}")
             overrides.append(f"moves=[{','.join(moves)}]")
         cfg = compose_train(overrides)

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
 from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig, OmegaConf
 
 from bnpvi.config import SCHEMAS, register_configs, schema_of
@@ -71,10 +74,23 @@ def plain(value):
     return value
 
 
+@contextmanager
+def _hydra_set_aside() -> Iterator[None]:
+    """Hydra's global state cleared, and put back after (so a fit also works inside a Hydra app)."""
+    saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
+    GlobalHydra.instance().clear()
+    try:
+        yield
+    finally:  # Hydra's initialize_* may have replaced the instance: ask for it again
+        GlobalHydra.instance().clear()
+        if saved is not None:
+            GlobalHydra.instance().initialize(saved)
+
+
 def compose_train(overrides: list[str]) -> DictConfig:
     """The ``train`` config composed with ``overrides``, as ``bnpvi-train`` composes it (without the hydra node)."""
     register_configs()
-    with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
+    with _hydra_set_aside(), initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
         return compose(config_name="train", overrides=list(overrides))
 
 
