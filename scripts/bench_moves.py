@@ -74,12 +74,30 @@ def row(name: str, summary: dict) -> str:
             f"{summary['elapsed_s']:>9.2f} {summary['laps']:>5} {ari:>6}")
 
 
+def print_starts(name: str, results: dict) -> float:
+    """One row per start of ``results`` (start -> run summaries over seeds): K and clusters with more than
+    1 % of the atoms (min-max), ELBO per atom (min, median, max), the largest gap to the best run of any
+    start, training seconds (median, max). Returns the best ELBO per atom."""
+    best = max(s["elbo"] / s["n_atoms"] for runs in results.values() for s in runs)
+    for start, runs in results.items():
+        elbo = np.array([s["elbo"] / s["n_atoms"] for s in runs])
+        K = [s["K"] for s in runs]
+        big = [int(np.sum(np.asarray(s["counts"]) > 0.01 * s["n_atoms"])) for s in runs]
+        secs = np.array([s["elapsed_s"] for s in runs])
+        print(f"{name:<22} {start:<9} {f'{min(K)}-{max(K)}':>11} {f'{min(big)}-{max(big)}':>6} "
+              f"{elbo.min():14.4f} {np.median(elbo):10.4f} {elbo.max():10.4f} {best - elbo.min():11.4f} "
+              f"{np.median(secs):9.2f} {secs.max():7.2f}", flush=True)
+    return best
+
+
+STARTS_HEADER = (f"{'data':<22} {'start':<9} {'K (min-max)':>11} {'K>1%':>6} {'ELBO/atom min':>14} {'median':>10} "
+                 f"{'max':>10} {'gap to best':>11} {'s median':>9} {'s max':>7}")
+
+
 def section_seeds(args) -> None:
     """Births from K = 1 against merges and deletes from K = 50, over seeds, on the generated sets (a), (b)."""
-    header = (f"{'data':<22} {'start':<9} {'K (min-max)':>11} {'K>1%':>6} {'ELBO/atom min':>14} {'median':>10} "
-              f"{'max':>10} {'gap to best':>11} {'s median':>9} {'s max':>7}")
-    print(header)
-    print("-" * len(header))
+    print(STARTS_HEADER)
+    print("-" * len(STARTS_HEADER))
     seeds = range(1, args.seeds + 1)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -96,15 +114,7 @@ def section_seeds(args) -> None:
             for start, start_args in starts:
                 results[start] = [fit(path, tmp / f"{name[1]}{start}{seed}", "alg.n_batches=5", f"seed={seed}",
                                       *extra, *start_args) for seed in seeds]
-            best = max(s["elbo"] / s["n_atoms"] for runs in results.values() for s in runs)
-            for start, runs in results.items():
-                elbo = np.array([s["elbo"] / s["n_atoms"] for s in runs])
-                K = [s["K"] for s in runs]
-                big = [int(np.sum(np.asarray(s["counts"]) > 0.01 * s["n_atoms"])) for s in runs]
-                secs = np.array([s["elapsed_s"] for s in runs])
-                print(f"{name:<22} {start:<9} {f'{min(K)}-{max(K)}':>11} {f'{min(big)}-{max(big)}':>6} "
-                      f"{elbo.min():14.4f} {np.median(elbo):10.4f} {elbo.max():10.4f} {best - elbo.min():11.4f} {np.median(secs):9.2f} {secs.max():7.2f}",
-                      flush=True)
+            print_starts(name, results)
 
 
 def section_gen(args) -> None:
@@ -151,10 +161,8 @@ def section_real(args) -> None:
     if not SHARED.is_dir():
         print(f"(reference data not found at {SHARED}; section real skipped)")
         return
-    header = (f"{'data':<14} {'start':<6} {'K (min-max)':>11} {'ELBO/atom min':>14} {'median':>10} {'max':>10} "
-              f"{'gap to best':>11} {'s median':>9} {'s max':>7}")
-    print(header)
-    print("-" * len(header))
+    print(STARTS_HEADER)
+    print("-" * len(STARTS_HEADER))
     seeds = range(1, args.seeds + 1)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -165,15 +173,9 @@ def section_real(args) -> None:
             results = {start: [fit(path, tmp / f"{path.stem}{start}{seed}", f"obs={obs}", f"init.K={start}",
                                    f"alg.n_laps={args.laps or laps}", f"seed={seed}") for seed in seeds]
                        for start in (1, 50)}
-            best = max(s["elbo"] / s["n_atoms"] for runs in results.values() for s in runs)
-            for start, runs in results.items():
-                elbo = np.array([s["elbo"] / s["n_atoms"] for s in runs])
-                K = [s["K"] for s in runs]
-                secs = np.array([s["elapsed_s"] for s in runs])
-                print(f"{name:<14} K={start:<4} {f'{min(K)}-{max(K)}':>11} {elbo.min():14.4f} {np.median(elbo):10.4f} "
-                      f"{elbo.max():10.4f} {best - elbo.min():11.4f} {np.median(secs):9.2f} {secs.max():7.2f}",
-                      flush=True)
-            print(f"{name:<14} best ELBO {best * runs[0]['n_atoms']:.0f}", flush=True)
+            results = {f"K={start}": runs for start, runs in results.items()}
+            best = print_starts(name, results)
+            print(f"{name:<22} best ELBO {best * results['K=1'][0]['n_atoms']:.0f}", flush=True)
 
 
 SECTIONS = {"gen": section_gen, "seeds": section_seeds, "real": section_real}

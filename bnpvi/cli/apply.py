@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from bnpvi.api import load
+from bnpvi.cli.errors import run_reporting
 from bnpvi.data.store import BatchStore
 from bnpvi.errors import BnpviError
 
@@ -54,19 +55,7 @@ def run(run_dir: str, data: str, out: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run ``bnpvi-apply`` with ``argv`` (default: ``sys.argv[1:]``); 0 on success, 2 on bad input."""
     args = _parser().parse_args(argv)
-    try:
-        run(args.run_dir, args.data, args.out)
-    except BnpviError as err:
-        print(f"{PROG}: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"{PROG}: error: {err.strerror or err}" + (f": {err.filename}" if err.filename else ""),
-              file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    return 0
+    return run_reporting(PROG, lambda: run(args.run_dir, args.data, args.out))
 
 
 if __name__ == "__main__":

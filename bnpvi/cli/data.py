@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bnpvi.cli.errors import run_reporting
 from bnpvi.errors import BnpviError
 
 PROG = "bnpvi-data"
@@ -181,23 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         0 on success, 2 on bad input (message on one stderr line).
     """
     args = _parser().parse_args(argv)
-    try:
-        if args.command == "convert":
-            _convert(args)
-        else:
-            _info(args)
-    except BnpviError as err:
-        message = " ".join(str(err).split())
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        print(f"{PROG}: error: {err.strerror or err}" + (f": {err.filename}" if err.filename else ""),
-              file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    return 0
+    return run_reporting(PROG, lambda: _convert(args) if args.command == "convert" else _info(args))
 
 
 if __name__ == "__main__":
