@@ -222,7 +222,7 @@ class BirthConfig:
     max_atoms: int = MISSING  # cap on that subset
     kmeans_iters: int = MISSING  # Bregman k-means iterations on the subset
     refine_iters: int = MISSING  # local step / global step rounds of the proposal on the seeding batch
-    refine_laps: int = MISSING  # mixtures: laps a rejected proposal may live, refined by its whole-data summaries
+    refine_laps: int = MISSING  # mixtures, topic models: laps a rejected proposal may live, refined by its whole-data summaries
     Kmax: int = MISSING  # no births beyond this many clusters
     retry_change: float = MISSING  # retry a failed target once its size changed by this fraction
     min_block: int = MISSING  # HMMs: births cut new states from a run of one state this long or longer

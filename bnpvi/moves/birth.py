@@ -239,21 +239,82 @@ class TargetedBirths(Move):
 
 class LapBirths(TargetedBirths):
     """Births seeded at the lap's first batch, tracked in every batch and judged at the lap's end: the
-    plan (eligible targets and the k-means++ seed) and the seeding batch's plan."""
+    plan (eligible targets and the k-means++ seed) and the seeding batch's plan.
+
+    A rejected proposal whose best gain rose since its previous lap (or that was just seeded) may
+    live on into the next lap (``carry``), for up to ``refine_laps`` laps in all, refined from its
+    own whole-data summaries (each family says how: ``carried_plan``); its target is reserved from
+    the other moves meanwhile. Seeds made from one batch hold too little of the target's data to
+    win on short documents (docs/births.md)."""
+
+    def __init__(self, cfg):
+        # proposals for the next lap: (target id, what the family keeps of it, laps lived, best gain)
+        self.carried: list[tuple[int, object, int, float]] = []
+        super().__init__(cfg)
+
+    def reserved(self) -> set[int]:
+        return {uid for uid, *_ in self.carried}
+
+    def pending(self, run) -> bool:
+        return bool(self.carried) and self.active(run.lap + 1) or super().pending(run)
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
-        """Eligible targets (see ``_eligible``); the seed of this lap's k-means++."""
-        self.eligible = self._eligible(run, excluded)
+        """Carried proposals that still apply (``carried_valid``), then the eligible targets (see
+        ``_eligible``); the seed of this lap's k-means++."""
+        self.carried = [c for c in self.carried if self.carried_valid(run, c)]
+        self.eligible = self._eligible(run, excluded | self.reserved())
         self.seed = int(rng.integers(2**63 - 1))
-        return set()
+        return self.reserved()
+
+    def carried_valid(self, run, carried) -> bool:
+        """Whether a carried proposal still applies at this lap: its target exists."""
+        return carried[0] in set(int(u) for u in run.ids.uids)
 
     def batch_plan(self, run, b: int):
         if not self.seeded:
-            if not self.eligible.size or run.pos != 0:
+            if not (self.eligible.size or self.carried) or run.pos != 0:
                 return None
-            return {"eligible": run.ids.positions(self.eligible), "seed": self.seed,
+            plan = {"eligible": run.ids.positions(self.eligible), "seed": self.seed,
                     "room": self.cfg.Kmax - run.globals.K}
+            if self.carried:
+                plan["carried"] = [(int(run.ids.positions([uid])[0]), self.carried_plan(kept), age)
+                                   for uid, kept, age, _ in self.carried]
+            return plan
         return self.tracking_plan(run) if self.target_uids.size else None
+
+    def carried_plan(self, kept):
+        """What the seeding batch needs of a carried proposal, from what ``carry`` kept of it."""
+        return kept
+
+    def take_carried(self, ages) -> dict:
+        """At the seeding batch: each proposal's laps lived (``ages``, in target order) and its best gain at
+        its previous lap (−inf if new); returns what was kept of each carried proposal, by target id."""
+        carried = {uid: (kept, gain) for uid, kept, _, gain in self.carried}
+        self.ages = [int(a) for a in ages]
+        self.previous = [carried.get(int(uid), (None, -np.inf))[1] for uid in self.target_uids]
+        self.carried = []
+        return {uid: kept for uid, (kept, _) in carried.items()}
+
+    def carry(self, uid: int, i: int, gain: float, kept) -> bool:
+        """Carry rejected proposal i (target ``uid``) into the next lap if it may still win: it has lived
+        fewer than ``refine_laps`` laps and its best gain rose since its previous lap."""
+        if kept is None or self.ages[i] >= self.cfg.refine_laps or gain <= self.previous[i]:
+            return False
+        self.carried.append((uid, kept, self.ages[i] + 1, float(gain)))
+        return True
+
+    def carried_state(self, to_tree) -> dict:
+        return {"carried": {str(i): {"uid": np.int64(uid), "kept": to_tree(kept), "age": np.int64(age), "gain": gain}
+                            for i, (uid, kept, age, gain) in enumerate(self.carried)},
+                "ages": np.array(self.ages, dtype=np.int64), "previous": np.array(self.previous, dtype=np.float64)}
+
+    def load_carried(self, state: dict, from_tree) -> None:
+        carried = state.get("carried", {})
+        self.carried = [(int(c["uid"]), from_tree(c["kept"]), int(c["age"]), float(c["gain"]))
+                        for c in (carried[str(i)] for i in range(len(carried)))]
+        n = self.target_uids.size
+        self.ages = [int(a) for a in np.asarray(state.get("ages", np.ones(n)))]
+        self.previous = [float(g) for g in np.asarray(state.get("previous", np.full(n, -np.inf)))]
 
     @abstractmethod
     def tracking_plan(self, run) -> dict:
@@ -285,43 +346,19 @@ class LapBirths(TargetedBirths):
 class BirthMove(LapBirths):
     """Births for memoized VI: seeded in the lap's first batch, tracked every batch, judged at lap end.
 
-    A rejected proposal whose best gain rose since its previous lap (or that was just seeded)
-    lives on for up to ``refine_laps`` laps in all, refined at whole-data scale as memoized VI
-    refines the model: its fresh clusters' parameters are the posterior of an aggregate of
-    per-batch summaries, first those of the lap just judged, and each batch's transfer replaces
-    that batch's part of the aggregate before the next batch. Seeds made from one batch hold
-    too little of the target's data to win on short documents (docs/births.md). Every
-    judgement stays exact: the summaries judged are those of one transfer per batch, each
-    made from the batch's current responsibilities.
+    A carried proposal (``LapBirths``) is refined at whole-data scale as memoized VI refines the
+    model: its fresh clusters' parameters are the posterior of an aggregate of per-batch
+    summaries, first those of the lap just judged, and each batch's transfer replaces that
+    batch's part of the aggregate before the next batch. Every judgement stays exact: the
+    summaries judged are those of one transfer per batch, each made from the batch's current
+    responsibilities.
     """
 
     name = "birth"
 
-    def __init__(self, cfg):
-        # rejected proposals for the next lap: (target id, fresh summaries per batch, laps lived, best gain)
-        self.carried: list[tuple[int, dict[int, SuffStats], int, float]] = []
-        super().__init__(cfg)
-
-    def reserved(self) -> set[int]:
-        return {uid for uid, *_ in self.carried}
-
-    def pending(self, run) -> bool:
-        return bool(self.carried) and self.active(run.lap + 1) or super().pending(run)
-
-    def plan(self, run, rng, excluded: set[int]) -> set[int]:
-        """Carried proposals whose target still exists, then the eligible new targets (``LapBirths.plan``)."""
-        alive = set(int(u) for u in run.ids.uids)
-        self.carried = [c for c in self.carried if c[0] in alive]
-        super().plan(run, rng, excluded | {c[0] for c in self.carried})
-        return {c[0] for c in self.carried}
-
-    def batch_plan(self, run, b: int):
-        if not self.seeded and run.pos == 0 and self.carried:
-            plan = super().batch_plan(run, b) or {"eligible": np.zeros(0, dtype=np.int64), "seed": self.seed,
-                                                  "room": self.cfg.Kmax - run.globals.K}
-            return dict(plan, carried=[(int(run.ids.positions([uid])[0]), ordered_sum(v for _, v in sorted(parts.items())),
-                                        age) for uid, parts, age, _ in self.carried])
-        return super().batch_plan(run, b)
+    def carried_plan(self, parts: dict) -> SuffStats:
+        """A carried proposal's fresh summaries over the whole data (the sum of its per-batch parts)."""
+        return ordered_sum(v for _, v in sorted(parts.items()))
 
     def reset(self) -> None:
         self.eligible = np.zeros(0, dtype=np.int64)  # ids that may be targeted this lap
@@ -330,7 +367,7 @@ class BirthMove(LapBirths):
         self.target_uids = np.zeros(0, dtype=np.int64)
         self.seeds: list[tuple[np.ndarray, dict]] = []
         self.levels: list[np.ndarray] = []  # each birth's cleanup order (see cleanup_order)
-        self.ages: list[int] = []  # laps each proposal has lived, this one included
+        self.ages: list[int] = []  # laps each proposal has lived, this one included (``take_carried``)
         self.previous: list[float] = []  # each proposal's best gain at its previous lap (−inf if new)
         # per carried proposal (None for a new one): the aggregate of its fresh summaries, and the parts
         # of it that each batch's next transfer replaces
@@ -419,13 +456,9 @@ class BirthMove(LapBirths):
     def keep_seeds(self, tracked: dict) -> None:
         self.seeds = tracked["seeds"]
         self.levels = tracked["levels"]
-        self.ages = list(tracked["ages"])
-        carried = {uid: (parts, gain) for uid, parts, _, gain in self.carried}
-        self.previous = [carried.get(int(uid), (None, -np.inf))[1] for uid in self.target_uids]
-        self.memo = [None if int(uid) not in carried else
-                     (ordered_sum(v for _, v in sorted(carried[int(uid)][0].items())), dict(carried[int(uid)][0]))
+        carried = self.take_carried(tracked["ages"])
+        self.memo = [None if int(uid) not in carried else (self.carried_plan(carried[int(uid)]), dict(carried[int(uid)]))
                      for uid in self.target_uids]
-        self.carried = []
 
     def decide(self, run, schedule) -> None:
         """Judge each birth at every level of its cleanup order, exactly; keep the best level if it gains."""
@@ -463,31 +496,19 @@ class BirthMove(LapBirths):
                 self.stuck = 0
             schedule.event(self.name, str(int(uid)), gain, accepted, fresh=levels.shape[1],
                            kept=int(levels[level].max()) + 1)
-            if not accepted and self._carry(int(uid), total, i, gain):
-                continue
+            if not accepted:
+                keep = [[j] for j in np.flatnonzero(total.N > 1e-8)]
+                parts = {b: v[i][0].remap(keep) for b, v in self.tracked.items()} if len(keep) >= 2 else None
+                if self.carry(int(uid), i, gain, parts):
+                    continue
             self.failures.record(uid, accepted, (float(stats.N[target]),))
             self.last_tried[int(uid)] = schedule.lap
 
-    def _carry(self, uid: int, total: SuffStats, i: int, gain: float) -> bool:
-        """Keep rejected proposal i for the next lap if it may still win (class docstring): the per-batch
-        summaries of its fresh clusters that have mass."""
-        if self.ages[i] >= self.cfg.refine_laps or gain <= self.previous[i]:
-            return False
-        keep = [[j] for j in np.flatnonzero(total.N > 1e-8)]
-        if len(keep) < 2:
-            return False
-        parts = {b: v[i][0].remap(keep) for b, v in self.tracked.items()}
-        self.carried.append((uid, parts, self.ages[i] + 1, float(gain)))
-        return True
-
     def state(self) -> dict:
-        carried = {str(i): {"uid": np.int64(uid), "parts": parts_tree(parts), "age": np.int64(age), "gain": gain}
-                   for i, (uid, parts, age, gain) in enumerate(self.carried)}
         memo = {str(i): {"total": m[0].to_tree(), "parts": parts_tree(m[1])}
                 for i, m in enumerate(self.memo) if m is not None}
         return dict(super().state(), seeded=np.int64(self.seeded), target_uids=self.target_uids,
-                    carried=carried, memo=memo, ages=np.array(self.ages, dtype=np.int64),
-                    previous=np.array(self.previous, dtype=np.float64),
+                    **self.carried_state(parts_tree), memo=memo,
                     seeds={str(i): {"N": N, "fields": dict(f)} for i, (N, f) in enumerate(self.seeds)},
                     levels={str(i): levels for i, levels in enumerate(self.levels)},
                     tracked={str(b): {str(i): {"fresh": fresh.to_tree(), "terms": dict(terms)}
@@ -502,14 +523,10 @@ class BirthMove(LapBirths):
                       for i in range(len(seeds))]
         levels = state.get("levels", {})
         self.levels = [np.asarray(levels[str(i)], dtype=np.int64) for i in range(len(levels))]
-        carried = state.get("carried", {})
-        self.carried = [(int(c["uid"]), parts_from_tree(c["parts"]), int(c["age"]), float(c["gain"]))
-                        for c in (carried[str(i)] for i in range(len(carried)))]
+        self.load_carried(state, parts_from_tree)
         memo = state.get("memo", {})
         self.memo = [(SuffStats.from_tree(memo[str(i)]["total"]), parts_from_tree(memo[str(i)]["parts"]))
                      if str(i) in memo else None for i in range(self.target_uids.size)]
-        self.ages = [int(a) for a in np.asarray(state.get("ages", np.ones(self.target_uids.size)))]
-        self.previous = [float(g) for g in np.asarray(state.get("previous", np.full(self.target_uids.size, -np.inf)))]
         self.tracked = {int(b): [(SuffStats.from_tree(v[str(i)]["fresh"]),
                                   {n: np.asarray(x) for n, x in v[str(i)].get("terms", {}).items()})
                                  for i in range(len(v))]

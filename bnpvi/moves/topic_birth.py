@@ -23,6 +23,10 @@ document's q, so the others' summaries no longer apply, and for the same reason 
 merge or delete was accepted drops its births untried. Extra pieces are left to the next laps'
 merges and deletes, which are exact for topic models.
 
+When no proposal of a lap gains, each one whose gain rose is judged again at the next lap (up to
+``refine_laps`` laps), its candidate globals made from its own whole-data summaries, as long as
+the model's topics stay the same (``birth.LapBirths``).
+
 This costs one more document-level step per batch and proposal, during the laps with births.
 Retry rules: ``birth.TargetedBirths``; planning: ``birth.LapBirths``.
 """
@@ -88,7 +92,17 @@ class TopicBirthMove(LapBirths):
         self.seeded = False
         self.target_uids = np.zeros(0, dtype=np.int64)
         self.candidates: list[Candidate] = []
+        self.ages: list[int] = []  # laps each proposal has lived, this one included (``take_carried``)
+        self.previous: list[float] = []  # each proposal's best gain at its previous lap (−inf if new)
         self.tracked: dict[int, list[tuple]] = {}  # per batch, per proposal: summaries, warm start (or None)
+
+    def carried_valid(self, run, carried) -> bool:
+        """A carried candidate holds every topic of the model it was made from: it applies while the topics
+        (their ids) are the same."""
+        return np.array_equal(carried[1][0], run.ids.uids)
+
+    def carried_plan(self, kept) -> Candidate:
+        return kept[1]
 
     def tracking_plan(self, run) -> dict:
         return {"candidates": self.candidates}
@@ -114,7 +128,12 @@ class TopicBirthMove(LapBirths):
         score = np.where(mass > 0, fit / np.maximum(mass, 1e-300), np.inf)
         eligible = set(int(k) for k in plan["eligible"])
         room = int(plan["room"])
-        targets, candidates, failed, small = [], [], [], []
+        targets, candidates, failed, small, ages = [], [], [], [], []
+        for k, candidate, age in plan.get("carried", ()):
+            targets.append(k)
+            candidates.append(candidate)
+            ages.append(age)
+            room -= candidate.N.shape[0] - globals_.K
         for k in np.argsort(score, kind="stable"):
             k = int(k)
             if len(targets) >= cfg.max_per_lap or room < 1:
@@ -133,8 +152,9 @@ class TopicBirthMove(LapBirths):
                 continue
             targets.append(k)
             candidates.append(candidate)
+            ages.append(1)
             room -= candidate.N.shape[0] - globals_.K
-        return {"targets": np.array(targets, dtype=np.intp), "candidates": candidates,
+        return {"targets": np.array(targets, dtype=np.intp), "candidates": candidates, "ages": ages,
                 "failed": np.array(failed, dtype=np.intp), "small": np.array(small, dtype=np.intp)}
 
     def _propose(self, model, globals_, batch, share: np.ndarray, target: int, batch_mass: float, room: int,
@@ -193,10 +213,13 @@ class TopicBirthMove(LapBirths):
 
     def keep_seeds(self, tracked: dict) -> None:
         self.candidates = tracked["candidates"]
+        self.take_carried(tracked["ages"])
 
     # --------------------------------------------------------------- decide
     def decide(self, run, schedule) -> None:
-        """Judge every proposal by the exact whole-data ELBO; accept the best one if it gains."""
+        """Judge every proposal by the exact whole-data ELBO; accept the best one if it gains. When none
+        gains, each one whose gain rose is carried into the next lap (``LapBirths``), its candidate
+        globals those of its own whole-data summaries: one more round of its refinement."""
         if self.active(schedule.lap):
             self.stuck += 1
         if not self.target_uids.size or schedule.changed:
@@ -212,15 +235,22 @@ class TopicBirthMove(LapBirths):
             value, globals_ = run.evaluate(total, sources)
             judged.append((value - current, sources, globals_))
         best = int(np.argmax([gain for gain, _, _ in judged]))
+        any_accepted = accepts(judged[best][0], current)
         for i, (uid, (gain, sources, globals_)) in enumerate(zip(self.target_uids, judged)):
             target = int(run.ids.positions([uid])[0])
-            accepted = i == best and accepts(gain, current)
-            self.failures.record(uid, accepted, (float(stats.N[target]),))
-            self.last_tried[int(uid)] = schedule.lap
+            accepted = i == best and any_accepted
             fresh = len(sources) - K + 1
             schedule.event(self.name, str(int(uid)), gain, accepted, fresh=fresh, kept=fresh)
+            if not any_accepted:
+                total = globals_.stats
+                kept = (run.ids.uids.copy(), Candidate(np.maximum(total.N, 0.0), total.select(run.model.obs_fields),
+                                                       globals_.alloc))
+                if self.carry(int(uid), i, gain, kept):
+                    continue
+            self.failures.record(uid, accepted, (float(stats.N[target]),))
+            self.last_tried[int(uid)] = schedule.lap
         gain, sources, globals_ = judged[best]
-        if accepts(gain, current):
+        if any_accepted:
             run.apply(Edit(sources, lambda b, cache: self.tracked[b][best][0], globals_,
                            warm=lambda b, warm: self.tracked[b][best][1]))
             schedule.changed |= set(run.ids.uids.tolist())
@@ -229,6 +259,7 @@ class TopicBirthMove(LapBirths):
     # ---------------------------------------------------------------- state
     def state(self) -> dict:
         return dict(super().state(), seeded=np.int64(self.seeded), target_uids=self.target_uids,
+                    **self.carried_state(lambda kept: {"uids": kept[0], "candidate": kept[1].state()}),
                     candidates={str(i): c.state() for i, c in enumerate(self.candidates)},
                     tracked={str(b): {str(i): dict({"stats": s.to_tree()}, **({} if w is None else {"warm": w}))
                                       for i, (s, w) in enumerate(v)} for b, v in self.tracked.items()})
@@ -239,6 +270,8 @@ class TopicBirthMove(LapBirths):
         self.target_uids = np.asarray(state["target_uids"], dtype=np.int64).reshape(-1)
         candidates = state.get("candidates", {})
         self.candidates = [Candidate.from_state(candidates[str(i)]) for i in range(len(candidates))]
+        self.load_carried(state, lambda tree: (np.asarray(tree["uids"], dtype=np.int64),
+                                               Candidate.from_state(tree["candidate"])))
         self.tracked = {int(b): [(SuffStats.from_tree(v[str(i)]["stats"]),
                                   np.asarray(v[str(i)]["warm"]) if "warm" in v[str(i)] else None)
                                  for i in range(len(v))]
