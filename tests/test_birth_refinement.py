@@ -1,4 +1,4 @@
-"""Births that live through laps (``bnpvi.moves.birth.BirthMove``): a rejected proposal whose gain rose is
+"""Births that live through laps (``bnpvi.moves.birth.LapBirths``, mixtures and topic models): a rejected proposal whose gain rose is
 judged again at the next lap, its fresh clusters refined by its own whole-data summaries, memoized batch
 by batch; its target is left alone by the other moves meanwhile, and a run cut while one is in flight
 resumes exactly."""
@@ -88,3 +88,26 @@ def test_resume_with_carried_births_in_flight_is_exact(compose_cfg, tmp_path, do
     summary, trace = assert_resume_is_exact(cfg, tmp_path, lap=4)
     moves = pd.read_csv(tmp_path / "ref" / "moves.csv")
     assert any(c[0][0] == 3 and len(c) > 1 for c in chains(moves)), "no proposal carried from lap 3 into lap 4"
+
+
+TOPIC_ARGS = ["model=hdp_topic", "alg.n_batches=5", "init.K=1", "seed=2"]  # births of lap 5 carried to lap 6
+
+
+def test_rejected_topic_births_are_judged_again_while_the_topics_stay(compose_cfg, tmp_path, docs):
+    """An HDP topic model from one topic: a lap whose births all lose carries them into the next lap; no
+    proposal lives longer than refine_laps laps; the ELBO never decreases."""
+    cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=10", "moves.birth.refine_laps=3", *TOPIC_ARGS)
+    runner.train(cfg, tmp_path / "run")
+    moves = pd.read_csv(tmp_path / "run" / "moves.csv")
+    lengths = [len(c) for c in chains(moves)]
+    assert max(lengths) == 3, lengths
+    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    assert np.all(np.diff(trace.elbo.to_numpy()) >= -1e-9 * np.abs(trace.elbo.to_numpy()[1:]))
+
+
+def test_resume_with_carried_topic_births_in_flight_is_exact(compose_cfg, tmp_path, docs):
+    cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=7", "alg.converge_thr=-1",
+                      "checkpoint_every=1", *TOPIC_ARGS)
+    assert_resume_is_exact(cfg, tmp_path, lap=6)
+    moves = pd.read_csv(tmp_path / "ref" / "moves.csv")
+    assert any(c[0][0] == 5 and len(c) > 1 for c in chains(moves)), "no topic birth carried from lap 5 into lap 6"
