@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -50,8 +52,10 @@ def final_clusters(run_dir) -> pd.DataFrame:
 
 
 def apply_cli(*args):
-    return subprocess.run([sys.executable, "-m", "bnpvi.cli.apply", *map(str, args)], capture_output=True,
-                          text=True, timeout=300)
+    """bnpvi-apply in a child process, started outside the source tree (whose bnpvi/ has no compiled kernels
+    when the package is installed elsewhere, as in CI); the paths are absolute."""
+    return subprocess.run([sys.executable, "-m", "bnpvi.cli.apply", *(str(Path(a).resolve()) for a in args)],
+                          capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir())
 
 
 def read_h5(path):
