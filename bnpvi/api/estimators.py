@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from sklearn.base import BaseEstimator, ClusterMixin, DensityMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from bnpvi.api.fitted import FittedModel, load
+from bnpvi.api.fitted import load
 from bnpvi.api.keywords import GROUPS, compose_train, keyword_paths, point_obs, set_keys
 from bnpvi.config import SCHEMAS
 from bnpvi.data.store import write_points
@@ -43,27 +43,6 @@ from bnpvi.learn.runner import train
 
 DATA_FILE = "data.h5"
 """The name of the training data's batch file in a run directory made by ``fit``."""
-
-
-def cluster_moments(fitted: FittedModel) -> dict[str, np.ndarray]:
-    """``means_`` (K, D) and, for the Gaussian families, ``covariances_`` (K, D, D) of every cluster.
-
-    means_ is E[μ_k] (zm_gauss: 0; bern: E[μ_kd], the probability of a 1); covariances_ is
-    E[Λ_k]⁻¹ = B̂_k / ν̂_k, the inverse of the posterior mean precision (the covariance under which the
-    local step scores a point; E[Σ_k] = B̂_k / (ν̂_k − D − 1) is larger). diag_gauss: diagonal matrices.
-    """
-    post, name = fitted.globals_.obs, fitted.model.obs.name
-    if name == "bern":
-        return {"means_": post["lam1"] / (post["lam1"] + post["lam0"])}
-    nu = np.asarray(post["nu"], dtype=np.float64)
-    if name == "diag_gauss":
-        covariances = np.zeros(post["b"].shape + post["b"].shape[-1:])
-        diagonal = np.arange(post["b"].shape[-1])
-        covariances[:, diagonal, diagonal] = post["b"] / nu[:, None]
-    else:
-        covariances = post["B"] / nu[:, None, None]
-    means = np.zeros(covariances.shape[:2]) if name == "zm_gauss" else np.asarray(post["m"])
-    return {"means_": means, "covariances_": covariances}
 
 
 @contextmanager
@@ -181,7 +160,7 @@ class _Mixture(ClusterMixin, DensityMixin, BaseEstimator):
         self.elbo_ = fitted.elbo_
         self.weights_ = fitted.weights_
         self.cluster_ids_ = fitted.cluster_ids_
-        for name, value in cluster_moments(fitted).items():
+        for name, value in fitted.model.obs.cluster_moments(fitted.globals_.obs).items():
             setattr(self, name, value)
         self.labels_ = fitted.predict(X)
         return self
@@ -215,7 +194,7 @@ class DPMixture(_Mixture, model="dp_mix", moves=True):
     """Dirichlet-process mixture (``model=dp_mix``): K adapts by birth, merge and delete moves under memoized VI.
 
     Fitted attributes: ``n_components_`` (K), ``elbo_`` (the final whole-data ELBO), ``weights_`` (E[π_k]),
-    ``means_`` and ``covariances_`` (:func:`cluster_moments`), ``cluster_ids_`` (the stable id of every
+    ``means_`` and ``covariances_`` (``ObsFamily.cluster_moments``), ``cluster_ids_`` (the stable id of every
     cluster, the columns of :meth:`predict_proba`), ``labels_`` (:meth:`predict` of the training rows),
     ``fitted_model_`` (the :class:`FittedModel`). Keywords: see :mod:`bnpvi.api.estimators`.
     """

@@ -170,13 +170,14 @@ def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator
     return N[keep], {n: v[keep] for n, v in fields.items()}
 
 
-def parts_tree(parts: dict[int, SuffStats]) -> dict:
-    """Per-batch summaries as a checkpoint tree."""
-    return {str(b): v.to_tree() for b, v in parts.items()}
+def memo_tree(memo: tuple[SuffStats, dict[int, SuffStats]]) -> dict:
+    """A proposal's fresh summaries (their sum, and the parts by batch) as a checkpoint tree."""
+    total, parts = memo
+    return {"total": total.to_tree(), "parts": {str(b): v.to_tree() for b, v in parts.items()}}
 
 
-def parts_from_tree(tree: dict) -> dict[int, SuffStats]:
-    return {int(b): SuffStats.from_tree(v) for b, v in tree.items()}
+def memo_from_tree(tree: dict) -> tuple[SuffStats, dict[int, SuffStats]]:
+    return SuffStats.from_tree(tree["total"]), {int(b): SuffStats.from_tree(v) for b, v in tree["parts"].items()}
 
 
 def split(stats: SuffStats, target: int, new: SuffStats) -> SuffStats:
@@ -265,6 +266,10 @@ class LapBirths(TargetedBirths):
         self.eligible = self._eligible(run, excluded | self.reserved())
         self.seed = int(rng.integers(2**63 - 1))
         return self.reserved()
+
+    def reset(self) -> None:
+        self.ages: list[int] = []  # laps each proposal has lived, this one included (``take_carried``)
+        self.previous: list[float] = []  # each proposal's best gain at its previous lap (−inf if new)
 
     def carried_valid(self, run, carried) -> bool:
         """Whether a carried proposal still applies at this lap: its target exists."""
@@ -356,19 +361,18 @@ class BirthMove(LapBirths):
 
     name = "birth"
 
-    def carried_plan(self, parts: dict) -> SuffStats:
-        """A carried proposal's fresh summaries over the whole data (the sum of its per-batch parts)."""
-        return ordered_sum(v for _, v in sorted(parts.items()))
+    def carried_plan(self, kept: tuple) -> SuffStats:
+        """A carried proposal's fresh summaries over the whole data (kept as (sum, per-batch parts))."""
+        return kept[0]
 
     def reset(self) -> None:
+        super().reset()
         self.eligible = np.zeros(0, dtype=np.int64)  # ids that may be targeted this lap
         self.seed = 0  # of the k-means++ generator used at the first batch
         self.seeded = False
         self.target_uids = np.zeros(0, dtype=np.int64)
         self.seeds: list[tuple[np.ndarray, dict]] = []
         self.levels: list[np.ndarray] = []  # each birth's cleanup order (see cleanup_order)
-        self.ages: list[int] = []  # laps each proposal has lived, this one included (``take_carried``)
-        self.previous: list[float] = []  # each proposal's best gain at its previous lap (−inf if new)
         # per carried proposal (None for a new one): the aggregate of its fresh summaries, and the parts
         # of it that each batch's next transfer replaces
         self.memo: list[tuple[SuffStats, dict[int, SuffStats]] | None] = []
@@ -457,7 +461,7 @@ class BirthMove(LapBirths):
         self.seeds = tracked["seeds"]
         self.levels = tracked["levels"]
         carried = self.take_carried(tracked["ages"])
-        self.memo = [None if int(uid) not in carried else (self.carried_plan(carried[int(uid)]), dict(carried[int(uid)]))
+        self.memo = [None if int(uid) not in carried else (carried[int(uid)][0], dict(carried[int(uid)][1]))
                      for uid in self.target_uids]
 
     def decide(self, run, schedule) -> None:
@@ -498,17 +502,17 @@ class BirthMove(LapBirths):
                            kept=int(levels[level].max()) + 1)
             if not accepted:
                 keep = [[j] for j in np.flatnonzero(total.N > 1e-8)]
-                parts = {b: v[i][0].remap(keep) for b, v in self.tracked.items()} if len(keep) >= 2 else None
-                if self.carry(int(uid), i, gain, parts):
+                kept = (total.remap(keep), {b: v[i][0].remap(keep) for b, v in self.tracked.items()}) \
+                    if len(keep) >= 2 else None
+                if self.carry(int(uid), i, gain, kept):
                     continue
             self.failures.record(uid, accepted, (float(stats.N[target]),))
             self.last_tried[int(uid)] = schedule.lap
 
     def state(self) -> dict:
-        memo = {str(i): {"total": m[0].to_tree(), "parts": parts_tree(m[1])}
-                for i, m in enumerate(self.memo) if m is not None}
         return dict(super().state(), seeded=np.int64(self.seeded), target_uids=self.target_uids,
-                    **self.carried_state(parts_tree), memo=memo,
+                    **self.carried_state(memo_tree), memo={str(i): memo_tree(m) for i, m in enumerate(self.memo)
+                                                           if m is not None},
                     seeds={str(i): {"N": N, "fields": dict(f)} for i, (N, f) in enumerate(self.seeds)},
                     levels={str(i): levels for i, levels in enumerate(self.levels)},
                     tracked={str(b): {str(i): {"fresh": fresh.to_tree(), "terms": dict(terms)}
@@ -523,10 +527,9 @@ class BirthMove(LapBirths):
                       for i in range(len(seeds))]
         levels = state.get("levels", {})
         self.levels = [np.asarray(levels[str(i)], dtype=np.int64) for i in range(len(levels))]
-        self.load_carried(state, parts_from_tree)
+        self.load_carried(state, memo_from_tree)
         memo = state.get("memo", {})
-        self.memo = [(SuffStats.from_tree(memo[str(i)]["total"]), parts_from_tree(memo[str(i)]["parts"]))
-                     if str(i) in memo else None for i in range(self.target_uids.size)]
+        self.memo = [memo_from_tree(memo[str(i)]) if str(i) in memo else None for i in range(self.target_uids.size)]
         self.tracked = {int(b): [(SuffStats.from_tree(v[str(i)]["fresh"]),
                                   {n: np.asarray(x) for n, x in v[str(i)].get("terms", {}).items()})
                                  for i in range(len(v))]

@@ -87,13 +87,12 @@ class TopicBirthMove(LapBirths):
     name = "birth"
 
     def reset(self) -> None:
+        super().reset()
         self.eligible = np.zeros(0, dtype=np.int64)
         self.seed = 0
         self.seeded = False
         self.target_uids = np.zeros(0, dtype=np.int64)
         self.candidates: list[Candidate] = []
-        self.ages: list[int] = []  # laps each proposal has lived, this one included (``take_carried``)
-        self.previous: list[float] = []  # each proposal's best gain at its previous lap (−inf if new)
         self.tracked: dict[int, list[tuple]] = {}  # per batch, per proposal: summaries, warm start (or None)
 
     def carried_valid(self, run, carried) -> bool:

@@ -137,3 +137,8 @@ class ObsFamily(ABC):
     def prior_params(self) -> dict[str, np.ndarray]:
         """Hyperparameters as arrays (stored in checkpoints and the final model)."""
         return {}
+
+    def cluster_moments(self, post: Posterior) -> dict[str, np.ndarray]:
+        """Readable per-cluster point estimates of q(φ_k), named as scikit-learn's mixtures name them
+        (``means_`` (K, D), and ``covariances_`` (K, D, D) for Gaussian families); none by default."""
+        return {}

@@ -44,6 +44,10 @@ class Bern(ObsFamily):
 
     name = "bern"
 
+    def cluster_moments(self, post: Posterior) -> dict[str, np.ndarray]:
+        """``means_``: E[μ_kd], the probability of a 1."""
+        return {"means_": post["lam1"] / (post["lam1"] + post["lam0"])}
+
     def __init__(self, lam1: float, lam0: float, D: int):
         self.lam1 = read_positive({"lam1": lam1}, "lam1", 0.1)
         self.lam0 = read_positive({"lam0": lam0}, "lam0", 0.3)

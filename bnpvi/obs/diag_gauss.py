@@ -47,6 +47,15 @@ class DiagGauss(ObsFamily):
 
     name = "diag_gauss"
 
+    def cluster_moments(self, post: Posterior) -> dict[str, np.ndarray]:
+        """``means_`` E[μ_k] and ``covariances_`` the diagonal matrices of E[λ_kd]⁻¹ = b̂_kd / ν̂_k (the
+        covariance under which the local step scores a point; E[σ²_kd] is larger)."""
+        b = np.asarray(post["b"])
+        covariances = np.zeros(b.shape + b.shape[-1:])
+        diagonal = np.arange(b.shape[-1])
+        covariances[:, diagonal, diagonal] = b / np.asarray(post["nu"], dtype=np.float64)[:, None]
+        return {"means_": np.asarray(post["m"]), "covariances_": covariances}
+
     def __init__(self, nu: float, kappa: float, m, b):
         b = np.asarray(b, dtype=np.float64)
         if b.ndim != 1 or not np.all(np.isfinite(b)) or np.any(b <= 0):

@@ -76,6 +76,12 @@ class Gauss(ObsFamily):
 
     name = "gauss"
 
+    def cluster_moments(self, post: Posterior) -> dict[str, np.ndarray]:
+        """``means_`` E[μ_k] and ``covariances_`` E[Λ_k]⁻¹ = B̂_k / ν̂_k (the covariance under which the local
+        step scores a point; E[Σ_k] = B̂_k / (ν̂_k − D − 1) is larger)."""
+        covariances = post["B"] / np.asarray(post["nu"], dtype=np.float64)[:, None, None]
+        return {"means_": np.asarray(post["m"]), "covariances_": covariances}
+
     def __init__(self, nu: float, kappa: float, m, B):
         self.B, self.B_chol, self.logdet_B = W.prior_scale(B)
         self.D = D = self.B.shape[0]

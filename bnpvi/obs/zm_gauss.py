@@ -36,6 +36,11 @@ class ZeroMeanGauss(ObsFamily):
 
     name = "zm_gauss"
 
+    def cluster_moments(self, post: Posterior) -> dict[str, np.ndarray]:
+        """``means_`` 0 and ``covariances_`` E[Λ_k]⁻¹ = B̂_k / ν̂_k (E[Σ_k] = B̂_k / (ν̂_k − D − 1) is larger)."""
+        covariances = post["B"] / np.asarray(post["nu"], dtype=np.float64)[:, None, None]
+        return {"means_": np.zeros(covariances.shape[:2]), "covariances_": covariances}
+
     def __init__(self, nu: float, B):
         self.B, self.B_chol, self.logdet_B = W.prior_scale(B)
         self.D = self.B.shape[0]
