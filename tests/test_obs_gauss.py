@@ -302,6 +302,24 @@ def test_divergence_equals_naive_kl(name):
             assert Dv[n, j] == pytest.approx(gauss_kl(ma, Sa, mb, Sb), rel=1e-8, abs=1e-10)
 
 
+@pytest.mark.parametrize("dim", [3, 20])
+def test_atom_divergences_equal_divergence_to_atom_posteriors(name, dim):
+    """The seeding's fast path (rank-one centers for the full-covariance families) equals the
+    divergence to the atoms' own one-observation posteriors, the default path of every family."""
+    from bnpvi.obs.bregman import atom_posteriors
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(60, dim)) @ rng.normal(size=(dim, dim)) + 2.0
+    fam = make_obs({"name": name, "nu": dim + 1.5, "kappa": 0.7, "sF": 0.5, "prior_cov": "cov"}, dim,
+                   DataMoments(len(X), X.mean(0), np.cov(X.T, bias=True)))
+    batch = PointBatch(X)
+    idx = np.array([5, 0, 17, 5, 59])
+    want = fam.divergence(batch, atom_posteriors(fam, batch, idx))
+    got = fam.atom_divergences(batch)(idx)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9 * np.abs(want).max())
+    assert np.all(got[idx, np.arange(idx.size)] < 1e-8)
+
+
 def test_point_log_lik_is_expected_log_lik_of_centers(name):
     X = make_data(n=10)
     fam = make_family(name, X)

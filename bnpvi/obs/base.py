@@ -25,6 +25,7 @@ import numpy as np
 
 from bnpvi.data.batch import PointBatch
 from bnpvi.data.moments import DataMoments
+from bnpvi.obs.bregman import atom_posteriors
 from bnpvi.stats.resp import Responsibilities
 
 
@@ -107,6 +108,15 @@ class ObsFamily(ABC):
         center is the point estimate of a posterior (Hughes 2016 thesis Eq. 2.35 and the
         smoothing of Alg. 2.2); used by k-means++ seeding and births. Non-negative, finite.
         """
+
+    def atom_divergences(self, batch: PointBatch):
+        """``idx ↦`` (N_atoms, J) :meth:`divergence` from every smoothed atom of ``batch`` to the smoothed
+        atoms ``idx`` (the centers of k-means++ seeding, thesis Alg. 2.2).
+
+        The default builds the one-observation posteriors of ``idx`` and calls :meth:`divergence`; a family
+        may prepare the batch once and answer each call faster (full-covariance Gaussians).
+        """
+        return lambda idx: self.divergence(batch, atom_posteriors(self, batch, idx))
 
     def point_log_lik(self, batch: PointBatch, centers: Posterior) -> np.ndarray:
         """(N_atoms, J) log p(x_n | point estimate of center j); Bregman k-means assignment."""

@@ -39,7 +39,8 @@ def kmeanspp_seeds(obs, batch, K: int, rng: np.random.Generator, n_trials: int |
     n = batch.n_atoms
     trials = n_trials if n_trials is not None else 2 + int(math.log(K))
     seeds = [int(rng.integers(n))]
-    dist = obs.divergence(batch, atom_posteriors(obs, batch, seeds))[:, 0]
+    divergence = obs.atom_divergences(batch)
+    dist = divergence(seeds)[:, 0]
     for _ in range(1, K):
         total = dist.sum()
         if not np.isfinite(total) or total <= 0:
@@ -47,7 +48,7 @@ def kmeanspp_seeds(obs, batch, K: int, rng: np.random.Generator, n_trials: int |
             candidates = rng.choice(free, size=min(trials, free.size), replace=False)
         else:
             candidates = rng.choice(n, size=trials, p=dist / total)
-        cand_dist = np.minimum(dist[:, None], obs.divergence(batch, atom_posteriors(obs, batch, candidates)))
+        cand_dist = np.minimum(dist[:, None], divergence(candidates))
         best = int(np.argmin(cand_dist.sum(axis=0)))
         seeds.append(int(candidates[best]))
         dist = cand_dist[:, best]

@@ -188,7 +188,14 @@ class Gauss(ObsFamily):
         covariance B̂/ν̂ = E[Λ]⁻¹ (always SPD; B̂/(ν̂ − D − 1) would need ν̂ > D + 1).
         Zero for a center built from the atom's own one-hot summary.
         """
-        return W.gauss_divergence(
-            self._relative(batch), centers, nu_atom=self.nu + 1.0, shrink=self.kappa / (self.kappa + 1.0),
-            mean_scale=1.0 / (self.kappa + 1.0), prior_chol=self.B_chol, prior_logdet=self.logdet_B,
-        )
+        return W.gauss_divergence(self._relative(batch), centers, **self._divergence_terms())
+
+    def atom_divergences(self, batch: PointBatch):
+        """``idx ↦ divergence(batch, centers of the atoms idx)`` by rank-one updates of the prior
+        (:func:`bnpvi.obs._wishart.atom_gauss_divergences`: O(N·D) per center, not O(N·D²))."""
+        return W.atom_gauss_divergences(self._relative(batch), **self._divergence_terms())
+
+    def _divergence_terms(self) -> dict:
+        """The smoothing of atoms and the prior's factor, as :func:`bnpvi.obs._wishart.gauss_divergence` takes them."""
+        return dict(nu_atom=self.nu + 1.0, shrink=self.kappa / (self.kappa + 1.0),
+                    mean_scale=1.0 / (self.kappa + 1.0), prior_chol=self.B_chol, prior_logdet=self.logdet_B)

@@ -105,7 +105,14 @@ class ZeroMeanGauss(ObsFamily):
         Smoothed atom Σ̃_n = (x_n x_nᵀ + B̄)/(1 + ν̄) (the one-observation posterior's B̂/ν̂);
         center Σ_j = B̂_j/ν̂_j = (Sxx_j + B̄)/(N_j + ν̄).
         """
-        return W.gauss_divergence(
-            self._data(batch), centers, nu_atom=self.nu + 1.0, shrink=1.0,
-            mean_scale=None, prior_chol=self.B_chol, prior_logdet=self.logdet_B,
-        )
+        return W.gauss_divergence(self._data(batch), centers, **self._divergence_terms())
+
+    def atom_divergences(self, batch: PointBatch):
+        """``idx ↦ divergence(batch, centers of the atoms idx)`` by rank-one updates of the prior
+        (:func:`bnpvi.obs._wishart.atom_gauss_divergences`: O(N·D) per center, not O(N·D²))."""
+        return W.atom_gauss_divergences(self._data(batch), **self._divergence_terms())
+
+    def _divergence_terms(self) -> dict:
+        """The smoothing of atoms and the prior's factor, as :func:`bnpvi.obs._wishart.gauss_divergence` takes them."""
+        return dict(nu_atom=self.nu + 1.0, shrink=1.0, mean_scale=None, prior_chol=self.B_chol,
+                    prior_logdet=self.logdet_B)
