@@ -11,7 +11,6 @@ import re
 import stat
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -46,12 +45,22 @@ def sections(text: str) -> list[tuple[str, list[tuple[str, str]]]]:
 SECTIONS = sections((ROOT / "README.md").read_text())
 
 
+def console_scripts() -> dict[str, str]:
+    """name -> "module:function" of the ``[project.scripts]`` table of pyproject.toml."""
+    table = (ROOT / "pyproject.toml").read_text().split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    return dict(re.findall(r'^([\w-]+)\s*=\s*"([\w.]+:\w+)"', table, flags=re.M))
+
+
 def test_the_readme_has_a_walk_per_data_kind_and_keeps_the_two_commands():
     text = (ROOT / "README.md").read_text()
     assert "\npip install . && bnpvi-train\n" in text and "\npip install '.[test]' && pytest\n" in text
     headings = [heading for heading, _ in SECTIONS]
     for kind in ("Points", "Documents", "Sequences"):
         assert any(h.startswith(kind) for h in headings), headings
+
+
+def test_the_console_scripts_are_found():
+    assert {"bnpvi-train", "bnpvi-data", "bnpvi-apply"} <= set(console_scripts())
 
 
 def test_the_marks_skip_what_they_mark():
@@ -65,8 +74,7 @@ def workdir(tmp_path_factory):
     work = tmp_path_factory.mktemp("readme")
     bin_dir = work / ".bin"
     bin_dir.mkdir()
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    for name, target in scripts.items():
+    for name, target in console_scripts().items():
         module, func = target.split(":")
         wrapper = bin_dir / name
         wrapper.write_text(f"#!{sys.executable}\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n")

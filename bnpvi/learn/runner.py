@@ -5,6 +5,8 @@ It owns everything around the algorithm: the run directory's trace, checkpoints
 model, the plot, evaluation against true labels and, for topic models on a file with
 held-out documents, by document completion (:mod:`bnpvi.learn.heldout`), and resuming
 from a checkpoint so that the resumed run ends exactly where the uninterrupted one would have.
+A run starts from K seeds or from a saved run's globals (``init=from_run``); an interrupted run
+writes its files for the state it stopped in; a run that cannot start leaves no run directory.
 """
 from __future__ import annotations
 
@@ -229,7 +231,7 @@ class Run:
                              "whose prior depends on K; use moves=[] (or a nonparametric model)")
         if "reassign" in chosen and not reassign_supported(self.model):  # on by default with alg=memo: no warning
             log.debug("moves.reassign applies to mixtures with obs=mult or obs=gauss; skipped for model=%s obs=%s",
-                     self.model.alloc.name, self.model.obs.name)
+                      self.model.alloc.name, self.model.obs.name)
             chosen.remove("reassign")
         kept = [m for m in chosen if m in self.model.alloc.moves]
         if kept != chosen:
@@ -390,9 +392,9 @@ class Run:
                         self.checkpoint()
                 if stop["signal"] is not None:
                     where = f"interrupted at lap {self.alg.lap} batch {self.alg.pos}"
-                    self.finish(f"{where} (signal {stop['signal']}); continue with: bnpvi-train resume={self.run_dir}")
-                    raise Interrupted(f"{where}; checkpoint {checkpoint_path(self.run_dir)}; "
-                                      f"continue with: bnpvi-train resume={self.run_dir}")
+                    hint = f"continue with: bnpvi-train resume={self.run_dir}"
+                    self.finish(f"{where} (signal {stop['signal']}); {hint}")
+                    raise Interrupted(f"{where}; checkpoint {checkpoint_path(self.run_dir)}; {hint}")
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
