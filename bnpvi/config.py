@@ -1,22 +1,55 @@
 """Structured-config schemas: one per option of every Hydra group of ``bnpvi-train``.
 
 Each option's YAML file (``conf/<group>/<option>.yaml``) extends its schema
-(``defaults: [<option>_schema]``) and writes the option's default values; the
-schema says which keys exist and what type they have, so a mistyped or unknown
-key fails at start-up with a message naming it, and ``--help`` shows only the
-keys of the chosen options. Defaults live in the YAML files alone.
+(``defaults: [/schema/<group>/<option>@_here_]``) and writes the option's default
+values; the schema says which keys exist, what type they have and what each one
+means, so a mistyped or unknown key fails at start-up with a message naming it.
+Defaults live in the YAML files alone; descriptions live here alone: every key is
+declared with :func:`key`, whose one-line description ``bnpvi-train --help`` shows
+beside the key's default, and an option's description is the first paragraph of
+its schema's docstring. The schemas are stored under the group ``schema/``, so they
+are never offered as options of the groups themselves.
 
 Options that build an object name it with ``_target_`` (Hydra ``instantiate``):
-the allocation model (``model``) and the observation family (``obs``).
+the allocation model (``model``) and the observation family (``obs``); the other
+options name themselves with ``name``. Neither is a key for the user to set.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, OmegaConf
+
+class ConfigError(ValueError):
+    """A composed config with a key or option its schemas do not know (:func:`check_config`); one line."""
+
+
+INTERNAL_KEYS = ("_target_", "name")
+"""Keys an option sets for itself (what it builds, or its name): not described, not for the command line."""
+
+
+def key(description: str, default: Any = MISSING) -> Any:
+    """A schema field with its one-line ``description``; its default lives in the option's YAML file
+    (``default`` is for keys some YAML files leave out)."""
+    return field(default=default, metadata={"help": description})
+
+
+def describe(schema: type, name: str) -> str:
+    """The one-line description of key ``name`` of ``schema`` ("" when it has none)."""
+    for f in dataclasses.fields(schema):
+        if f.name == name:
+            return f.metadata.get("help", "")
+    return ""
+
+
+def summary_of(schema: type) -> str:
+    """The first paragraph of ``schema``'s docstring, on one line: the description of its option."""
+    doc = (schema.__doc__ or "").strip().split("\n\n")[0]
+    return " ".join(doc.replace("``", "`").split())
 
 
 # ---------------------------------------------------------------- model
@@ -25,7 +58,7 @@ class DPMixConfig:
     """DP mixture (stick-breaking prior; Hughes 2016 thesis §3.2)."""
 
     _target_: str = "bnpvi.alloc.DPMixAlloc"
-    gamma: float = MISSING  # DP concentration γ: larger values favour more clusters
+    gamma: float = key("DP concentration γ: larger values favour more clusters")
 
 
 @dataclass
@@ -33,7 +66,7 @@ class FiniteMixConfig:
     """Finite mixture with a symmetric Dirichlet(γ/K) prior on the weights (K fixed)."""
 
     _target_: str = "bnpvi.alloc.FiniteMixAlloc"
-    gamma: float = MISSING  # total prior concentration γ (each weight gets γ/K)
+    gamma: float = key("total prior concentration γ (each weight gets γ/K)")
 
 
 @dataclass
@@ -41,9 +74,9 @@ class FiniteHMMConfig:
     """Finite sticky HMM: symmetric Dirichlet rows plus a sticky self-transition bias (K fixed)."""
 
     _target_: str = "bnpvi.alloc.FiniteHMMAlloc"
-    alpha: float = MISSING  # total concentration α of each transition row (each entry α/K)
-    start_alpha: float = MISSING  # total concentration α_0 of the start distribution
-    sticky_kappa: float = MISSING  # κ ≥ 0 added to each row's self-transition (not obs.kappa)
+    alpha: float = key("total concentration α of each transition row (each entry α/K)")
+    start_alpha: float = key("total concentration α_0 of the start distribution")
+    sticky_kappa: float = key("κ ≥ 0 added to each row's self-transition (not obs.kappa)")
 
 
 @dataclass
@@ -51,21 +84,21 @@ class HDPHMMConfig:
     """Sticky HDP-HMM: transition rows Dirichlet around shared top-level probabilities (Hughes 2016 thesis Ch. 6)."""
 
     _target_: str = "bnpvi.alloc.HDPHMMAlloc"
-    gamma: float = MISSING  # top-level concentration γ: larger values favour more states
-    alpha: float = MISSING  # concentration α of each transition row around the top level
-    start_alpha: float = MISSING  # concentration α_0 of the start distribution around the top level
-    sticky_kappa: float = MISSING  # κ ≥ 0 added to each row's self-transition (not obs.kappa)
+    gamma: float = key("top-level concentration γ: larger values favour more states")
+    alpha: float = key("concentration α of each transition row around the top level")
+    start_alpha: float = key("concentration α_0 of the start distribution around the top level")
+    sticky_kappa: float = key("κ ≥ 0 added to each row's self-transition (not obs.kappa)")
 
 
 @dataclass
 class TopicLocalConfig:
     """The document-level local step of the topic models (Hughes 2016 thesis Alg. 5.1-5.2)."""
 
-    max_iters: int = MISSING  # cap on a document's iterations
-    conv_thr: float = MISSING  # a document stops when no N_dk moves by more than this
-    n_restarts: int = MISSING  # sparse restart proposals per document (0: none)
-    restart_iters: int = MISSING  # local iterations of each restart proposal
-    warm_start: bool = MISSING  # memo: start each document from its topic counts of the batch's last visit
+    max_iters: int = key("cap on a document's iterations")
+    conv_thr: float = key("a document stops when no N_dk moves by more than this")
+    n_restarts: int = key("sparse restart proposals per document (0: none)")
+    restart_iters: int = key("local iterations of each restart proposal")
+    warm_start: bool = key("memo: start each document from its topic counts of the batch's last visit")
 
 
 @dataclass
@@ -73,9 +106,9 @@ class HDPTopicConfig(TopicLocalConfig):
     """HDP topic model: document topic weights Dirichlet around shared top-level probabilities (thesis Ch. 5)."""
 
     _target_: str = "bnpvi.alloc.HDPTopicAlloc"
-    gamma: float = MISSING  # top-level concentration γ: larger values favour more topics
-    alpha: float = MISSING  # concentration α of each document's topic weights around the top level
-    learn_alpha: bool = MISSING  # learn α by empirical Bayes (maximise the ELBO over α at every global step)
+    gamma: float = key("top-level concentration γ: larger values favour more topics")
+    alpha: float = key("concentration α of each document's topic weights around the top level")
+    learn_alpha: bool = key("learn α by empirical Bayes (maximise the ELBO over α at every global step)")
 
 
 @dataclass
@@ -83,7 +116,7 @@ class LDAConfig(TopicLocalConfig):
     """Latent Dirichlet allocation: K topics, document weights Dirichlet(α/K, ..., α/K) (K fixed)."""
 
     _target_: str = "bnpvi.alloc.LDAAlloc"
-    alpha: float = MISSING  # total concentration α of each document's topic weights (each topic α/K)
+    alpha: float = key("total concentration α of each document's topic weights (each topic α/K)")
 
 
 # ---------------------------------------------------------------- obs
@@ -92,11 +125,11 @@ class GaussConfig:
     """Full-covariance Gaussian, Normal-Wishart prior; unset values are data-driven."""
 
     _target_: str = "bnpvi.obs.Gauss.from_config"
-    sF: float = MISSING  # prior expected covariance = sF x the data covariance scale
-    prior_cov: str = MISSING  # eye | diag | cov: which data covariance scale
-    nu: Optional[float] = MISSING  # Wishart degrees of freedom ν̄ (null: D + 2)
-    kappa: float = MISSING  # prior pseudo-count κ̄ of the mean
-    mean: Optional[List[float]] = MISSING  # prior mean m̄ (null: the data mean)
+    sF: float = key("prior expected covariance = sF x the data covariance scale")
+    prior_cov: str = key("eye | diag | cov: which data covariance scale")
+    nu: Optional[float] = key("Wishart degrees of freedom ν̄ (null: D + 2)")
+    kappa: float = key("prior pseudo-count κ̄ of the mean")
+    mean: Optional[List[float]] = key("prior mean m̄ (null: the data mean)")
 
 
 @dataclass
@@ -111,9 +144,9 @@ class ZeroMeanGaussConfig:
     """Zero-mean full-covariance Gaussian, Wishart prior."""
 
     _target_: str = "bnpvi.obs.ZeroMeanGauss.from_config"
-    sF: float = MISSING
-    prior_cov: str = MISSING
-    nu: Optional[float] = MISSING
+    sF: float = key("prior expected covariance = sF x the data covariance scale")
+    prior_cov: str = key("eye | diag | cov: which data covariance scale")
+    nu: Optional[float] = key("Wishart degrees of freedom ν̄ (null: D + 2)")
 
 
 @dataclass
@@ -121,11 +154,11 @@ class ARGaussConfig:
     """First-order vector autoregression x_t ~ N(A x_{t-1}, Λ⁻¹), matrix-normal-Wishart prior (sequences only)."""
 
     _target_: str = "bnpvi.obs.ARGauss.from_config"
-    nu: Optional[float] = MISSING  # Wishart degrees of freedom ν̄ (null: D + 2)
-    sF: float = MISSING  # prior expected noise covariance = sF x the first-difference covariance scale
-    sV: float = MISSING  # column precision of A = sV x the first-difference covariance scale
-    prior_cov: str = MISSING  # eye | diag | cov: which scale of the covariance of x_t - x_{t-1}
-    mean_matrix: str = MISSING  # eye | zero: prior mean of A
+    nu: Optional[float] = key("Wishart degrees of freedom ν̄ (null: D + 2)")
+    sF: float = key("prior expected noise covariance = sF x the first-difference covariance scale")
+    sV: float = key("column precision of A = sV x the first-difference covariance scale")
+    prior_cov: str = key("eye | diag | cov: which scale of the covariance of x_t - x_{t-1}")
+    mean_matrix: str = key("eye | zero: prior mean of A")
 
 
 @dataclass
@@ -133,7 +166,7 @@ class MultConfig:
     """Multinomial over a vocabulary (bag of words), symmetric Dirichlet prior."""
 
     _target_: str = "bnpvi.obs.Mult.from_config"
-    lam: float = MISSING  # Dirichlet pseudo-count λ̄ of every word in every cluster
+    lam: float = key("Dirichlet pseudo-count λ̄ of every word in every cluster")
 
 
 @dataclass
@@ -141,8 +174,8 @@ class BernConfig:
     """Independent Bernoulli per dimension (binary vectors), Beta prior."""
 
     _target_: str = "bnpvi.obs.Bern.from_config"
-    lam1: float = MISSING  # Beta(λ̄₁, λ̄₀): pseudo-count of a 1
-    lam0: float = MISSING  # ... and of a 0
+    lam1: float = key("Beta(λ̄₁, λ̄₀) prior: pseudo-count of a 1")
+    lam0: float = key("Beta(λ̄₁, λ̄₀) prior: pseudo-count of a 0")
 
 
 # ---------------------------------------------------------------- alg
@@ -151,105 +184,137 @@ class AlgConfig:
     """Keys every algorithm has."""
 
     name: str = MISSING
-    n_laps: int = MISSING  # maximum number of passes through the data
-    converge_thr: float = MISSING  # stop when |ΔELBO| / N over a lap is below this (topic models: N tokens) ...
-    count_thr: float = MISSING  # ... and no count N_k moved by more than this many atoms (topic models: documents)
-    n_batches: Optional[int] = MISSING  # split a file converted without fixed batches into this many
-    sparse_L: Optional[int] = MISSING  # keep at most L responsibilities per atom (null: dense; mixtures, topics)
+    n_laps: int = key("maximum number of passes through the data")
+    converge_thr: float = key("stop when |ΔELBO| / N over a lap is below this (topic models: N tokens) "
+                              "and no count moved by more than count_thr")
+    count_thr: float = key("largest change of a count N_k, per atom (topic models: per document), "
+                           "that still counts as converged")
+    n_batches: Optional[int] = key("split a file converted without fixed batches into this many")
+    sparse_L: Optional[int] = key("keep at most L responsibilities per atom (null: dense; mixtures, topics)")
+
+
+@dataclass
+class VBConfig(AlgConfig):
+    """Full-data VB: a local step over every batch, then one global step (Hughes 2016 thesis §3.5.1)."""
+
+
+@dataclass
+class MemoConfig(AlgConfig):
+    """Memoized VB: a global step after every batch from exact cached summaries; births, merges and deletes
+    (Hughes 2016 thesis §3.5.3)."""
 
 
 @dataclass
 class SOVBConfig(AlgConfig):
-    """Stochastic VB: step t has rate (rate_delay + t)^(-rate_exponent)."""
+    """Stochastic VB: natural-gradient steps on rescaled batch summaries (Hughes 2016 thesis §3.5.2)."""
 
-    rate_delay: float = MISSING
-    rate_exponent: float = MISSING  # in (0.5, 1]
+    rate_delay: float = key("δ ≥ 0 of the step rate (δ + t)^(-κ)")
+    rate_exponent: float = key("κ in (0.5, 1] of the step rate (δ + t)^(-κ)")
 
 
 # ---------------------------------------------------------------- init
 @dataclass
 class InitConfig:
-    """Initialisation from K atoms chosen by Bregman k-means++ (kmeanspp) or at random (random)."""
+    """Keys of the initialisations that seed K clusters from atoms."""
 
     name: str = MISSING
-    K: Optional[int] = MISSING  # initial number of clusters (null: 1 when births are on, else 8)
-    n_samples: int = MISSING  # atoms sampled for seeding
-    kmeans_iters: Optional[int] = MISSING  # Bregman k-means iterations after seeding (null: the model's default)
+    K: Optional[int] = key("initial number of clusters (null: 1 when births are on, else 8; 50 for topic models)")
+    n_samples: int = key("atoms sampled for seeding")
+    kmeans_iters: Optional[int] = key("Bregman k-means iterations after seeding (null: 10 for topic models, else 0)")
 
 
 @dataclass
 class KmeansppConfig(InitConfig):
-    n_trials: Optional[int] = MISSING  # candidates per seed (null: 2 + ln K)
+    """K atoms chosen by greedy Bregman k-means++ (Hughes 2016 thesis Alg. 2.2)."""
+
+    n_trials: Optional[int] = key("candidates per seed (null: 2 + ln K)")
+
+
+@dataclass
+class RandomInitConfig(InitConfig):
+    """K atoms chosen uniformly at random."""
+
+
+@dataclass
+class FromRunConfig:
+    """K, cluster ids and global parameters of a finished (or interrupted) run: a warm start, on the same data
+    or new data of the same kind; the model, the observation family and the dimension must match."""
+
+    name: str = MISSING
+    path: str = key("RUN_DIR of the run to start from (its model.h5)")
 
 
 # ---------------------------------------------------------------- data
 @dataclass
 class ToyConfig:
     """The built-in toy set that fits the model (points for mixtures, bars documents for topic models,
-    sequences for HMMs)."""
+    sequences for HMMs), generated once and cached."""
 
     name: str = MISSING
-    seed: int = MISSING
-    n_batches: Optional[int] = MISSING  # batches of the generated file (null: 5 points, 4 documents, 8 sequences)
-    n_atoms: int = MISSING  # points: how many
-    n_docs: int = MISSING  # topic models: documents of the bars corpus (10 % held out)
-    n_seqs: int = MISSING  # sequences: how many ...
-    seq_length: int = MISSING  # ... and how long
+    seed: int = key("seed of the generated data")
+    n_batches: Optional[int] = key("batches of the generated file (null: 5 points, 4 documents, 8 sequences)")
+    n_atoms: int = key("mixtures: number of points")
+    n_docs: int = key("topic models: documents of the bars corpus (10 % held out)")
+    n_seqs: int = key("HMMs: number of sequences")
+    seq_length: int = key("HMMs: steps per sequence")
 
 
 @dataclass
 class HDF5Config:
-    """A file written by ``bnpvi-data convert``."""
+    """A file written by ``bnpvi-data convert`` (data.path=FILE alone picks this option)."""
 
     name: str = MISSING
-    path: str = MISSING
+    path: str = key("the .h5 file")
 
 
 # ---------------------------------------------------------------- moves
 @dataclass
 class BirthConfig:
-    """Birth proposals (Hughes 2016 thesis §4.2): split a poorly fit cluster, seeded by k-means on
-    its data in the lap's first batch and judged after the lap has refreshed every batch. For HMMs
-    (thesis §6.5.2): new states cut from a run of one state in a sequence, judged at the batch;
-    n_new, min_batch_mass, eps, max_atoms and kmeans_iters do not apply there."""
+    """Birth proposals (Hughes 2016 thesis §4.2): split a poorly fit cluster, judged by the exact whole-data ELBO.
 
-    start_lap: int = MISSING  # first lap with births
-    stop_lap: Optional[int] = None  # last lap with births (null: no limit)
-    max_per_lap: int = MISSING  # births proposed per lap (distinct targets; HMMs: spread over the batches)
-    n_new: int = MISSING  # J': fresh clusters per birth (fewer if the target has little data)
-    min_batch_mass: float = MISSING  # skip targets with less mass N_bk in the batch
-    eps: float = MISSING  # atoms with r_nk > eps form the k-means subset
-    max_atoms: int = MISSING  # cap on that subset
-    kmeans_iters: int = MISSING  # Bregman k-means iterations on the subset
-    refine_iters: int = MISSING  # local step / global step rounds of the proposal on the seeding batch
-    refine_laps: int = MISSING  # mixtures, topic models: laps a rejected proposal may live, refined by its whole-data summaries
-    Kmax: int = MISSING  # no births beyond this many clusters
-    retry_change: float = MISSING  # retry a failed target once its size changed by this fraction
-    min_block: int = MISSING  # HMMs: births cut new states from a run of one state this long or longer
-    max_stuck: int = MISSING  # when every cluster failed: retry the least recently tried for this many laps
+    Mixtures and topic models seed the split by k-means on the cluster's data in the lap's first batch and
+    judge it after the lap has refreshed every batch. HMMs (thesis §6.5.2) cut new states from a run of one
+    state in a sequence and judge them at the batch; n_new, min_batch_mass, eps, max_atoms and kmeans_iters
+    do not apply there."""
+
+    start_lap: int = key("first lap with births")
+    stop_lap: Optional[int] = key("last lap with births (null: no limit)", default=None)
+    max_per_lap: int = key("births proposed per lap (distinct targets; HMMs: spread over the batches)")
+    n_new: int = key("J': fresh clusters per birth (fewer if the target has little data)")
+    min_batch_mass: float = key("skip targets with less mass N_bk in the batch")
+    eps: float = key("atoms with r_nk > eps form the k-means subset")
+    max_atoms: int = key("at most this many atoms in the k-means subset")
+    kmeans_iters: int = key("Bregman k-means iterations on the subset")
+    refine_iters: int = key("local step / global step rounds of the proposal on the seeding batch")
+    refine_laps: int = key("mixtures, topic models: laps a rejected proposal may live, refined by its "
+                           "whole-data summaries")
+    Kmax: int = key("no births beyond this many clusters")
+    retry_change: float = key("retry a failed target once its size changed by this fraction")
+    min_block: int = key("HMMs: births cut new states from a run of one state this long or longer")
+    max_stuck: int = key("when every cluster failed: retry the least recently tried for this many laps")
 
 
 @dataclass
 class MergeConfig:
     """Merge proposals (thesis §4.1): pairs chosen by m-score at lap start, exact test at lap end."""
 
-    start_lap: int = MISSING
-    max_pairs: int = MISSING  # candidate pairs tracked per lap
-    max_per_cluster: int = MISSING  # candidate partners per cluster
-    retry_change: float = MISSING  # retry a rejected pair once a member's size changed by this fraction
+    start_lap: int = key("first lap with merges")
+    max_pairs: int = key("candidate pairs tracked per lap")
+    max_per_cluster: int = key("candidate partners per cluster")
+    retry_change: float = key("retry a rejected pair once a member's size changed by this fraction")
 
 
 @dataclass
 class DeleteConfig:
     """Delete proposals (thesis §4.3): move a small cluster's mass to the others, exact test at lap end."""
 
-    start_lap: int = MISSING
-    max_per_lap: int = MISSING  # deletes tracked per lap (judged in turn; a change drops the others)
-    max_fails: int = MISSING  # stop targeting a cluster after this many rejections (until it changes)
-    max_size_frac: float = MISSING  # only clusters holding at most this fraction of the data
-    absorb: int = MISSING  # size of the absorbing set A: the clusters most alike to the target
-    retry_change: float = MISSING
-    max_skip: int = MISSING  # after laps of rejected deletes, wait 0, 1, 3, ... up to this many laps (0: never)
+    start_lap: int = key("first lap with deletes")
+    max_per_lap: int = key("deletes tracked per lap (judged in turn; a change drops the others)")
+    max_fails: int = key("stop targeting a cluster after this many rejections (until it changes)")
+    max_size_frac: float = key("only clusters holding at most this fraction of the data")
+    absorb: int = key("size of the absorbing set A: the clusters most alike to the target")
+    retry_change: float = key("retry a rejected target once its size changed by this fraction")
+    max_skip: int = key("after laps of rejected deletes, wait 0, 1, 3, ... up to this many laps (0: never)")
 
 
 @dataclass
@@ -257,13 +322,13 @@ class ReassignConfig:
     """Reassign proposals (our own move, mixtures with obs=mult or gauss): single atoms moved to the cluster that
     explains them best without their own data, greedily while the exact whole-data ELBO rises."""
 
-    start_lap: int = MISSING
-    max_atoms: int = MISSING  # candidate atoms kept per batch and lap (those with the largest screened gain)
+    start_lap: int = key("first lap with reassigns")
+    max_atoms: int = key("candidate atoms kept per batch and lap (those with the largest screened gain)")
 
 
 @dataclass
 class MovesConfig:
-    """Proposal moves, switched on by listing them: ``moves=[birth,merge,delete]``."""
+    """Proposal moves, switched on by listing them: ``moves=[birth,merge,delete]`` (alg=memo only)."""
 
     birth: Optional[BirthConfig] = None
     merge: Optional[MergeConfig] = None
@@ -272,6 +337,17 @@ class MovesConfig:
 
 
 # ---------------------------------------------------------------- top level
+GROUPS = {
+    "model": "the allocation model: mixture, topic model or HMM",
+    "obs": "the observation family: the distribution of an atom given its cluster",
+    "alg": "the inference algorithm",
+    "init": "how the first clusters are made",
+    "data": "the data set",
+    "moves": "proposal moves that change K, a list: moves=[birth,merge,delete] (alg=memo only)",
+}
+"""Group -> its one-line description."""
+
+
 @dataclass
 class TrainConfig:
     """Top level of ``bnpvi-train``; each group node is typed by its option's schema."""
@@ -281,13 +357,13 @@ class TrainConfig:
     alg: Any = MISSING
     init: Any = MISSING
     data: Any = MISSING
-    moves: MovesConfig = field(default_factory=MovesConfig)  # proposal moves (memo only)
-    seed: int = MISSING  # seeds every random choice of the run
-    checkpoint_every: int = MISSING  # laps between checkpoints (one is always written at the end)
-    eval_every: int = MISSING  # laps between evaluations (sequences: Hamming; topic models: held-out log-likelihood)
-    heldout_split: str = MISSING  # halves | types: document-completion split of the held-out documents
-    heldout_seed: int = MISSING  # seed of that split (the held-out documents themselves are chosen by the file)
-    resume: Optional[str] = None  # RUN_DIR of a run to continue from its latest checkpoint
+    moves: MovesConfig = field(default_factory=MovesConfig)
+    seed: int = key("seeds every random choice of the run")
+    checkpoint_every: int = key("laps between checkpoints (one is always written at the end)")
+    eval_every: int = key("laps between evaluations (sequences: Hamming; held-out data: log-likelihood)")
+    heldout_split: str = key("halves | types: document-completion split of held-out documents")
+    heldout_seed: int = key("seed of that split (the held-out documents themselves are chosen by the file)")
+    resume: Optional[str] = key("RUN_DIR of a run to continue from its latest checkpoint", default=None)
 
 
 SCHEMAS = {
@@ -295,12 +371,12 @@ SCHEMAS = {
               "hdp_hmm": HDPHMMConfig, "hdp_topic": HDPTopicConfig, "lda": LDAConfig},
     "obs": {"gauss": GaussConfig, "diag_gauss": DiagGaussConfig, "zm_gauss": ZeroMeanGaussConfig,
             "mult": MultConfig, "bern": BernConfig, "ar_gauss": ARGaussConfig},
-    "alg": {"vb": AlgConfig, "memo": AlgConfig, "sovb": SOVBConfig},
-    "init": {"kmeanspp": KmeansppConfig, "random": InitConfig},
+    "alg": {"vb": VBConfig, "memo": MemoConfig, "sovb": SOVBConfig},
+    "init": {"kmeanspp": KmeansppConfig, "random": RandomInitConfig, "from_run": FromRunConfig},
     "data": {"toy": ToyConfig, "hdf5": HDF5Config},
     "moves": {"birth": BirthConfig, "merge": MergeConfig, "delete": DeleteConfig, "reassign": ReassignConfig},
 }
-"""Group -> option -> schema; each is stored as ``<group>/<option>_schema``."""
+"""Group -> option -> schema; each is stored as ``schema/<group>/<option>``."""
 
 
 def run_dir(resume, default):
@@ -323,10 +399,7 @@ def register_configs() -> None:
     store.store(name="train_schema", node=TrainConfig)
     for group, options in SCHEMAS.items():
         for option, schema in options.items():
-            if group == "moves":  # each move lives at moves.<name>
-                store.store(group=group, name=f"{option}_schema", node=schema, package=f"moves.{option}")
-            else:
-                store.store(group=group, name=f"{option}_schema", node=schema)
+            store.store(group=f"schema/{group}", name=option, node=schema)
 
 
 def schema_of(group: str, node) -> tuple[str | None, type | None]:
@@ -338,20 +411,46 @@ def schema_of(group: str, node) -> tuple[str | None, type | None]:
     return None, None
 
 
+def user_keys(schema: type) -> list[str]:
+    """The keys of ``schema`` a user sets (all but :data:`INTERNAL_KEYS`), in declaration order."""
+    return [f.name for f in dataclasses.fields(schema) if f.name not in INTERNAL_KEYS]
+
+
+def unknown_key(full_key: str, schema_name: str | None = None) -> str:
+    """One line for a key that the schema named ``schema_name`` (default: the top level) does not have,
+    listing the keys it does have."""
+    if schema_name == MovesConfig.__name__:
+        return f"unknown move {full_key} (the moves are {', '.join(SCHEMAS['moves'])})"
+    for group, options in SCHEMAS.items():
+        for option, schema in options.items():
+            if schema.__name__ == schema_name:
+                prefix = full_key.rsplit(".", 1)[0] if "." in full_key else group
+                keys = ", ".join(f"{prefix}.{k}" for k in user_keys(schema))
+                return f"unknown key {full_key} for {group}={option} (its keys: {keys})"
+    top = [k for k in user_keys(TrainConfig) if k not in GROUPS]
+    return f"unknown key {full_key} (the top-level keys are {', '.join(top)}; the groups {', '.join(GROUPS)})"
+
+
 def check_config(cfg) -> None:
-    """Raise if ``cfg`` has a key its schemas do not know (e.g. one appended with ``+key=``)."""
+    """A one-line ConfigError if ``cfg`` has a key its schemas do not know (e.g. one appended with ``+key=``)."""
     plain = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     plain.pop("hydra", None)
-    OmegaConf.merge(OmegaConf.structured(TrainConfig), plain)
+    for name in plain:
+        if name not in GROUPS and name not in user_keys(TrainConfig):
+            raise ConfigError(unknown_key(str(name)))
+    nodes = []
     for group in ("model", "obs", "alg", "init", "data"):
         node = plain.get(group)
         option, schema = schema_of(group, node) if node is not None else (None, None)
         if schema is None:
-            raise ValueError(f"{group}: not one of the options {sorted(SCHEMAS[group])}")
-        try:
-            OmegaConf.merge(OmegaConf.structured(schema), node)
-        except Exception as err:
-            key = getattr(err, "key", None)
-            if key is None:
-                raise ValueError(f"{group}: {str(err).splitlines()[0]}") from None
-            raise ValueError(f"unknown key {group}.{key} for {group}={option}") from None
+            raise ConfigError(f"{group}: not one of the options {', '.join(SCHEMAS[group])}")
+        nodes.append((group, node, schema))
+    for move, node in (plain.get("moves") or {}).items():
+        if move not in SCHEMAS["moves"]:
+            raise ConfigError(unknown_key(f"moves.{move}", MovesConfig.__name__))
+        if node is not None:
+            nodes.append((f"moves.{move}", node, SCHEMAS["moves"][move]))
+    for prefix, node, schema in nodes:
+        for name in node:
+            if name not in INTERNAL_KEYS and name not in user_keys(schema):
+                raise ConfigError(unknown_key(f"{prefix}.{name}", schema.__name__))

@@ -180,7 +180,10 @@ def test_sigkill_between_checkpoints_then_resume_is_exact(tmp_path, env, referen
 def test_ctrl_c_writes_a_checkpoint_and_resume_is_exact(tmp_path, env, reference_run):
     run, code, _, err = start_and_stop(tmp_path, env, "stopped", signal.SIGINT)
     assert code == 130, err
-    assert "resume=" in err
+    assert "resume=" in err.splitlines()[-1]
+    summary = json.loads((run / "summary.json").read_text())  # rewritten for where the run stopped
+    assert summary["stop_reason"].startswith("interrupted at lap ")
+    assert summary["laps"] == len(pd.read_csv(run / "trace.csv"))
     train([f"resume={run}"], tmp_path, env)
     assert_same_run(reference_run, run)
 
@@ -233,7 +236,8 @@ def test_model_kappa_points_to_sticky_kappa(tmp_path, env):
 
 def test_unknown_option_in_group(tmp_path, env):
     proc = train(["alg=vbb"], tmp_path, env, check=False)
-    assert_one_line_error(proc, "alg/vbb", "memo")
+    assert_one_line_error(proc, "alg=vbb", "memo")
+    assert_one_line_error(train(["model=dp_mix_schema"], tmp_path, env, check=False), "model=dp_mix_schema", "dp_mix")
 
 
 @pytest.mark.parametrize("args, fragments", [
@@ -245,13 +249,13 @@ def test_unknown_option_in_group(tmp_path, env):
 def test_options_that_do_not_fit_the_model_or_algorithm(tmp_path, env, args, fragments):
     proc = train([*args, "data.n_atoms=300"], tmp_path, env, check=False)
     assert_one_line_error(proc, *fragments)
-    assert not list(tmp_path.glob("outputs/*/*"))  # a start-up error leaves no run directory
+    assert not (tmp_path / "outputs").exists()  # a start-up error leaves no run directory
 
 
 def test_missing_data_file(tmp_path, env):
     proc = train(["data=hdf5", "data.path=nope.h5"], tmp_path, env, check=False)
     assert_one_line_error(proc, "nope.h5")
-    assert not list(tmp_path.glob("outputs/*/*"))
+    assert not (tmp_path / "outputs").exists()
 
 
 @pytest.mark.parametrize("args, fragments", [
@@ -262,7 +266,7 @@ def test_data_of_the_wrong_kind(tmp_path, env, args, fragments):
     write_points(tmp_path / "points.h5", np.random.default_rng(0).normal(size=(100, 2)), n_batches=2)
     proc = train([*args, "data=hdf5", "data.path=points.h5"], tmp_path, env, check=False)
     assert_one_line_error(proc, *fragments)
-    assert not list(tmp_path.glob("outputs/*/*"))
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_nan_in_data(tmp_path, env):
@@ -272,7 +276,7 @@ def test_nan_in_data(tmp_path, env):
         f["X"][30, 1] = np.nan
     proc = train(["data=hdf5", "data.path=bad.h5", "init.K=2"], tmp_path, env, check=False)
     assert_one_line_error(proc, "bad.h5")
-    assert not list(tmp_path.glob("outputs/*/*"))
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_dimension_mismatch_with_checkpoint(tmp_path, env):
@@ -296,3 +300,52 @@ def test_corrupt_or_missing_checkpoint(tmp_path, env):
     assert_one_line_error(train(["resume=r", "model.gamma=3"], tmp_path, env, check=False), "model.gamma")
     assert_one_line_error(train(["-m", "resume=r,nowhere"], tmp_path, env, check=False), "nowhere")
     assert not (tmp_path / "nowhere").exists()
+    assert sorted(p.name for p in (tmp_path / "r" / ".hydra").iterdir()) == ["config.yaml", "hydra.yaml",
+                                                                            "overrides.yaml"]
+    assert not (tmp_path / "outputs").exists()  # a refused resume writes nothing, in the run or beside it
+
+
+def test_a_value_the_model_refuses_is_the_last_line(tmp_path, env):
+    """Hydra wraps the model's own error when it builds the model; the user sees only the model's line."""
+    proc = train(["model.gamma=-1"], tmp_path, env, check=False)
+    assert_one_line_error(proc, "model.gamma", "-1")
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_data_path_alone_picks_a_converted_file(tmp_path, env):
+    rng = np.random.default_rng(0)
+    write_points(tmp_path / "my.h5", np.concatenate([rng.normal(size=(200, 2)), rng.normal(size=(200, 2)) + 6]),
+                 n_batches=1, batches_fixed=False)
+    train(["data.path=my.h5", "alg.n_batches=4", "alg.n_laps=3"], tmp_path, env)
+    (run,) = list((tmp_path / "outputs").glob("*/*"))
+    assert json.loads((run / "summary.json").read_text())["n_atoms"] == 400
+
+
+@pytest.mark.parametrize("source, args, command", [
+    ("points.csv", [], "bnpvi-data convert points.csv points.h5`"),
+    ("points.npz", [], "bnpvi-data convert points.npz points.h5`"),
+    ("corpus.ldac", ["model=hdp_topic"], "bnpvi-data convert corpus.ldac corpus.h5 [--vocab VOCAB.txt]`"),
+    ("lines.txt", ["model=hdp_topic"], "bnpvi-data convert lines.txt lines.h5 --text`"),
+    ("seqs.npz", ["model=hdp_hmm"], "bnpvi-data convert seqs.npz seqs.h5 --sequences RANGES`"),
+    ("seqs.csv", ["model=finite_hmm"], "bnpvi-data convert seqs.csv seqs.h5 --sequence-column COLUMN`"),
+])
+def test_a_source_file_names_the_command_that_converts_it(tmp_path, env, source, args, command):
+    (tmp_path / source).write_text("1,2\n")
+    proc = train([*args, f"data.path={source}"], tmp_path, env, check=False)
+    assert_one_line_error(proc, command, f"data.path={source.rsplit('.', 1)[0]}.h5")
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_n_batches_against_fixed_batches_says_what_to_do(tmp_path, env):
+    write_points(tmp_path / "my.h5", np.random.default_rng(0).normal(size=(100, 2)), n_batches=5)
+    proc = train(["data=hdf5", "data.path=my.h5", "alg.n_batches=10"], tmp_path, env, check=False)
+    assert_one_line_error(proc, "5 fixed batches", "drop alg.n_batches", "convert the data again without --batches")
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize("args", [["model=hdp_topic", "data.n_docs=200"],
+                                  ["model=hdp_hmm", "data.n_seqs=4", "data.seq_length=100", "data.n_batches=2"]])
+def test_topic_and_hmm_runs_say_nothing_about_reassign(tmp_path, env, args):
+    """alg=memo lists reassign by default; models it does not apply to skip it without a word."""
+    proc = train([*args, "alg.n_laps=1"], tmp_path, env)
+    assert "reassign" not in proc.stdout + proc.stderr

@@ -1,5 +1,7 @@
-"""A run stopped in the middle of a lap and resumed from its checkpoint ends exactly where the
-uninterrupted run ends, for every algorithm and for an allocation model with its own globals."""
+"""A run stopped in the middle of a lap writes its files as they stand (summary.json says where it
+stopped), and resumed from its checkpoint ends exactly where the uninterrupted run ends, for every
+algorithm and for an allocation model with its own globals; temporary files of a write cut short are
+removed at resume."""
 import json
 import signal
 
@@ -72,8 +74,15 @@ def assert_resume_is_exact(cfg, tmp_path, lap=2):
             run.train()
         finally:
             run.close()
-    assert not (cut / "model.h5").exists()
+    interrupted = json.loads((cut / "summary.json").read_text())  # the files describe the run where it stopped
+    assert interrupted["stop_reason"].startswith(f"interrupted at lap {lap} batch 1")
+    assert interrupted["laps"] == lap and not interrupted["converged"]
+    assert read_model(cut / "model.h5")["uids"].tolist() == interrupted["uids"]
+    leftovers = [cut / "checkpoints" / ".latest.h5.x1y2.tmp", cut / ".model.h5.x1y2.tmp"]  # a kill mid-write
+    for path in leftovers:
+        path.write_bytes(b"partial")
     runner.resume(cut, cfg)
+    assert not any(path.exists() for path in leftovers)
 
     ref_model, ref_summary, ref_trace = outputs(tmp_path / "ref")
     model, summary, trace = outputs(cut)

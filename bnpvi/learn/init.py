@@ -1,4 +1,5 @@
-"""Initialisation: pick K atoms (Bregman k-means++ or at random) and turn them into globals.
+"""Initialisation: pick K atoms (Bregman k-means++ or at random) and turn them into globals, or take
+the globals of a saved run (``init=from_run``, :func:`saved_globals`).
 
 Hughes 2016 thesis §3.5.4: each chosen atom gets a one-hot responsibility on its
 own cluster and one global step on those K atoms gives the initial q (τ̂_k = τ̄ + s(x_{n_k}),
@@ -8,11 +9,16 @@ at most ``init.n_samples`` atoms read batch by batch, so memory does not grow wi
 """
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
 
+import numpy as np
+from omegaconf import OmegaConf
+
+from bnpvi.config import schema_of
 from bnpvi.errors import BnpviError
+from bnpvi.io.model_file import read_model_to_apply
 from bnpvi.obs.bregman import hard_summaries, kmeans, kmeanspp_seeds
-from bnpvi.stats import SuffStats
+from bnpvi.stats import ClusterIds, SuffStats
 
 
 def sample_atoms(store, n_samples: int, rng: np.random.Generator):
@@ -64,3 +70,35 @@ def initial_stats(model, store, cfg, rng: np.random.Generator, K: int) -> SuffSt
         return model.hard_stats(sample.take(seeds), np.arange(K), K)
     N, fields = kmeans(obs, sample, *hard_summaries(obs, sample.take(seeds), np.arange(K), K), n_iters)
     return model.empty_stats(K).with_fields(N=N, **fields)
+
+
+def saved_globals(model, store, run_dir) -> tuple[object, ClusterIds]:
+    """The globals and cluster ids of the run in ``run_dir`` (its model.h5), for ``model`` on ``store``.
+
+    The saved global summaries are taken as they are (:meth:`bnpvi.model.Model.restore`), under the
+    priors of ``model``; a run on the same data and config continues from the saved run's ELBO.
+
+    Raises
+    ------
+    BnpviError
+        No model.h5, or one of another model, observation family, kind of data or dimension
+        (a topic model's: vocabulary size) than ``model`` and ``store`` (one line).
+    """
+    run_dir = Path(str(run_dir)).expanduser()
+    if not (run_dir / "model.h5").is_file():
+        raise BnpviError(f"init.path={run_dir} holds no model.h5 (a run writes it when it ends or is interrupted)")
+    tree = read_model_to_apply(run_dir / "model.h5")
+    cfg = OmegaConf.create(tree["config"])
+    saved = {"model": schema_of("model", cfg.model)[0], "obs": schema_of("obs", cfg.obs)[0]}
+    for group, ours in (("model", model.alloc.name), ("obs", model.obs.name)):
+        if saved[group] != ours:
+            raise BnpviError(f"init=from_run: {run_dir} has {group}={saved[group]}, this run {group}={ours}; "
+                             f"add {group}={saved[group]}")
+    kind, D = str(tree["data"]["kind"]), int(tree["data"]["D"])
+    if kind != store.kind:
+        raise BnpviError(f"init=from_run: {run_dir} was trained on {kind} data; {store.path} holds {store.kind} data")
+    if D != store.D:
+        size = "vocabulary size V" if kind == "bow" else "dimension D"
+        raise BnpviError(f"init=from_run: {run_dir} was trained with {size}={D}; {store.path} has {store.D}")
+    globals_ = model.restore(SuffStats.from_tree(tree["stats"]), tree["allocation"])
+    return globals_, ClusterIds(np.asarray(tree["uids"], dtype=np.int64))

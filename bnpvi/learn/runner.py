@@ -5,6 +5,8 @@ It owns everything around the algorithm: the run directory's trace, checkpoints
 model, the plot, evaluation against true labels and, for topic models on a file with
 held-out documents, by document completion (:mod:`bnpvi.learn.heldout`), and resuming
 from a checkpoint so that the resumed run ends exactly where the uninterrupted one would have.
+A run starts from K seeds or from a saved run's globals (``init=from_run``); an interrupted run
+writes its files for the state it stopped in; a run that cannot start leaves no run directory.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from bnpvi.data.store import BatchStore
 from bnpvi.data.toy import ensure_toy, ensure_toy_bars, ensure_toy_sequences
 from bnpvi.errors import BnpviError
 from bnpvi.io.assignments import write_assignments
-from bnpvi.io.checkpoint import load_checkpoint, save_checkpoint
+from bnpvi.io.checkpoint import checkpoint_path, load_checkpoint, remove_partial_writes, save_checkpoint
 from bnpvi.io.model_file import write_model
 from bnpvi.io.plots import plot_trace
 from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
@@ -36,7 +38,7 @@ from bnpvi.learn.assign import assign_file, marks_heldout
 from bnpvi.learn.base import LapResult
 from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
-from bnpvi.learn.init import initial_stats
+from bnpvi.learn.init import initial_stats, saved_globals
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.sovb import StochasticVB
 from bnpvi.learn.vb import FullVB
@@ -49,6 +51,21 @@ from bnpvi.stats import ClusterIds, SuffStats
 log = logging.getLogger("bnpvi")
 
 ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB)}
+
+SOURCE_OPTIONS = {".csv": "", ".tsv": "", ".npy": "", ".npz": "", ".ldac": " [--vocab VOCAB.txt]", ".txt": " --text"}
+"""Suffixes of the files ``bnpvi-data convert`` reads, and the options their conversion needs."""
+SEQUENCE_OPTIONS = {".csv": " --sequence-column COLUMN", ".npz": " --sequences RANGES"}
+"""... and for sequences: the column of sequence ids, or the array of sequence boundaries."""
+
+
+def convert_command(path: Path, alloc) -> str | None:
+    """The ``bnpvi-data convert`` command that turns the source file ``path`` into a batch file for ``alloc``
+    (None when ``path`` is no such file)."""
+    suffix = path.suffix.lower()
+    if suffix not in SOURCE_OPTIONS:
+        return None
+    options = SEQUENCE_OPTIONS.get(suffix, "") if alloc.data_kinds == ("seq",) else SOURCE_OPTIONS[suffix]
+    return f"bnpvi-data convert {path} {path.with_suffix('.h5')}{options}"
 
 
 class Interrupted(Exception):
@@ -84,6 +101,10 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
         if data.get("path") in (None, "", "???"):
             raise BnpviError("data=hdf5 needs data.path=FILE (a file written by `bnpvi-data convert`)")
         path = Path(str(data.path)).expanduser()
+        command = convert_command(path, alloc)
+        if command is not None:
+            raise BnpviError(f"data.path={path} is a {path.suffix} file, but bnpvi-train reads batch files: run "
+                             f"`{command}` (see bnpvi-data convert --help), then data.path={path.with_suffix('.h5')}")
     else:
         raise BnpviError(f"unknown data {data.name!r}; choose toy or hdf5")
     store = BatchStore.open(path, n_batches=cfg.alg.get("n_batches"))
@@ -160,6 +181,8 @@ class Run:
         try:
             self.moments = moments = self.store.scan()
             self.model = build_model(cfg, alloc, self.store.kind, self.store.D, moments)
+            if cfg.init.name == "from_run":  # the saved globals describe all the data: memo's lap 1 keeps them
+                self.model.alloc.full_first_pass = True  # until every batch has been summarised under them
             self.moves = self._moves()
         except BaseException:
             self.store.close()
@@ -178,15 +201,22 @@ class Run:
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
             + (["heldout_loglik"] if self.heldout else [])
         if checkpoint is None:
-            K = initial_K(cfg, self.moves, self.model.alloc)
-            stats = initial_stats(self.model, self.store, cfg.init, self.rng, K)
-            self.alg = self._algorithm(self.model.global_step(stats), ClusterIds.first(stats.K))
+            self.alg = self._algorithm(*self._initial_globals())
             self.trace = CsvTable(self.run_dir / "trace.csv", columns)
             self.clusters = CsvTable(self.run_dir / "clusters.csv", CLUSTER_COLUMNS)
             self._open_move_log()
             self.elapsed_before = 0.0
         else:
             self._restore(checkpoint, columns)
+
+    def _initial_globals(self) -> tuple:
+        """The globals and cluster ids the run starts from: a saved run's (``init=from_run``) or the
+        summaries of K seeds."""
+        if self.cfg.init.name == "from_run":
+            return saved_globals(self.model, self.store, self.cfg.init.path)
+        K = initial_K(self.cfg, self.moves, self.model.alloc)
+        stats = initial_stats(self.model, self.store, self.cfg.init, self.rng, K)
+        return self.model.global_step(stats), ClusterIds.first(stats.K)
 
     def _moves(self):
         """The ``moves`` node when any move is switched on (memoized VI of a nonparametric model only)."""
@@ -200,8 +230,8 @@ class Run:
             raise BnpviError(f"moves={chosen} change K, but model={self.model.alloc.name} is a finite model "
                              "whose prior depends on K; use moves=[] (or a nonparametric model)")
         if "reassign" in chosen and not reassign_supported(self.model):  # on by default with alg=memo: no warning
-            log.info("moves.reassign applies to mixtures with obs=mult or obs=gauss; skipped for model=%s obs=%s",
-                     self.model.alloc.name, self.model.obs.name)
+            log.debug("moves.reassign applies to mixtures with obs=mult or obs=gauss; skipped for model=%s obs=%s",
+                      self.model.alloc.name, self.model.obs.name)
             chosen.remove("reassign")
         kept = [m for m in chosen if m in self.model.alloc.moves]
         if kept != chosen:
@@ -361,19 +391,25 @@ class Run:
                     if result.lap % every == 0 and not self.converged and result.lap < n_laps:
                         self.checkpoint()
                 if stop["signal"] is not None:
-                    path = self.checkpoint()
-                    raise Interrupted(f"interrupted at lap {self.alg.lap} batch {self.alg.pos}; checkpoint {path}; "
-                                      f"continue with: bnpvi-train resume={self.run_dir}")
+                    where = f"interrupted at lap {self.alg.lap} batch {self.alg.pos}"
+                    hint = f"continue with: bnpvi-train resume={self.run_dir}"
+                    self.finish(f"{where} (signal {stop['signal']}); {hint}")
+                    raise Interrupted(f"{where}; checkpoint {checkpoint_path(self.run_dir)}; {hint}")
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
         return self.finish()
 
-    def finish(self) -> dict:
+    def finish(self, stop_reason: str | None = None) -> dict:
+        """Write the checkpoint, the model files and summary.json for the current globals; ``stop_reason``
+        when the run stops for another reason than convergence or the lap limit (an interruption: the
+        files then describe the run where it stopped, which is where a resume continues)."""
         self.checkpoint()
         globals_ = self.alg.globals
-        stop_reason = ("converged: ELBO change below alg.converge_thr, counts stable, no move accepted or left "
-                       "to try" if self.converged else f"lap limit alg.n_laps={int(self.cfg.alg.n_laps)} reached")
+        if stop_reason is None:
+            stop_reason = ("converged: ELBO change below alg.converge_thr, counts stable, no move accepted or "
+                           "left to try" if self.converged else
+                           f"lap limit alg.n_laps={int(self.cfg.alg.n_laps)} reached")
         summary = {"elbo": self.trace.rows[-1]["elbo"] if self.trace.rows else None,
                    "K": globals_.K, "laps": self.alg.lap, "converged": self.converged, "stop_reason": stop_reason,
                    "elapsed_s": round(self.elapsed(), 4), "n_atoms": self.store.n_atoms, "D": self.store.D,
@@ -404,8 +440,9 @@ class Run:
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         score = "".join(f"  {name.upper() if name == 'ari' else name.split('_')[0]} {summary[name]:.4f}"
                         for name in ("ari", "hamming", "heldout_loglik") if name in summary)
-        log.info("done: %d laps, elbo %.10g, K %d%s, %.2f s (%s)", self.alg.lap, summary["elbo"], globals_.K,
-                 score, summary["elapsed_s"], stop_reason)
+        elbo = "none yet" if summary["elbo"] is None else f"{summary['elbo']:.10g}"
+        log.info("done: %d laps, elbo %s, K %d%s, %.2f s (%s)", self.alg.lap, elbo, globals_.K, score,
+                 summary["elapsed_s"], stop_reason)
         log.info("run directory: %s", self.run_dir)
         return summary
 
@@ -414,18 +451,13 @@ class Run:
 
 
 def _discard(run_dir: Path) -> None:
-    """Remove a run directory in which no run started (a start-up error), and its parent if left empty."""
-    if (run_dir / "trace.csv").exists() or (run_dir / "checkpoints").exists():
-        return
-    shutil.rmtree(run_dir, ignore_errors=True)
-    try:
-        run_dir.parent.rmdir()
-    except OSError:
-        pass
+    """Remove a run directory in which no run started (a start-up error)."""
+    if not (run_dir / "trace.csv").exists() and not (run_dir / "checkpoints").exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def train(cfg: DictConfig, run_dir: Path) -> dict:
-    """A fresh run in ``run_dir``; a start-up error leaves nothing behind that looks like a run."""
+def start(cfg: DictConfig, run_dir: Path) -> Run:
+    """A fresh run in ``run_dir``, ready to train; a start-up error leaves nothing behind that looks like a run."""
     run_dir = Path(run_dir)
     if (run_dir / "trace.csv").exists():
         raise BnpviError(f"run directory {run_dir} already holds a run; use resume={run_dir} to continue it")
@@ -436,18 +468,31 @@ def train(cfg: DictConfig, run_dir: Path) -> dict:
         _discard(run_dir)
         raise
     log.info("run directory: %s", run_dir)
+    return run
+
+
+def reopen(run_dir: Path, cfg: DictConfig) -> Run:
+    """The run in ``run_dir`` at its latest checkpoint, ready to continue; a refused resume (no or a damaged
+    checkpoint, changed data) changes nothing in ``run_dir``. Partial files left by a killed run are removed."""
+    run = Run(cfg, run_dir, load_checkpoint(run_dir))
+    remove_partial_writes(run_dir)
+    log.info("resuming %s at lap %d, batch %d", run_dir, run.alg.lap, run.alg.pos)
+    return run
+
+
+def run_to_end(run: Run) -> dict:
+    """Train ``run`` until it stops, then close its data file; the summary."""
     try:
         return run.train()
     finally:
         run.close()
+
+
+def train(cfg: DictConfig, run_dir: Path) -> dict:
+    """A fresh run in ``run_dir`` (:func:`start`), trained to its end."""
+    return run_to_end(start(cfg, run_dir))
 
 
 def resume(run_dir: Path, cfg: DictConfig) -> dict:
-    """Continue the run in ``run_dir`` from its latest checkpoint."""
-    checkpoint = load_checkpoint(run_dir)
-    run = Run(cfg, run_dir, checkpoint)
-    try:
-        log.info("resuming %s at lap %d, batch %d", run_dir, run.alg.lap, run.alg.pos)
-        return run.train()
-    finally:
-        run.close()
+    """Continue the run in ``run_dir`` from its latest checkpoint (:func:`reopen`) to its end."""
+    return run_to_end(reopen(run_dir, cfg))
