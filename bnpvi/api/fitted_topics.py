@@ -50,7 +50,7 @@ def count_matrix(docs, V: int, what: str) -> sp.csr_matrix:
     if bad.any():
         j = int(np.flatnonzero(bad)[0])
         row = int(np.searchsorted(X.indptr, j, side="right")) - 1
-        raise BnpviError(f"{what}: document {row} has a count of {X.data[j]!r} for word {X.indices[j]} (counts "
+        raise BnpviError(f"{what}: document {row} has a count of {X.data[j].item()!r} for word {X.indices[j]} (counts "
                          "must be non-negative whole numbers)")
     X.eliminate_zeros()
     return X
