@@ -11,7 +11,7 @@ and OUT.csv beside it:
   and ``heldout`` when the file has a held-out part; :mod:`bnpvi.io.assignments`);
 * topic models (bag-of-words documents): each document's topic weights E[π_d], as the run's
   doc_topics.h5 with the documents' source ``index`` (and ``heldout``); the CSV is wide: ``index``,
-  (``heldout``,) then one column per topic named by its stable id (:mod:`bnpvi.io.topic_weights`);
+  one column per topic named by its stable id, (``heldout``) (:mod:`bnpvi.io.topic_weights`);
 * hidden Markov models (sequences): the Viterbi path of every sequence, as the run's
   segmentation.h5 and segmentation.csv (``sequence,t,state``, stable state ids;
   :mod:`bnpvi.io.segmentation`).
@@ -41,11 +41,11 @@ PROG = "bnpvi-apply"
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Apply the trained model of a run directory to a data file of the kind it was trained on: "
+        description="Apply the trained model of a run directory to a data file of the kind it was trained on:\n"
                     "the local step under the saved globals, no global step. Writes OUT.h5 and OUT.csv.",
         epilog="what OUT.h5 / OUT.csv hold, by model:\n"
                "  mixtures      index, cluster (stable id), probability (+ heldout), as assignments.csv\n"
-               "  topic models  index (+ heldout) and E[pi_d] per topic, as doc_topics.h5; the CSV has one\n"
+               "  topic models  index, E[pi_d] per topic (+ heldout), as doc_topics.h5; the CSV has one\n"
                "                column per topic, named by its stable id\n"
                "  HMMs          Viterbi paths as segmentation.h5; the CSV is sequence,t,state (stable ids)\n"
                "Prints the held-out score when DATA.h5 has a held-out part (and the Hamming distance when a\n"

@@ -44,8 +44,6 @@ def write_assignments(path: Path, blocks: Iterable, uids: np.ndarray, heldout: b
         The number of rows written.
     """
     columns = list(COLUMNS) + ([HELDOUT] if heldout else [])
-    rows = ({"index": b.index, "cluster": b.cluster, "probability": b.probability,
-             "heldout": np.full(b.index.shape[0], int(b.heldout))} for b in blocks)
-    return write_table(path, columns, [c.name for c in columns], rows, {"uids": np.asarray(uids, dtype=np.int64)},
+    return write_table(path, columns, [c.name for c in columns], blocks, {"uids": np.asarray(uids, dtype=np.int64)},
                        {"format": "bnpvi-assignments", "format_version": 1,
                         "cluster": "stable cluster id (model.h5 uids, clusters.csv uid)"})

@@ -53,8 +53,9 @@ def write_table(path: Path, columns: list[Column], header: list[str], blocks: It
     columns : list of Column
     header : list of str
         The CSV's column names: one per 1-D column, ``width`` per wider one, in the order of ``columns``.
-    blocks : iterable of dict
-        Column name -> the block's values ((n,) or (n, width) arrays, the same n for all).
+    blocks : iterable
+        Objects whose attribute of every column's name holds the block's values: an (n,) or (n, width)
+        array, the same n for all, or one value for every row (a held-out flag).
     extra : dict
         Further datasets of the .h5 (:func:`~bnpvi.io.h5tree.write_tree`).
     attrs : dict
@@ -79,11 +80,11 @@ def write_table(path: Path, columns: list[Column], header: list[str], blocks: It
             csv.write(",".join(header) + "\n")
             fmt = [c.fmt for c in columns for _ in range(max(c.width, 1))]
             for block in blocks:
-                m = block[columns[0].name].shape[0]
-                for c in columns:
+                m = np.shape(getattr(block, columns[0].name))[0]
+                values = [np.broadcast_to(getattr(block, c.name), (m, *tails[c.name])) for c in columns]
+                for c, value in zip(columns, values):
                     data[c.name].resize((n + m, *tails[c.name]))
-                    data[c.name][n:] = block[c.name]
-                np.savetxt(csv, np.column_stack([np.asarray(block[c.name]).astype(object) for c in columns]),
-                           fmt=fmt, delimiter=",")
+                    data[c.name][n:] = value
+                np.savetxt(csv, np.column_stack([value.astype(object) for value in values]), fmt=fmt, delimiter=",")
                 n += m
     return n

@@ -7,9 +7,9 @@ of every document, columns in model.h5's topic order, as the run's ``doc_topics.
 (N,) int8 (1 for a held-out document). Training documents come first, in file order, then the
 held-out ones.
 
-The CSV is wide, one row per document: ``index``, ``heldout`` (when present), then one column
-per topic named by its stable id (the ``topic`` of topics.csv), holding E[π_dk]. Both files
-are written block by block and renamed at the end (:mod:`bnpvi.io.tables`).
+The CSV is wide, one row per document: ``index``, then one column per topic named by its stable
+id (the ``topic`` of topics.csv) holding E[π_dk], then ``heldout`` when present. Both files are
+written block by block and renamed at the end (:mod:`bnpvi.io.tables`).
 """
 from __future__ import annotations
 
@@ -41,10 +41,8 @@ def write_topic_weights(path: Path, blocks: Iterable, uids: np.ndarray, heldout:
         The number of documents written.
     """
     uids = np.asarray(uids, dtype=np.int64)
-    columns = [INDEX] + ([HELDOUT] if heldout else []) + [Column("proportions", np.float64, "%.17g", uids.shape[0])]
-    header = [c.name for c in columns[:-1]] + [str(u) for u in uids]
-    rows = ({"index": b.index, "heldout": np.full(b.index.shape[0], int(b.heldout)), "proportions": b.proportions}
-            for b in blocks)
-    return write_table(path, columns, header, rows, {"uids": uids},
+    columns = [INDEX, Column("proportions", np.float64, "%.17g", uids.shape[0])] + ([HELDOUT] if heldout else [])
+    header = ["index", *map(str, uids)] + (["heldout"] if heldout else [])
+    return write_table(path, columns, header, blocks, {"uids": uids},
                        {"format": "bnpvi-topic-weights", "format_version": 1,
                         "proportions": "E[pi_d] of every document; column k is topic uids[k]"})
