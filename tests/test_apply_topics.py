@@ -13,7 +13,8 @@ import scipy.sparse as sp
 import bnpvi
 from bnpvi.data.bars import make_bars
 from bnpvi.data.convert import convert
-from bnpvi.data.store import write_documents, write_points
+from bnpvi.data.store import write_documents, write_points, write_sequences
+from bnpvi.data.toy import make_toy_sequences
 from bnpvi.io.model_file import read_model
 from bnpvi.learn import runner
 from test_apply import apply_cli, assert_one_line_error, compose, moved_away, one_line_error, read_h5
@@ -125,3 +126,21 @@ def test_a_file_of_another_vocabulary_or_kind_fails_on_one_line_and_writes_nothi
                            ("points.h5", "holds points data")):
         assert_one_line_error(apply_cli(run_dir, tmp_path / name, tmp_path / "out.h5"), fragment)
         assert sorted(p.name for p in tmp_path.iterdir()) == inputs  # no output, no temporary
+
+
+def test_a_topic_model_of_grouped_vectors_weighs_every_sequence(tmp_path):
+    """Documents of vectors (a sequence file, obs=zm_gauss): bnpvi-apply names each document by its sequence."""
+    X, seq_range, _ = make_toy_sequences(9, 40, seed=1)
+    data = write_sequences(tmp_path / "groups.h5", X, seq_range, n_batches=3)
+    run_dir = tmp_path / "run"
+    runner.train(compose("model=hdp_topic", "obs=zm_gauss", "init.K=3", "moves=[]", "alg.n_laps=2", "data=hdf5",
+                         f"data.path={data}"), run_dir)
+    fitted = bnpvi.load(run_dir)
+    assert fitted.topics_ is None
+    with one_line_error("transform takes bow data, but this model was trained on seq data"):
+        fitted.transform(sp.csr_matrix((1, 2)))
+    proc = apply_cli(run_dir, data, tmp_path / "out.h5")
+    assert proc.returncode == 0, proc.stderr
+    out = read_h5(tmp_path / "out.h5")
+    np.testing.assert_array_equal(out["index"], np.arange(9))
+    np.testing.assert_array_equal(out["proportions"], read_h5(run_dir / "doc_topics.h5")["proportions"])

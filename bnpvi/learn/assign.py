@@ -103,6 +103,12 @@ def topic_weights(model, globals_, batch) -> np.ndarray:
 
 
 def weigh_file(model, globals_, store) -> Iterator[TopicWeights]:
-    """The topic weights of every document of ``store`` (:func:`file_parts`) under a topic model's globals."""
+    """The topic weights of every document of ``store`` (:func:`file_parts`) under a topic model's globals.
+
+    A bag-of-words document is an atom, named by its source index; a document of grouped vectors
+    (a sequence file, each sequence one document) is a sequence, named by its position in the file.
+    """
     for batch, index, heldout in file_parts(store):
+        if hasattr(batch, "seq_range"):
+            index = batch.first_seq + np.arange(batch.n_seqs, dtype=np.int64)
         yield TopicWeights(index, topic_weights(model, globals_, batch), heldout)

@@ -67,6 +67,7 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
     """
     data = cfg.data
     family = FAMILIES.get(schema_of("obs", cfg.obs)[0])
+    needs_xprev = family is not None and family.needs_xprev
     if data.name == "toy":
         seed = int(data.seed)
         if "points" in alloc.data_kinds:
@@ -78,7 +79,7 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
         else:
             n_batches = 8 if data.n_batches is None else int(data.n_batches)
             path = ensure_toy_sequences(n_seqs=int(data.n_seqs), length=int(data.seq_length), seed=seed,
-                                        n_batches=n_batches, ar=family is not None and family.needs_xprev)
+                                        n_batches=n_batches, ar=needs_xprev)
     elif data.name == "hdf5":
         if data.get("path") in (None, "", "???"):
             raise BnpviError("data=hdf5 needs data.path=FILE (a file written by `bnpvi-data convert`)")
