@@ -115,6 +115,7 @@ class FittedHMM(FittedModel, alloc=HMMAlloc):
         """The Viterbi and marginal-MAP paths of every sequence of ``store`` in ``out`` (as segmentation.h5) and
         the .csv beside it (as segmentation.csv: ``sequence,t,state``, stable ids); scores: the aligned
         Hamming distances to the file's true labels when it has them."""
+        out = Path(out)
         self.check_store(store)
         store.validate()
         if needs_lag(store, self.model.obs):
