@@ -34,8 +34,11 @@ document completion on the file's held-out documents (Hughes, Kim & Sudderth 201
 Eq. 22) through :func:`completion_score`, which takes any model as topic-word weights
 (K, V) and a document prior (K,). Our own model (the run of section "memo", made here
 if that section did not run) goes through the same function, and the script checks
-that the number equals the trace's heldout_loglik. How the peers' topics and priors
-are read:
+that the number equals the trace's heldout_loglik. Every model also infers the topic
+weights of the whole held-out documents, timed at each thread count of ``--infer-threads``
+("infer docs/s"): ours by ``bnpvi.load(RUN_DIR).transform`` (the compiled document step),
+gensim by ``HdpModel.inference``, tomotopy by ``infer`` (``workers`` = the thread count).
+How the peers' topics and priors are read:
 
 * gensim: ``lda_alpha`` and ``lda_beta`` (what ``hdp_to_lda()`` returns at the end of
   training): α times the expected corpus-level stick weights of its T = 150 topics, and
@@ -294,6 +297,28 @@ def training_docs(path: Path, max_docs: int | None) -> tuple[np.ndarray, np.ndar
     return ids, counts, dr.astype(np.int64), V
 
 
+def heldout_docs(path: Path):
+    """The file's held-out documents, whole (as inference sees them), as a (N, V) CSR count matrix."""
+    from bnpvi.data.store import BatchStore
+
+    with BatchStore.open(path) as store:
+        return store.read_heldout().csr()
+
+
+def timed_inference(args, n_docs: int, infer) -> dict:
+    """Seconds of ``infer(threads)`` (the topic weights of the ``n_docs`` held-out documents) at every thread
+    count of ``--infer-threads``, BLAS and OpenMP limited to it."""
+    from threadpoolctl import threadpool_limits
+
+    seconds = []
+    for n in args.infer_threads:
+        with threadpool_limits(n):
+            start = time.perf_counter()
+            infer(n)
+            seconds.append(time.perf_counter() - start)
+    return {"infer_threads": np.array(args.infer_threads), "infer_seconds": np.array(seconds), "infer_docs": n_docs}
+
+
 # ------------------------------------------------------------------ peer workers (child processes)
 class StreamedBow:
     """A gensim corpus streamed from CSR arrays: len() documents, each a list of (word id, count)."""
@@ -321,9 +346,12 @@ def worker_gensim(args, ids, counts, dr, V) -> dict:
     seconds = time.perf_counter() - start
     alpha, beta = np.asarray(model.lda_alpha, dtype=np.float64), np.asarray(model.lda_beta, dtype=np.float64)
     print(f"gensim HdpModel: T={beta.shape[0]}, sum alpha {alpha.sum():.4g}, {seconds:.1f} s", flush=True)
+    docs = heldout_docs(args.data)
+    held = list(StreamedBow(docs.indices, docs.data.astype(np.int64), docs.indptr))
     return {"weights": beta, "prior": alpha, "prior_rest": 0.0, "mass": alpha, "seconds": seconds,
-            "K": int(beta.shape[0]), "info": f"one online pass, chunksize 256, T=150, alpha={model.m_alpha:g}, "
-                                              f"gamma={model.m_gamma:g}, eta={model.m_eta:g}"}
+            "K": int(beta.shape[0]), **timed_inference(args, len(held), lambda n: model.inference(held)),
+            "info": f"one online pass, chunksize 256, T=150, alpha={model.m_alpha:g}, gamma={model.m_gamma:g}, "
+                    f"eta={model.m_eta:g}; inference: HdpModel.inference (lda_e_step per document)"}
 
 
 def worker_tomotopy(args, ids, counts, dr, V) -> dict:
@@ -362,12 +390,17 @@ def worker_tomotopy(args, ids, counts, dr, V) -> dict:
     share = tables / (tables + gamma)
     print(f"tomotopy HDPModel: live K {int(live.sum())}, alpha {alpha:.4g}, gamma {gamma:.4g}, eta {eta:.4g}, "
           f"tables {tables:.0f} (documents x topics in use {doc_use.sum():.0f}), {seconds:.1f} s", flush=True)
+    docs = heldout_docs(args.data)
+    held = [model.make_doc([str(v) for v in np.repeat(docs.indices[lo:hi], docs.data[lo:hi].astype(np.int64))])
+            for lo, hi in zip(docs.indptr[:-1], docs.indptr[1:])]
+    inference = timed_inference(args, len(held), lambda n: model.infer(held, workers=n))
     return {"weights": n_kv + eta, "prior": alpha * share * m_k / tables, "prior_rest": alpha * (1 - share),
-            "prior_tokens": alpha * share * tokens / tokens.sum(), "mass": tokens, "seconds": seconds,
+            "prior_tokens": alpha * share * tokens / tokens.sum(), "mass": tokens, "seconds": seconds, **inference,
             "K": int(live.sum()), "info": f"{args.peer_iters} Gibbs sweeps, workers={args.peer_workers or 'all'}, "
                                            f"options {opts_text(args.tomotopy_opts)}; optim_interval "
                                            f"{model.optim_interval}, final alpha={alpha:.4g}, gamma={gamma:.4g}, "
-                                           f"eta={eta:.3g}, ll/word {model.ll_per_word:.4f}"}
+                                           f"eta={eta:.3g}, ll/word {model.ll_per_word:.4f}; inference: "
+                                           "infer (Gibbs, 100 iterations, the default)"}
 
 
 WORKERS = {"gensim": worker_gensim, "tomotopy": worker_tomotopy}
@@ -456,6 +489,7 @@ def section_memo(args) -> None:
 
 def section_peers(args) -> None:
     """gensim and tomotopy HDPs on our training documents, scored by our document completion, beside ours."""
+    import bnpvi
     from bnpvi.data.store import BatchStore
 
     docs = "all" if args.max_docs is None else f"the first {args.max_docs}"
@@ -470,48 +504,75 @@ def section_peers(args) -> None:
             start = time.perf_counter()
             score, n_tok = completion_score(store, ours["weights"], ours["prior"], ours["prior_rest"])
             took = time.perf_counter() - start
+            fitted = bnpvi.load(run["dir"])
+            held = heldout_docs(args.data)
+            infer = timed_inference(args, held.shape[0], lambda n: fitted.transform(held))
             rows.append([f"bnpvi memo+merge+delete K={args.K} ({int(last['lap'])} laps)", int(last["K"]),
                          big_topics(ours["mass"]), f"{score:.4f}", f"{last['elapsed_s']:.1f}", f"{run['wall']:.1f}",
-                         mib(run["rss"])])
+                         mib(run["rss"]), docs_per_s(infer)])
             same = "equal" if score == last["heldout_loglik"] else f"differ by {score - last['heldout_loglik']:.2e}"
             notes.append(f"check: bnpvi scored here {score:.12f}, trace heldout_loglik {last['heldout_loglik']:.12f} "
                          f"({same}); {n_tok} target tokens; scoring took {took:.1f} s")
         for name in args.peers:
-            try:
-                __import__(name)
-            except ImportError:
-                print(f"{name}: skipped (not importable; `pip install {name}` into this environment to add it)")
+            peer = run_peer(args, name, store)
+            if peer is None:
                 continue
-            out_path = args.work / f"peer_{name}.npz"
-            cmd = [sys.executable, str(Path(__file__).resolve()), "--peer-worker", name, "--peer-out", str(out_path),
-                   "--data", str(args.data), "--seed", str(args.seed), "--peer-iters", str(args.peer_iters),
-                   "--peer-workers", str(args.peer_workers)] + \
-                (["--max-docs", str(args.max_docs)] if args.max_docs is not None else []) + \
-                (["--tomotopy-opts", *args.tomotopy_opts] if args.tomotopy_opts else [])
-            log_path = args.work / f"peer_{name}.log"
-            print(f"  running: {name} (log {log_path})", flush=True)
-            rc, wall, rss = run_child(cmd, log_path)
-            if rc != 0 or not out_path.exists():
-                failed(name, rc, log_path)
-                continue
-            with np.load(out_path) as z:
-                peer = {k: z[k] for k in z.files}
-            keep = peer["prior"] > 0
-            if not keep.all():
-                notes.append(f"{name}: {int((~keep).sum())} topics with a zero prior weight left out")
-            score, _ = completion_score(store, peer["weights"][keep], peer["prior"][keep], float(peer["prior_rest"]))
-            label = {"gensim": "gensim HdpModel (defaults)",
-                     "tomotopy": f"tomotopy HDPModel ({args.peer_iters} sweeps, "
-                                 f"{opts_text(args.tomotopy_opts)})"}[name]
-            rows.append([label, int(peer["K"]), big_topics(peer["mass"]), f"{score:.4f}",
-                         f"{float(peer['seconds']):.1f}", f"{wall:.1f}", mib(rss)])
-            notes.append(f"{name}: {peer['info']}")
-            if "prior_tokens" in peer:
-                alt, _ = completion_score(store, peer["weights"][keep], peer["prior_tokens"][keep],
-                                          float(peer["prior_rest"]))
-                notes.append(f"{name}: with the prior beta_k proportional to tokens instead of tables: {alt:.4f}")
-    print_table(["model", "K", "K>1%", "held-out nats/token", "train s", "wall s", "peak MiB"], rows,
-                notes + ANCHORS)
+            rows.append([peer["label"], peer["K"], peer["K>1%"], f"{peer['score']:.4f}", f"{peer['train_s']:.1f}",
+                         f"{peer['wall']:.1f}", mib(peer["rss"]), docs_per_s(peer)])
+            notes.extend(peer["notes"])
+    print_table(["model", "K", "K>1%", "held-out nats/token", "train s", "wall s", "peak MiB",
+                 f"infer docs/s ({args.infer_threads[0]} thr)"], rows, notes + ANCHORS)
+
+
+def docs_per_s(timed: dict, i: int = 0) -> str:
+    """Documents per second of the ``i``-th inference timing of :func:`timed_inference`."""
+    return f"{float(timed['infer_docs']) / float(timed['infer_seconds'][i]):.0f}"
+
+
+def run_peer(args, name: str, store) -> dict | None:
+    """Train peer ``name`` on the training documents of ``args.data`` in its own child process (its worker), time its
+    inference on the held-out documents (``--infer-threads``), and score it by :func:`completion_score`.
+
+    Returns
+    -------
+    dict or None
+        ``label``, ``K``, ``K>1%``, ``score``, ``train_s``, ``wall``, ``rss``, ``notes`` (lines to print) and the
+        worker's ``infer_threads``, ``infer_seconds``, ``infer_docs``; None (with a printed reason) when the peer
+        is not importable or its child failed.
+    """
+    try:
+        __import__(name)
+    except ImportError:
+        print(f"{name}: skipped (not importable; `pip install {name}` into this environment to add it)")
+        return None
+    out_path = args.work / f"peer_{name}.npz"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--peer-worker", name, "--peer-out", str(out_path),
+           "--data", str(args.data), "--seed", str(args.seed), "--peer-iters", str(args.peer_iters),
+           "--peer-workers", str(args.peer_workers), "--infer-threads", *map(str, args.infer_threads)] + \
+        (["--max-docs", str(args.max_docs)] if args.max_docs is not None else []) + \
+        (["--tomotopy-opts", *args.tomotopy_opts] if args.tomotopy_opts else [])
+    log_path = args.work / f"peer_{name}.log"
+    print(f"  running: {name} (log {log_path})", flush=True)
+    rc, wall, rss = run_child(cmd, log_path)
+    if rc != 0 or not out_path.exists():
+        failed(name, rc, log_path)
+        return None
+    with np.load(out_path) as z:
+        peer = {k: z[k] for k in z.files}
+    notes = []
+    keep = peer["prior"] > 0
+    if not keep.all():
+        notes.append(f"{name}: {int((~keep).sum())} topics with a zero prior weight left out")
+    score, _ = completion_score(store, peer["weights"][keep], peer["prior"][keep], float(peer["prior_rest"]))
+    notes.append(f"{name}: {peer['info']}")
+    if "prior_tokens" in peer:
+        alt, _ = completion_score(store, peer["weights"][keep], peer["prior_tokens"][keep], float(peer["prior_rest"]))
+        notes.append(f"{name}: with the prior beta_k proportional to tokens instead of tables: {alt:.4f}")
+    label = {"gensim": "gensim HdpModel (defaults)",
+             "tomotopy": f"tomotopy HDPModel ({args.peer_iters} sweeps, {opts_text(args.tomotopy_opts)})"}[name]
+    return {"label": label, "K": int(peer["K"]), "K>1%": big_topics(peer["mass"]), "score": score,
+            "train_s": float(peer["seconds"]), "wall": wall, "rss": rss, "notes": notes,
+            **{key: peer[key] for key in ("infer_threads", "infer_seconds", "infer_docs")}}
 
 
 SECTIONS = {"local": section_local, "memo": section_memo, "peers": section_peers}
@@ -535,6 +596,9 @@ def main(argv=None) -> None:
     p.add_argument("--max-docs", type=int, default=None, help="peers train on the first N training documents only")
     p.add_argument("--peer-iters", type=int, default=1000, help="tomotopy Gibbs sweeps (default 1000)")
     p.add_argument("--peer-workers", type=int, default=0, help="tomotopy worker threads (default 0: all cores)")
+    p.add_argument("--infer-threads", type=int, nargs="+", default=[os.cpu_count() or 1],
+                   help="thread counts at which every model's inference of the held-out documents is timed "
+                        "(default: all cores)")
     p.add_argument("--tomotopy-opts", nargs="+", default=None, metavar="KEY=VALUE",
                    help="tomotopy HDPModel options instead of its defaults (initial_k, alpha, gamma, eta, "
                         "optim_interval; e.g. initial_k=100 alpha=0.5 gamma=10 eta=0.1 optim_interval=0)")

@@ -5,7 +5,9 @@ import json
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import h5py
 import numpy as np
@@ -63,6 +65,41 @@ def read_h5(path):
         return {key: f[key][()] for key in f}
 
 
+def assert_reproduces(out: Path, run_file: Path) -> None:
+    """``out`` (.h5) holds the datasets of the run's ``run_file`` and its .csv is the run's, to the byte."""
+    ours, runs = read_h5(out), read_h5(run_file)
+    assert set(ours) == set(runs)
+    for key in runs:
+        np.testing.assert_array_equal(ours[key], runs[key], err_msg=key)
+    assert out.with_suffix(".csv").read_text() == run_file.with_suffix(".csv").read_text()
+
+
+def assert_one_line_error(proc, fragment: str) -> None:
+    """bnpvi-apply exited 2 with one stderr line, its error, which holds ``fragment``."""
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("bnpvi-apply: error: ") and fragment in lines[0], lines
+
+
+@contextmanager
+def one_line_error(problem: str) -> Iterator[None]:
+    """The block raises a BnpviError whose message matches ``problem`` and is one line."""
+    with pytest.raises(bnpvi.BnpviError, match=problem) as err:
+        yield
+    assert "\n" not in str(err.value)
+
+
+@contextmanager
+def moved_away(data: Path, elsewhere: Path) -> Iterator[Path]:
+    """The training file ``data`` renamed to ``elsewhere`` for the block (and back after)."""
+    data.rename(elsewhere)
+    try:
+        assert not data.exists()
+        yield elsewhere
+    finally:
+        elsewhere.rename(data)
+
+
 def test_assignments_have_one_row_per_data_row_and_the_stable_ids_of_clusters_csv(trained):
     run_dir, _, _ = trained
     table = pd.read_csv(run_dir / "assignments.csv")
@@ -109,9 +146,8 @@ def test_loaded_model_predicts_the_runs_assignments(trained):
                                         (np.array([[0.0, np.inf]]), "inf"), (np.array([["a", "b"]]), "real")])
 def test_predict_rejects_bad_input_on_one_line(trained, X, problem):
     fitted = bnpvi.load(trained[0])
-    with pytest.raises(bnpvi.BnpviError, match=problem) as err:
+    with one_line_error(problem):
         fitted.predict(X)
-    assert "\n" not in str(err.value)
 
 
 def test_bnpvi_apply_on_the_training_file_reproduces_the_run(trained, tmp_path):
@@ -119,28 +155,19 @@ def test_bnpvi_apply_on_the_training_file_reproduces_the_run(trained, tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     proc = apply_cli(run_dir, data, tmp_path / "out.h5")
     assert proc.returncode == 0, proc.stderr
-    ours, runs = read_h5(tmp_path / "out.h5"), read_h5(run_dir / "assignments.h5")
-    assert set(ours) == set(runs)
-    for key in runs:
-        np.testing.assert_array_equal(ours[key], runs[key], err_msg=key)
-    assert (tmp_path / "out.csv").read_text() == (run_dir / "assignments.csv").read_text()
+    assert_reproduces(tmp_path / "out.h5", run_dir / "assignments.h5")
     assert f"heldout_loglik {summary['heldout_loglik']:.6f}" in proc.stdout
 
 
 def test_load_and_apply_work_without_the_training_file(trained, tmp_path):
     run_dir, data, parts = trained
-    moved = tmp_path / "elsewhere.h5"
-    data.rename(moved)
-    try:
-        assert not data.exists()
+    with moved_away(data, tmp_path / "elsewhere.h5") as moved:
         expected = pd.read_csv(run_dir / "assignments.csv")
         fitted = bnpvi.load(run_dir)
         np.testing.assert_array_equal(fitted.predict(parts["X"]), expected.loc[expected["heldout"] == 0, "cluster"])
         proc = apply_cli(run_dir, moved, tmp_path / "out.h5")
         assert proc.returncode == 0, proc.stderr
         pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out.csv"), expected)
-    finally:
-        moved.rename(data)
 
 
 def test_a_file_of_another_dimension_or_kind_fails_on_one_line_and_writes_nothing(trained, tmp_path):
@@ -148,10 +175,7 @@ def test_a_file_of_another_dimension_or_kind_fails_on_one_line_and_writes_nothin
     write_points(tmp_path / "wide.h5", np.zeros((5, 3)))
     write_sequences(tmp_path / "seqs.h5", np.zeros((6, 2)), np.array([0, 3, 6]))
     for data, fragment in ((tmp_path / "wide.h5", "D=3"), (tmp_path / "seqs.h5", "holds seq data")):
-        proc = apply_cli(run_dir, data, tmp_path / "out.h5")
-        assert proc.returncode == 2, (proc.stdout, proc.stderr)
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        assert len(lines) == 1 and lines[0].startswith("bnpvi-apply: error: ") and fragment in lines[0], lines
+        assert_one_line_error(apply_cli(run_dir, data, tmp_path / "out.h5"), fragment)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["seqs.h5", "wide.h5"]  # no output, no temporary
 
 

@@ -4,14 +4,25 @@
 
 Runs the local step of the model in RUN_DIR (its model.h5; the training file is not
 needed) under its saved globals, with no global step, over every atom of DATA.h5 (a file
-written by ``bnpvi-data convert``), and writes OUT.h5 and OUT.csv beside it with the
-columns of a run's assignments (``index,cluster,probability``, and ``heldout`` when the
-file has a held-out part; :mod:`bnpvi.io.assignments`). When DATA.h5 holds held-out points,
-it prints their score as a run reports it. Mixtures only, so far.
+written by ``bnpvi-data convert`` of the kind the model was trained on), and writes OUT.h5
+and OUT.csv beside it:
 
-Bad input (a data file whose kind or dimension does not match the model, a run directory
-without model.h5, ...) is reported on one line (``bnpvi-apply: error: ...``) with exit
-status 2, and no output file is left behind.
+* mixtures (points): each point's cluster, as the run's assignments (``index,cluster,probability``,
+  and ``heldout`` when the file has a held-out part; :mod:`bnpvi.io.assignments`);
+* topic models (bag-of-words documents): each document's topic weights E[π_d], as the run's
+  doc_topics.h5 with the documents' source ``index`` (and ``heldout``); the CSV is wide: ``index``,
+  one column per topic named by its stable id, (``heldout``) (:mod:`bnpvi.io.topic_weights`);
+* hidden Markov models (sequences): the Viterbi path of every sequence, as the run's
+  segmentation.h5 and segmentation.csv (``sequence,t,state``, stable state ids;
+  :mod:`bnpvi.io.segmentation`).
+
+It prints the held-out score as a run reports it when DATA.h5 has a held-out part (points:
+nats per point; documents: nats per token by document completion), and the aligned Hamming
+distance when a sequence file has true labels.
+
+Bad input (a data file whose kind, dimension or vocabulary does not match the model, a run
+directory without model.h5, ...) is reported on one line (``bnpvi-apply: error: ...``) with
+exit status 2, and no output file is left behind.
 """
 from __future__ import annotations
 
@@ -29,9 +40,16 @@ PROG = "bnpvi-apply"
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG, description="Apply the trained model of a run directory to a data file: the local step under "
-                               "the saved globals, no global step. Writes OUT.h5 and OUT.csv (columns index, "
-                               "cluster (stable id), probability, and heldout when the file has held-out rows).")
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Apply the trained model of a run directory to a data file of the kind it was trained on:\n"
+                    "the local step under the saved globals, no global step. Writes OUT.h5 and OUT.csv.",
+        epilog="what OUT.h5 / OUT.csv hold, by model:\n"
+               "  mixtures      index, cluster (stable id), probability (+ heldout), as assignments.csv\n"
+               "  topic models  index, E[pi_d] per topic (+ heldout), as doc_topics.h5; the CSV has one\n"
+               "                column per topic, named by its stable id\n"
+               "  HMMs          Viterbi paths as segmentation.h5; the CSV is sequence,t,state (stable ids)\n"
+               "Prints the held-out score when DATA.h5 has a held-out part (and the Hamming distance when a\n"
+               "sequence file has labels).")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a finished bnpvi-train run directory (holding model.h5)")
     parser.add_argument("data", metavar="DATA.h5", help="a data file written by `bnpvi-data convert`")
     parser.add_argument("out", metavar="OUT.h5", help="output file; OUT.csv is written beside it")
@@ -46,10 +64,9 @@ def run(run_dir: str, data: str, out: str) -> None:
     fitted = load(run_dir)
     with BatchStore.open(data) as store:
         result = fitted.apply(store, out)
-    print(f"wrote {out} and {out.with_suffix('.csv')}: {result['rows']} rows")
-    if "heldout_loglik" in result:
-        print(f"heldout_loglik {result['heldout_loglik']:.6f} nats per point ({result['heldout_points']} "
-              "held-out points)")
+    print(f"wrote {out} and {out.with_suffix('.csv')}: {result['written']}")
+    for name, (value, unit) in result["scores"].items():
+        print(f"{name} {value:.6f} {unit}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""assignments.h5 and assignments.csv: every atom's cluster, written block by block.
+"""assignments.h5 and assignments.csv: every atom's cluster, written block by block (:mod:`bnpvi.io.tables`).
 
 Columns (datasets of the .h5, all of one length): ``index`` (int64, the atom's source index:
 the row of the data file, or the source row recorded by its held-out split), ``cluster``
@@ -14,14 +14,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-import h5py
 import numpy as np
 
-from bnpvi.io.h5tree import replacing
+from bnpvi.io.tables import Column, write_table
 
-COLUMNS = ("index", "cluster", "probability")
-DTYPES = {"index": np.int64, "cluster": np.int64, "probability": np.float64, "heldout": np.int8}
-FORMATS = {"index": "%d", "cluster": "%d", "probability": "%.17g", "heldout": "%d"}
+INDEX = Column("index", np.int64, "%d")
+"""An atom's source index (also the first column of the topic weights, :mod:`bnpvi.io.topic_weights`)."""
+HELDOUT = Column("heldout", np.int8, "%d")
+"""1 for a held-out atom, 0 for a training one (only in tables of files with a held-out part)."""
+COLUMNS = (INDEX, Column("cluster", np.int64, "%d"), Column("probability", np.float64, "%.17g"))
 
 
 def write_assignments(path: Path, blocks: Iterable, uids: np.ndarray, heldout: bool) -> int:
@@ -42,25 +43,7 @@ def write_assignments(path: Path, blocks: Iterable, uids: np.ndarray, heldout: b
     int
         The number of rows written.
     """
-    path = Path(path)
-    columns = COLUMNS + (("heldout",) if heldout else ())
-    n = 0
-    with replacing(path) as h5_tmp, replacing(path.with_suffix(".csv")) as csv_tmp:
-        with h5py.File(h5_tmp, "w") as f, open(csv_tmp, "w") as csv:
-            data = {name: f.create_dataset(name, shape=(0,), maxshape=(None,), dtype=DTYPES[name], chunks=(65536,))
-                    for name in columns}
-            f.create_dataset("uids", data=np.asarray(uids, dtype=np.int64))
-            f.attrs.update({"format": "bnpvi-assignments", "format_version": 1,
-                            "cluster": "stable cluster id (model.h5 uids, clusters.csv uid)"})
-            csv.write(",".join(columns) + "\n")
-            for block in blocks:
-                values = {"index": block.index, "cluster": block.cluster, "probability": block.probability,
-                          "heldout": np.full(block.index.shape[0], int(block.heldout))}
-                m = block.index.shape[0]
-                for name in columns:
-                    data[name].resize((n + m,))
-                    data[name][n:] = values[name]
-                np.savetxt(csv, np.column_stack([values[name].astype(object) for name in columns]),
-                           fmt=[FORMATS[name] for name in columns], delimiter=",")
-                n += m
-    return n
+    columns = list(COLUMNS) + ([HELDOUT] if heldout else [])
+    return write_table(path, columns, [c.name for c in columns], blocks, {"uids": np.asarray(uids, dtype=np.int64)},
+                       {"format": "bnpvi-assignments", "format_version": 1,
+                        "cluster": "stable cluster id (model.h5 uids, clusters.csv uid)"})

@@ -12,12 +12,13 @@ import numpy as np
 
 
 def write_tree(group: h5py.Group, tree: dict) -> None:
-    """Write a nested dict: dicts become groups, strings/numbers/arrays datasets."""
+    """Write a nested dict: dicts become groups, strings/numbers/arrays datasets (arrays of str as UTF-8)."""
     for key, value in tree.items():
         if isinstance(value, dict):
             write_tree(group.create_group(key), value)
-        elif isinstance(value, str):
-            group.create_dataset(key, data=value, dtype=h5py.string_dtype())
+        elif isinstance(value, str) or (isinstance(value, np.ndarray) and value.dtype.kind in "OU"):
+            group.create_dataset(key, data=value if isinstance(value, str) else value.astype(object),
+                                 dtype=h5py.string_dtype())
         else:
             group.create_dataset(key, data=np.asarray(value))
 

@@ -3,9 +3,9 @@
 Besides the readable parts (cluster ids, counts, weights, posterior and prior parameters,
 config, summary) it holds the global summaries ``stats`` and the allocation parameters from
 which :meth:`bnpvi.model.Model.restore` rebuilds the final globals, and under ``data`` the
-kind and dimension of the training data and the whole-data moments that set the observation
-prior's data-driven defaults, so the model can be rebuilt without the training file
-(:func:`bnpvi.api.load`).
+kind and dimension of the training data, the whole-data moments that set the observation
+prior's data-driven defaults and a bag-of-words file's vocabulary (``data/vocab``), so the model
+can be rebuilt and applied without the training file (:func:`bnpvi.api.load`).
 """
 from __future__ import annotations
 
@@ -25,11 +25,14 @@ FORMAT_VERSION = 3
 
 
 def write_model(path: Path, model, globals_, ids, cfg, summary: dict, kind: str, D: int,
-                moments: DataMoments | None) -> None:
+                moments: DataMoments | None, vocab: list[str] | None = None) -> None:
     """Cluster ids, counts, the allocation model's readable summaries (weights, or start and
     transition probabilities), posterior and prior parameters, the global summaries, the training
-    data's kind, dimension ``D`` and ``moments``, config and summary."""
+    data's kind, dimension ``D``, ``moments`` and ``vocab`` (the words of a bag-of-words file, when it
+    has them), config and summary."""
     data = {"kind": kind, "D": np.int64(D)}
+    if vocab is not None:
+        data["vocab"] = np.asarray(vocab, dtype=object)
     if moments is not None:
         data["moments"] = {key: np.asarray(value) for key, value in dataclasses.asdict(moments).items()
                            if value is not None}

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from bnpvi.errors import BnpviError
-from bnpvi.io.h5tree import write_atomic
+from bnpvi.io.h5tree import replacing, write_atomic
 from bnpvi.metrics import align_labels, hamming_distance
 
 MAX_PLOTTED = 20
@@ -108,8 +108,10 @@ def write_segmentation(path: Path, seg: Segmentation, uids: np.ndarray) -> None:
 
 
 def write_segmentation_csv(path: Path, seg: Segmentation, uids: np.ndarray) -> None:
-    """segmentation.csv: ``sequence,t,state`` (the Viterbi state's id in ``uids``), one row per time step."""
-    np.savetxt(path, seg.rows(uids), fmt="%d", delimiter=",", header="sequence,t,state", comments="")
+    """segmentation.csv: ``sequence,t,state`` (the Viterbi state's id in ``uids``), one row per time step,
+    written atomically."""
+    with replacing(path) as tmp:
+        np.savetxt(tmp, seg.rows(uids), fmt="%d", delimiter=",", header="sequence,t,state", comments="")
 
 
 def write_transitions(path: Path, start_probs, trans_probs, uids) -> None:

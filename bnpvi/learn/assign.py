@@ -1,8 +1,12 @@
-"""Hard assignments of a data file's atoms under fixed globals: a mixture's local step, batch by batch.
+"""A data file under fixed globals, part by part: a mixture's assignments, a topic model's document weights.
 
-Each atom gets the cluster of its largest responsibility r_nk and that r_nk, from the
-compiled local step the model was trained with (dense, or L-sparse), under the given
-globals and without a global step. Only one batch's responsibilities are held at a time.
+Every part is a batch of the file's training atoms (in file order), then a block of its held-out
+atoms when it has them, with the atoms' source indices; each gets the model's compiled local step
+under the given globals and no global step, and only one part's local results are held at a time.
+
+* Mixtures (:func:`assign_file`): each atom's most responsible cluster and its r_nk, from the
+  local step the model was trained with (dense, or L-sparse).
+* Topic models (:func:`weigh_file`): each document's E[π_d] over the K topics (:func:`topic_weights`).
 """
 from __future__ import annotations
 
@@ -11,8 +15,8 @@ from typing import Iterator
 
 import numpy as np
 
-from bnpvi.alloc.mixture import MixtureAlloc
-from bnpvi.errors import BnpviError
+HELDOUT_BLOCK = 20000
+"""Held-out atoms (points, documents) per part."""
 
 
 @dataclass(frozen=True)
@@ -37,36 +41,74 @@ class Assignments:
     heldout: bool
 
 
-def check_mixture(model, what: str) -> None:
-    """A one-line BnpviError unless ``model`` is a mixture (``what`` names the operation)."""
-    if not isinstance(model.alloc, MixtureAlloc):
-        raise BnpviError(f"{what} applies to mixtures (model=dp_mix or finite_mix) so far, not "
-                         f"model={model.alloc.name}")
+@dataclass(frozen=True)
+class TopicWeights:
+    """The topic weights of consecutive documents of one part of a data file.
 
+    Attributes
+    ----------
+    index : (n,) ndarray of int64
+        Each document's source index.
+    proportions : (n, K) ndarray of float64
+        E[π_dk] of every document and topic (:func:`topic_weights`).
+    heldout : bool
+        Whether the documents are held-out ones.
+    """
 
-def best_clusters(model, globals_, batch) -> tuple[np.ndarray, np.ndarray]:
-    """The position of every atom's most responsible cluster and its r_nk under ``globals_``."""
-    return model.local_step(batch, globals_)[1].resp.best()
+    index: np.ndarray
+    proportions: np.ndarray
+    heldout: bool
 
 
 def marks_heldout(store) -> bool:
-    """Whether the file has a held-out part, whose atoms :func:`assign_file` assigns too."""
+    """Whether the file has a held-out part, whose atoms the file's parts include."""
     return getattr(store, "has_heldout", False)
 
 
-def assign_file(model, globals_, store, uids: np.ndarray, block: int = 20000) -> Iterator[Assignments]:
-    """The assignments of every training atom of ``store`` (batch by batch, in file order), then of every
-    held-out one (``block`` at a time) when the file has them; clusters named by their ``uids``."""
-    check_mixture(model, "assigning atoms to clusters")
-    uids = np.asarray(uids, dtype=np.int64)
+def file_parts(store, block: int = HELDOUT_BLOCK) -> Iterator[tuple[object, np.ndarray, bool]]:
+    """(batch, source indices of its atoms, held out?) of every training batch of ``store`` in file order,
+    then of its held-out atoms ``block`` at a time when it has them."""
     lo = 0
     for b in range(store.n_batches):
         batch = store.read_batch(b)
-        cluster, prob = best_clusters(model, globals_, batch)
-        yield Assignments(store.source_index(lo, lo + batch.n_atoms), uids[cluster], prob, False)
+        yield batch, store.source_index(lo, lo + batch.n_atoms), False
         lo += batch.n_atoms
     if marks_heldout(store):
         for lo in range(0, store.n_heldout, block):
             batch = store.read_heldout(lo, min(store.n_heldout, lo + block))
-            cluster, prob = best_clusters(model, globals_, batch)
-            yield Assignments(store.source_index(lo, lo + batch.n_atoms, heldout=True), uids[cluster], prob, True)
+            yield batch, store.source_index(lo, lo + batch.n_atoms, heldout=True), True
+
+
+def best_clusters(model, globals_, batch) -> tuple[np.ndarray, np.ndarray]:
+    """The position of every atom's most responsible cluster and its r_nk under a mixture's ``globals_``."""
+    return model.local_step(batch, globals_)[1].resp.best()
+
+
+def assign_file(model, globals_, store, uids: np.ndarray) -> Iterator[Assignments]:
+    """The assignments of every atom of ``store`` (:func:`file_parts`) under a mixture's globals; clusters
+    named by their ``uids``."""
+    uids = np.asarray(uids, dtype=np.int64)
+    for batch, index, heldout in file_parts(store):
+        cluster, prob = best_clusters(model, globals_, batch)
+        yield Assignments(index, uids[cluster], prob, heldout)
+
+
+def topic_weights(model, globals_, batch) -> np.ndarray:
+    """(n_docs, K) E[π_dk] = θ_dk / Σ_l θ_dl of every document of ``batch``, from a topic model's local step
+    under ``globals_`` (θ_d = N_d + α β̂, Hughes 2016 thesis Eq. 5.12; the sum in the denominator includes
+    the HDP's mass α β̂_> beyond K, so rows sum to a little less than 1)."""
+    local = model.local_step(batch, globals_)[1]
+    theta = local.tables["doc_counts"] + local.tables["prior"]
+    return theta / (theta.sum(axis=1, keepdims=True) + float(local.tables["prior_rest"]))
+
+
+def weigh_file(model, globals_, store) -> Iterator[TopicWeights]:
+    """The topic weights of every document of ``store`` (:func:`file_parts`) under a topic model's globals.
+
+    A bag-of-words document is an atom, named by its source index; a document of grouped vectors
+    (a sequence file, each sequence one document) is a sequence, named by its position in the file.
+    """
+    for batch, index, heldout in file_parts(store):
+        if hasattr(batch, "seq_range"):
+            index = batch.first_seq + np.arange(batch.n_seqs, dtype=np.int64)
+        yield TopicWeights(index, topic_weights(model, globals_, batch), heldout)

@@ -32,17 +32,19 @@ block size. Nothing here draws from a random generator.
 """
 from __future__ import annotations
 
+from typing import Iterable
 
 import numpy as np
 
 from bnpvi.alloc.mixture import MixtureAlloc
 from bnpvi.alloc.topic import TopicAlloc
+from bnpvi.data.batch import WordCountBatch
 from bnpvi.data.heldout import MODES, check_seed, completion_split
 from bnpvi.errors import BnpviError, check_int, check_number
 from bnpvi.kernels import dense_local_step
 from bnpvi.kernels import topic as topic_kernel
 
-__all__ = ["completion_loglik", "check_split", "evaluates_heldout", "point_bounds", "points_loglik"]
+__all__ = ["completion_loglik", "completion_score", "check_split", "evaluates_heldout", "point_bounds", "points_loglik"]
 
 
 def check_split(mode, what: str = "mode") -> str:
@@ -91,7 +93,44 @@ def point_bounds(model, globals_, batch) -> np.ndarray:
 
 def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves", max_iters: int = 100,
                       conv_thr: float = 0.01, block_docs: int = 5000) -> dict:
-    """Held-out log-likelihood per token by document completion (module docstring).
+    """Held-out log-likelihood per token by document completion (module docstring) of the held-out
+    documents of ``store``, read ``block_docs`` at a time (:func:`completion_score`).
+
+    Hughes, Kim & Sudderth 2015 (AISTATS) §6, Eq. 22; Hughes 2016 thesis Eq. 5.59.
+
+    Parameters
+    ----------
+    model, globals_, seed, mode, max_iters, conv_thr
+        As :func:`completion_score`.
+    store : BowStore
+        A bag-of-words file with held-out documents.
+    block_docs : int, default 5000
+        Held-out documents read and scored at a time (at least 1); the result does not depend on it.
+
+    Returns
+    -------
+    dict
+        As :func:`completion_score`.
+
+    Raises
+    ------
+    BnpviError
+        A file without held-out documents, a bad block size, or any error of :func:`completion_score`
+        (one line each).
+    """
+    if not getattr(store, "has_heldout", False):
+        raise BnpviError(f"data file {getattr(store, 'path', store)} holds no held-out documents (write them with "
+                         "`bnpvi-data convert SRC DST --heldout F`)")
+    block_docs = check_int(block_docs, "block_docs", 1)
+    blocks = (store.read_heldout(lo, min(store.n_heldout, lo + block_docs))
+              for lo in range(0, store.n_heldout, block_docs))
+    return completion_score(model, globals_, blocks, store.D, f"data file {getattr(store, 'path', store)}", seed=seed,
+                            mode=mode, max_iters=max_iters, conv_thr=conv_thr)
+
+
+def completion_score(model, globals_, blocks: Iterable[WordCountBatch], V: int, where: str, seed: int = 0,
+                     mode: str = "halves", max_iters: int = 100, conv_thr: float = 0.01) -> dict:
+    """Log-likelihood per token by document completion (module docstring) of the documents of ``blocks``.
 
     Hughes, Kim & Sudderth 2015 (AISTATS) §6, Eq. 22; Hughes 2016 thesis Eq. 5.59.
 
@@ -102,8 +141,13 @@ def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves
     globals_ : Globals
         Its global parameters: ``globals_.obs["lam"]`` (K, V) and the allocation parameters
         from which ``model.alloc.doc_prior`` makes α β̂.
-    store : BowStore
-        A bag-of-words file with held-out documents.
+    blocks : iterable of WordCountBatch
+        The documents, consecutive blocks of one set: a block's ``start`` is the index of its first
+        document in the set, which seeds each document's split.
+    V : int
+        Their vocabulary size.
+    where : str
+        What holds the documents, for messages.
     seed : int, default 0
         Seed of the completion split (non-negative).
     mode : {"halves", "types"}
@@ -112,8 +156,6 @@ def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves
         Iterations of the document-level step per document (at least 1).
     conv_thr : float, default 0.01
         A document's iterations stop when no N_dk moves by more than this (>= 0).
-    block_docs : int, default 5000
-        Held-out documents read and scored at a time (at least 1); the result does not depend on it.
 
     Returns
     -------
@@ -124,26 +166,20 @@ def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves
     Raises
     ------
     BnpviError
-        Not a topic model with obs=mult, a file without held-out documents, a vocabulary that does
-        not match the topics, a bad mode, seed, iteration count, threshold or block size, or no
-        target tokens at all (one line each).
+        Not a topic model with obs=mult, a vocabulary that does not match the topics, a bad mode, seed,
+        iteration count or threshold, or no target tokens at all (one line each).
     """
     if not is_topic_model(model):
         raise BnpviError(f"held-out log-likelihood by document completion needs a topic model (hdp_topic or lda) "
                          f"with obs=mult, not model={model.alloc.name} obs={getattr(model.obs, 'name', '?')}")
-    if not getattr(store, "has_heldout", False):
-        raise BnpviError(f"data file {getattr(store, 'path', store)} holds no held-out documents (write them with "
-                         "`bnpvi-data convert SRC DST --heldout F`)")
     mode = check_split(mode)
     seed = check_seed(seed, "the completion seed")
     max_iters = check_int(max_iters, "max_iters", 1)
     conv_thr = check_number(conv_thr, "conv_thr", strict=False)
-    block_docs = check_int(block_docs, "block_docs", 1)
 
     lam = np.asarray(globals_.obs["lam"], dtype=np.float64)
-    if lam.ndim != 2 or lam.shape[1] != store.D:
-        raise BnpviError(f"the topics have shape {lam.shape} but data file {getattr(store, 'path', store)} has a "
-                         f"vocabulary of V={store.D} words")
+    if lam.ndim != 2 or lam.shape[1] != V:
+        raise BnpviError(f"the topics have shape {lam.shape} but {where} has a vocabulary of V={V} words")
     phi_T = np.ascontiguousarray((lam / lam.sum(axis=1, keepdims=True)).T)  # (V, K): φ̂_kv by word
     with np.errstate(divide="ignore"):
         log_phi_T = np.log(phi_T)
@@ -153,12 +189,11 @@ def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves
     prior = np.ascontiguousarray(prior, dtype=np.float64)
     K = prior.shape[0]
 
-    total, n_tokens = 0.0, 0
-    for lo in range(0, store.n_heldout, block_docs):
-        block = store.read_heldout(lo, min(store.n_heldout, lo + block_docs))
+    total, n_tokens, n_docs_seen = 0.0, 0, 0
+    for block in blocks:
         observed, target = completion_split(block, seed, mode)
         n_docs = observed.doc_range.shape[0] - 1
-
+        n_docs_seen += n_docs
         # θ_d on the observed part: the document-level step with C_uk = ln φ̂_{k, v_u}, no restarts
         ids = np.ascontiguousarray(observed.word_ids, dtype=np.int64)
         fit = topic_kernel.doc_topic_step(log_phi_T, np.ascontiguousarray(observed.word_counts, dtype=np.float64),
@@ -180,5 +215,5 @@ def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves
         n_tokens += int(t_counts.sum())
     if n_tokens == 0:
         raise BnpviError(f"held-out log-likelihood: the {mode!r} split leaves no target tokens in the "
-                         f"{store.n_heldout} held-out documents")
+                         f"{n_docs_seen} documents of {where}")
     return {"loglik_per_token": total / n_tokens, "n_tokens": n_tokens}

@@ -34,7 +34,7 @@ from bnpvi.io.plots import plot_trace
 from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
 from bnpvi.io.topics import topic_word_probs, write_doc_topics, write_topics
 from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, MOVES, TRACE_COLUMNS, CsvTable
-from bnpvi.learn.assign import assign_file, marks_heldout
+from bnpvi.learn.assign import assign_file, marks_heldout, topic_weights
 from bnpvi.learn.base import LapResult
 from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
@@ -108,7 +108,7 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
     else:
         raise BnpviError(f"unknown data {data.name!r}; choose toy or hdf5")
     store = BatchStore.open(path, n_batches=cfg.alg.get("n_batches"))
-    if needs_xprev and store.kind == "seq" and not store.has_xprev:
+    if needs_lag(store, family):
         with store:  # the plain store is closed once the lagged one is made
             lagged = store.lagged()
         store = lagged
@@ -116,6 +116,13 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
         store.close()
         raise BnpviError(f"data file {store.path} has {store.n_atoms} atom(s); need at least 2")
     return store
+
+
+def needs_lag(store: BatchStore, family) -> bool:
+    """Whether ``store`` is read lagged (``SeqStore.lagged``: each sequence's first step dropped) for the
+    observation ``family`` (class or instance): it regresses each step on the one before and the sequence
+    file holds no Xprev."""
+    return family is not None and family.needs_xprev and store.kind == "seq" and not store.has_xprev
 
 
 def initial_K(cfg: DictConfig, moves=None, alloc=None) -> int:
@@ -134,14 +141,8 @@ def decode_all(model: Model, globals_, store: BatchStore) -> np.ndarray:
 
 
 def doc_topic_proportions(model: Model, globals_, store: BatchStore) -> np.ndarray:
-    """E[π_d] over the K topics of every document (a topic model's local step under ``globals_``;
-    the HDP's mass beyond K is left out, so rows sum to a little less than 1)."""
-    parts = []
-    for b in range(store.n_batches):
-        local = model.local_step(store.read_batch(b), globals_)[1]
-        theta = local.tables["doc_counts"] + local.tables["prior"]
-        parts.append(theta / (theta.sum(axis=1, keepdims=True) + float(local.tables["prior_rest"])))
-    return np.concatenate(parts)
+    """E[π_d] over the K topics of every training document (:func:`~bnpvi.learn.assign.topic_weights`)."""
+    return np.concatenate([topic_weights(model, globals_, store.read_batch(b)) for b in range(store.n_batches)])
 
 
 def segment_all(model: Model, globals_, store: BatchStore, labels: np.ndarray | None) -> Segmentation:
@@ -421,7 +422,8 @@ class Run:
             summary.update(heldout_loglik=score, **{"heldout_tokens" if self.store.kind == "bow" else "heldout_points":
                                                     count})
         write_model(self.run_dir / "model.h5", self.model, globals_, self.alg.ids, self.cfg, summary,
-                    self.store.kind, self.store.D, self.moments)
+                    self.store.kind, self.store.D, self.moments,
+                    vocab=self.store.vocab() if self.store.kind == "bow" else None)
         if isinstance(self.model.alloc, MixtureAlloc):
             write_assignments(self.run_dir / "assignments.h5",
                               assign_file(self.model, globals_, self.store, self.alg.ids.uids), self.alg.ids.uids,

@@ -1,0 +1,161 @@
+"""What every estimator shares: its keywords, its ``train`` config, and a fit that is a ``bnpvi-train`` run.
+
+A family's ``fit`` checks its data and hands :meth:`Estimator.train_on` a writer of the data's
+batch file; ``train_on`` composes the ``train`` config of ``model=<the estimator's option>`` with
+the estimator's keywords (:mod:`bnpvi.api.keywords`), writes the file (``n_batches`` batches, 1
+when unset), trains with :func:`bnpvi.learn.runner.train` and loads the run's model with
+:func:`bnpvi.api.load`, so a fit is the ``bnpvi-train`` run of the same config on the same file, to
+the last bit. In memory (a temporary directory removed after) unless ``output_dir`` is given,
+quiet unless ``verbose``.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, ClassVar, Iterator
+
+from omegaconf import DictConfig, OmegaConf
+from sklearn.base import BaseEstimator
+
+from bnpvi.api.fitted import FittedModel, load
+from bnpvi.api.keywords import MODEL_KINDS, compose_train, keyword_paths, model_moves, obs_options, set_keys
+from bnpvi.config import SCHEMAS
+from bnpvi.errors import BnpviError
+from bnpvi.learn.runner import train
+
+DATA_FILE = "data.h5"
+"""The name of the training data's batch file in a run directory made by ``fit``."""
+
+
+@contextmanager
+def _logging(verbose: bool) -> Iterator[None]:
+    """The runner's log lines on stderr (``verbose``) or none, for the length of a fit."""
+    logger = logging.getLogger("bnpvi")
+    level, handler = logger.level, None
+    logger.setLevel(logging.INFO if verbose else logging.ERROR)
+    if verbose and not logger.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        if handler is not None:
+            logger.removeHandler(handler)
+
+
+@contextmanager
+def _run_directory(output_dir) -> Iterator[tuple[Path, Path]]:
+    """The run directory of a fit and its data file: ``output_dir`` (a new one) and data.h5 in it, or both in a
+    temporary directory removed after."""
+    if output_dir is not None:
+        run_dir = Path(output_dir).expanduser().resolve()
+        if (run_dir / DATA_FILE).exists():
+            raise BnpviError(f"output_dir {run_dir} already holds a fit; choose a new directory "
+                             f"(or continue that run with bnpvi-train resume={run_dir})")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        yield run_dir, run_dir / DATA_FILE
+        return
+    with tempfile.TemporaryDirectory(prefix="bnpvi-fit-") as tmp:
+        yield Path(tmp) / "run", Path(tmp) / DATA_FILE
+
+
+def _keyword_init(defaults: dict[str, object]):
+    """An ``__init__`` that stores its keyword arguments (``defaults`` are the others), with the explicit
+    signature scikit-learn reads the parameter names from."""
+
+    def __init__(self, **params):
+        for name in params:
+            if name not in defaults:
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {name!r}")
+        for name, default in defaults.items():
+            setattr(self, name, params.get(name, default))
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    __init__.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(name, keyword, default=default) for name, default in defaults.items()])
+    return __init__
+
+
+class Estimator(BaseEstimator):
+    """The base of the estimators; a subclass names its ``model`` option and its default ``obs`` family:
+    ``class DPMixture(_Mixture, model="dp_mix", obs="gauss")``.
+
+    Keywords (all keyword-only; ``None`` keeps the value of ``conf/``): ``obs``, ``alg`` ("memo"),
+    ``init`` ("kmeanspp"): the options of those groups; ``moves`` (models with moves only; None: the
+    alg's default, all moves for memo, none otherwise), a list such as ``["birth", "merge"]`` or ``[]``;
+    every leaf key of those options (the class attribute ``config_keys``); ``random_state`` (the
+    run's ``seed``; None: the config's, 0); ``verbose`` (log every lap as ``bnpvi-train`` does); and
+    ``output_dir`` (None: train in a temporary directory removed after ``fit``; a path makes it the
+    run directory, with ``data.h5`` and ``.hydra/config.yaml``, which ``bnpvi-train resume=DIR``
+    continues and :func:`bnpvi.load` reads).
+    """
+
+    model_option: ClassVar[str]
+    config_keys: ClassVar[dict[str, str]]
+    """Keyword -> config key (``"birth_max_per_lap"`` -> ``"moves.birth.max_per_lap"``)."""
+
+    def __init_subclass__(cls, model: str | None = None, obs: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if model is None:  # a family's base class
+            return
+        cls.model_option = model
+        cls.config_keys = keyword_paths(model)
+        choices = {"obs": obs, "alg": "memo", "init": "kmeanspp", **({"moves": None} if model_moves(model) else {})}
+        cls.__init__ = _keyword_init({**choices, "random_state": None, "verbose": False, "output_dir": None,
+                                      **dict.fromkeys(cls.config_keys)})
+
+    # ----------------------------------------------------------------- config
+    def train_config(self) -> DictConfig:
+        """The composed ``train`` config of this estimator's keywords (data.path left unset).
+
+        Raises
+        ------
+        TypeError
+            A keyword whose config key the chosen options lack.
+        ValueError
+            An unknown option or a value its key refuses (one line).
+        """
+        owner = type(self).__name__
+        choices = {"model": self.model_option, "obs": self.obs, "alg": self.alg, "init": self.init}
+        for group, option in choices.items():
+            allowed = obs_options(MODEL_KINDS[self.model_option]) if group == "obs" else list(SCHEMAS[group])
+            if option not in allowed:
+                raise ValueError(f"{owner}: {group}={option!r} is not one of {allowed}")
+        overrides = [f"{group}={option}" for group, option in choices.items()] + ["data=hdf5"]
+        moves = getattr(self, "moves", None)
+        if moves is not None:
+            allowed = model_moves(self.model_option)
+            if not isinstance(moves, (list, tuple)) or not all(move in allowed for move in moves):
+                raise ValueError(f"{owner}: moves={moves!r} must be a list of {allowed}")
+            overrides.append(f"moves=[{','.join(moves)}]")
+        cfg = compose_train(overrides)
+        values = {name: getattr(self, name) for name in self.config_keys if getattr(self, name) is not None}
+        set_keys(cfg, values, self.config_keys, owner)
+        if self.random_state is not None:
+            set_keys(cfg, {"random_state": self.random_state}, {"random_state": "seed"}, owner)
+        return cfg
+
+    # -------------------------------------------------------------------- fit
+    def train_on(self, write: Callable[[Path, int, str], Path]) -> FittedModel:
+        """Train on the data that ``write(path, n_batches, source)`` writes to a batch file; sets the attributes
+        every estimator has (``fitted_model_``, ``n_components_``, ``elbo_``, ``cluster_ids_``) and returns
+        the loaded model."""
+        cfg = self.train_config()
+        with _logging(self.verbose), _run_directory(self.output_dir) as (run_dir, data):
+            cfg.data.path = str(write(data, cfg.alg.n_batches or 1, f"{type(self).__name__}.fit"))
+            if self.output_dir is not None:  # what bnpvi-train resume=DIR reads
+                (run_dir / ".hydra").mkdir(exist_ok=True)
+                OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+            train(cfg, run_dir)
+            fitted = load(run_dir)
+        self.fitted_model_ = fitted
+        self.n_components_ = fitted.n_components_
+        self.elbo_ = fitted.elbo_
+        self.cluster_ids_ = fitted.cluster_ids_
+        return fitted

@@ -1,0 +1,69 @@
+"""scikit-learn estimators of mixtures of points: DPMixture and FiniteMixture (:mod:`bnpvi.api.estimator`).
+
+``fit(X)`` takes an (N, D) array; prediction is :class:`~bnpvi.api.fitted_mixture.FittedMixture`'s,
+after scikit-learn's input checks.
+"""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import ClusterMixin, DensityMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from bnpvi.api.estimator import Estimator
+from bnpvi.data.store import write_points
+
+
+class _Mixture(ClusterMixin, DensityMixin, Estimator):
+    """What both mixture estimators share."""
+
+    def fit(self, X, y=None):
+        """Train on the rows of ``X`` (N, D); ``y`` is ignored. Returns self."""
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        fitted = self.train_on(lambda path, n_batches, source: write_points(path, X, n_batches=n_batches,
+                                                                             source=source))
+        self.weights_ = fitted.weights_
+        for name, value in fitted.model.obs.cluster_moments(fitted.globals_.obs).items():
+            setattr(self, name, value)
+        self.labels_ = fitted.predict(X)
+        return self
+
+    def _checked(self, X) -> np.ndarray:
+        check_is_fitted(self)
+        return validate_data(self, X, dtype=np.float64, reset=False)
+
+    def predict(self, X) -> np.ndarray:
+        """(N,) int64: the id (in :attr:`cluster_ids_`) of every row's most responsible cluster."""
+        X = self._checked(X)
+        return self.fitted_model_.predict(X)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """(N, K) responsibilities, columns in the order of :attr:`cluster_ids_`."""
+        X = self._checked(X)
+        return self.fitted_model_.predict_proba(X)
+
+    def score_samples(self, X) -> np.ndarray:
+        """(N,) lower bound on the log predictive density of every row (:meth:`FittedMixture.score_samples`)."""
+        X = self._checked(X)
+        return self.fitted_model_.score_samples(X)
+
+    def score(self, X, y=None) -> float:
+        """The mean of :meth:`score_samples` (nats per point); ``y`` is ignored."""
+        return float(np.mean(self.score_samples(X)))
+
+
+class DPMixture(_Mixture, model="dp_mix", obs="gauss"):
+    """Dirichlet-process mixture (``model=dp_mix``): K adapts by birth, merge and delete moves under memoized VI.
+
+    Fitted attributes: ``n_components_`` (K), ``elbo_`` (the final whole-data ELBO), ``weights_`` (E[π_k]),
+    ``means_`` and ``covariances_`` (``ObsFamily.cluster_moments``), ``cluster_ids_`` (the stable id of every
+    cluster, the columns of :meth:`predict_proba`), ``labels_`` (:meth:`predict` of the training rows),
+    ``fitted_model_`` (the :class:`~bnpvi.api.fitted_mixture.FittedMixture`). Keywords: see
+    :class:`~bnpvi.api.estimator.Estimator`.
+    """
+
+
+class FiniteMixture(_Mixture, model="finite_mix", obs="gauss"):
+    """Finite mixture of ``K`` clusters (``model=finite_mix``, symmetric Dirichlet(γ/K) weights; no moves).
+
+    Fitted attributes and keywords as :class:`DPMixture`'s, without ``moves`` and the moves' keys.
+    """

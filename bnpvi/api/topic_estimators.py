@@ -1,0 +1,79 @@
+"""scikit-learn estimators of topic models: HDPTopicModel and LDA (:mod:`bnpvi.api.estimator`).
+
+``fit(docs, vocabulary=None)`` takes a count matrix, N documents x V words (a SciPy sparse matrix,
+CSR best, or a dense array of non-negative whole numbers; every document needs a word) and
+optionally the V words, which are stored with the model (``vocabulary_``, ``top_words``). The
+topic weights, topics and scores are :class:`~bnpvi.api.fitted_topics.FittedTopicModel`'s.
+"""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from bnpvi.api.estimator import Estimator
+from bnpvi.api.fitted_topics import count_matrix
+from bnpvi.data.checks import check_vocab
+from bnpvi.data.store import write_documents
+from bnpvi.errors import BnpviError
+
+
+class _TopicModel(TransformerMixin, Estimator):
+    """What both topic-model estimators share."""
+
+    def _counts(self, docs, reset: bool):
+        """``docs`` after scikit-learn's checks (which set or compare ``n_features_in_``) and
+        :func:`~bnpvi.api.fitted_topics.count_matrix`'s."""
+        X = validate_data(self, docs, accept_sparse="csr", dtype=np.float64, reset=reset,
+                          ensure_min_samples=2 if reset else 1)
+        return count_matrix(X, X.shape[1], "fit" if reset else type(self).__name__)
+
+    def fit(self, docs, y=None, vocabulary=None):
+        """Train on the documents (rows) of ``docs`` (N, V); ``vocabulary``: the V words, stored with the model;
+        ``y`` is ignored. Returns self."""
+        X = self._counts(docs, reset=True)
+        empty = np.flatnonzero(np.diff(X.indptr) == 0)
+        if empty.size:
+            raise BnpviError(f"fit: document {int(empty[0])} has no words (documents counted from 0); drop "
+                             "empty documents before fitting")
+        vocab = None if vocabulary is None else check_vocab(vocabulary, X.shape[1], "fit")
+        fitted = self.train_on(lambda path, n_batches, source: write_documents(
+            path, X.indices, X.data, X.indptr, X.shape[1], n_batches=n_batches, vocab=vocab, source=source))
+        self.topics_ = fitted.topics_
+        self.vocabulary_ = fitted.vocabulary_
+        return self
+
+    def transform(self, docs) -> np.ndarray:
+        """(N, K) topic weights E[π_dk] of every document, columns in the order of :attr:`cluster_ids_`
+        (:meth:`FittedTopicModel.transform`)."""
+        check_is_fitted(self)
+        return self.fitted_model_.transform(self._counts(docs, reset=False))
+
+    def top_words(self, n: int = 10) -> list[list]:
+        """The ``n`` most probable words (or word ids) of every topic (:meth:`FittedTopicModel.top_words`)."""
+        check_is_fitted(self)
+        return self.fitted_model_.top_words(n)
+
+    def score(self, docs, y=None) -> float:
+        """Log-likelihood per token by document completion of ``docs`` (:meth:`FittedTopicModel.score`; the
+        run's held-out score); ``y`` is ignored."""
+        check_is_fitted(self)
+        return self.fitted_model_.score(self._counts(docs, reset=False))
+
+
+class HDPTopicModel(_TopicModel, model="hdp_topic", obs="mult"):
+    """HDP topic model (``model=hdp_topic``): the number of topics adapts by birth, merge and delete moves under
+    memoized VI (Hughes 2016 thesis Ch. 5).
+
+    Fitted attributes: ``n_components_`` (K), ``elbo_`` (the final whole-data ELBO), ``topics_`` ((K, V)
+    E[φ_kv]), ``vocabulary_`` (the words given to ``fit``, or None), ``cluster_ids_`` (the stable id of every
+    topic: the rows of ``topics_``, the columns of :meth:`transform`), ``fitted_model_`` (the
+    :class:`~bnpvi.api.fitted_topics.FittedTopicModel`). Keywords: see :class:`~bnpvi.api.estimator.Estimator`.
+    """
+
+
+class LDA(_TopicModel, model="lda", obs="mult"):
+    """Latent Dirichlet allocation with ``K`` topics (``model=lda``, document weights Dirichlet(α/K); no moves).
+
+    Fitted attributes and keywords as :class:`HDPTopicModel`'s, without ``moves`` and the moves' keys.
+    """
