@@ -397,19 +397,40 @@ def test_posterior_ridge_for_indefinite_residue(caplog):
         fam.posterior(np.array([1.0]), {"Sx": np.zeros((1, D)), "Sxx": np.full((1, D, D), np.nan)})
 
 
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Blocks of the chunked Gaussian products smaller than the test data, so that chunks add up."""
+    from bnpvi.obs import _wishart as W
+    for name, value in (("_CHUNK_ELEMS", 1000), ("_CHUNK_ELEMS_SMALL", 100), ("_CHUNK_ELEMS_FEATURES", 500)):
+        monkeypatch.setattr(W, name, value)
+
+
 @pytest.mark.parametrize("K", [1, 3, 7, 8, 20])
-def test_weighted_outer_sums_equal_their_definition_for_few_and_many_clusters(K):
-    """Σ_n r_nk y_n y_nᵀ by per-cluster weighted rows (K < D) and by outer-product blocks (K ≥ D), dense and
-    sparse, against the direct sum; blocks smaller than the data so that chunks add up."""
+def test_weighted_outer_sums_equal_their_definition_for_few_and_many_clusters(K, small_chunks):
+    """Σ_n r_nk y_n y_nᵀ by per-cluster weighted rows (K < D) and by blocks of the distinct products
+    y_nd y_ne (K ≥ D), dense and sparse, against the direct sum."""
     from bnpvi.obs import _wishart as W
     rng = np.random.default_rng(K)
     Y = rng.normal(size=(300, 8))
     R = rng.dirichlet(np.ones(K), size=300)
     expected = np.einsum("nk,nd,ne->kde", R, Y, Y)
-    old = (W._CHUNK_ELEMS, W._CHUNK_ELEMS_SMALL)
-    W._CHUNK_ELEMS, W._CHUNK_ELEMS_SMALL = 1000, 100
-    try:
-        np.testing.assert_allclose(W.weighted_outer_sum(R, Y), expected, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(W.weighted_outer_sum(sp.csr_matrix(R), Y), expected, rtol=1e-12, atol=1e-12)
-    finally:
-        W._CHUNK_ELEMS, W._CHUNK_ELEMS_SMALL = old
+    np.testing.assert_allclose(W.weighted_outer_sum(R, Y), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(W.weighted_outer_sum(sp.csr_matrix(R), Y), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("K", [1, 3, 8, 20])
+@pytest.mark.parametrize("centred", [False, True])
+def test_whitened_sq_norms_equal_their_definition_by_maps_and_by_features(K, centred, small_chunks):
+    """‖L_k⁻¹(y_n − μ_k)‖² by whitening maps (few clusters) and by quadratic features (K > (D + 3)/2, one
+    product with the upper triangle of B_k⁻¹), against a solve per cluster."""
+    from bnpvi.obs import _wishart as W
+    rng = np.random.default_rng(K)
+    D = 6
+    Y = rng.normal(size=(200, D)) + 3.0
+    A = rng.normal(size=(K, D, D))
+    L = np.linalg.cholesky(A @ np.swapaxes(A, 1, 2) + D * np.eye(D))
+    mu = rng.normal(size=(K, D)) + 3.0 if centred else None
+    centres = np.zeros((K, D)) if mu is None else mu
+    expected = np.stack([np.sum(np.linalg.solve(L[k], (Y - centres[k]).T) ** 2, axis=0) for k in range(K)], axis=1)
+    assert W._features_pay(D, K) == (K > 4)
+    np.testing.assert_allclose(W.whitened_sq_norms(Y, L, mu), expected, rtol=1e-10)
