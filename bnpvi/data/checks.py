@@ -113,6 +113,17 @@ def check_seq_range(seq_range, T: int, where: str, name: str = "seq_range") -> n
     return np.ascontiguousarray(sr)
 
 
+def positive_int(value, what: str) -> int:
+    """``value`` as an int of at least 1; a one-line BnpviError naming ``what`` otherwise."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise BnpviError(f"{what} must be an integer, got {value!r}") from None
+    if number < 1:
+        raise BnpviError(f"{what} must be at least 1, got {number}")
+    return number
+
+
 def check_n_batches(n_batches, n_units: int, where: str, count: str) -> int:
     """The batch count as an int in 1..n_units; ``count`` names n_units in the message (e.g. ``"N=103"``)."""
     try:
@@ -146,6 +157,21 @@ def check_labels(labels, N: int, where: str, atoms: str | None = None) -> np.nda
         row = int(np.flatnonzero(~ok)[0])
         raise BnpviError(f"{where}: labels must be integers; row {row} has {lab[row].item()!r}")
     raise BnpviError(f"{where}: labels must be integers, got dtype {lab.dtype}")
+
+
+def check_label_names(names, labels: np.ndarray | None, where: str) -> list[str]:
+    """Validate the names of label codes: distinct strings without NUL, one for every code in ``labels``."""
+    if labels is None:
+        raise BnpviError(f"{where}: label names are given without labels")
+    names = [str(name) for name in names]
+    if len(set(names)) != len(names):
+        raise BnpviError(f"{where}: label names must be distinct")
+    if any("\x00" in name for name in names):
+        raise BnpviError(f"{where}: a label name contains a NUL character")
+    if labels.size and (labels.min() < 0 or labels.max() >= len(names)):
+        raise BnpviError(f"{where}: label codes must lie in 0..{len(names) - 1} (one name each), got "
+                         f"{labels.min()}..{labels.max()}")
+    return names
 
 
 def as_index_array(a, name: str, where: str) -> np.ndarray:
