@@ -8,7 +8,7 @@ import pytest
 from bnpvi.cli.data import main
 from bnpvi.data.convert import convert
 from bnpvi.data.store import BatchStore
-from bnpvi.data.text_in import count_text_file, read_text
+from bnpvi.data.text_in import VocabularyLimits, count_text_file, read_text, text_documents
 from bnpvi.data.tokens import TextSettings, count_texts
 from bnpvi.errors import BnpviError
 
@@ -81,6 +81,10 @@ def test_reading_in_chunks_changes_nothing(corpus, tmp_path, monkeypatch):
     for name in ("word_ids", "word_counts", "doc_range"):
         np.testing.assert_array_equal(getattr(chunked, name), getattr(whole, name))
     assert chunked.vocab == whole.vocab and chunked.text.dropped.tolist() == whole.text.dropped.tolist() == [2, 4]
+    in_memory = text_documents(lambda: [(LINES[:3], None), (LINES[3:], None)], TextSettings.make("english"),
+                               VocabularyLimits.make(), "the lines")
+    for name in ("word_ids", "word_counts", "doc_range"):
+        np.testing.assert_array_equal(getattr(in_memory, name), getattr(whole, name))
 
 
 def test_new_text_under_a_given_vocabulary(corpus, tmp_path):

@@ -20,6 +20,7 @@ from typing import Callable, ClassVar, Iterator
 import h5py
 import numpy as np
 
+from bnpvi.data.checks import positive_int
 from bnpvi.data.moments import DataMoments
 from bnpvi.errors import BnpviError
 
@@ -356,12 +357,7 @@ class BatchStore:
     @classmethod
     def _resplit(cls, offsets: np.ndarray, n_batches, n_units: int, fixed: bool, fail) -> np.ndarray:
         """The offsets of ``n_batches`` batches: the stored ones if the count is unchanged, else an even split."""
-        try:
-            requested = int(n_batches)
-        except (TypeError, ValueError):
-            raise BnpviError(f"alg.n_batches must be an integer, got {n_batches!r}") from None
-        if requested < 1:
-            raise BnpviError(f"alg.n_batches={requested} must be at least 1")
+        requested = positive_int(n_batches, "alg.n_batches")
         if requested > n_units:
             raise fail(f"has only {cls.unit_count}={n_units} {cls.unit}; alg.n_batches={requested} "
                        "would leave empty batches")

@@ -43,12 +43,12 @@ from bnpvi.data.heldout import check_fraction, check_seed, choose_heldout
 from bnpvi.data.ldac import read_ldac
 from bnpvi.data.points_in import Points, read_points, read_table
 from bnpvi.data.sequences_in import Sequences, read_sequences
-from bnpvi.data.sources import Reader, npz_layout
+from bnpvi.data.sources import Reader
 from bnpvi.data.text_in import read_text
 from bnpvi.errors import BnpviError
 
-__all__ = ["READERS", "convert", "reader_for", "input_kind", "Points", "Documents", "Sequences", "read_points",
-           "read_table", "read_documents", "read_ldac", "read_vocab", "read_sequences", "read_text", "npz_layout"]
+__all__ = ["READERS", "convert", "reader_for", "Points", "Documents", "Sequences", "read_points", "read_table",
+           "read_documents", "read_ldac", "read_vocab", "read_sequences", "read_text"]
 
 #: The readers, in the order they are asked whether they read a source (the first that claims it does);
 #: points read whatever no other reader claims.
@@ -85,11 +85,6 @@ def reader_for(src, options: dict) -> Reader:
 def _listed(keep) -> list[Reader]:
     """The readers that ``keep(reader)``, as messages list them: the most general (points) first."""
     return [reader for reader in reversed(READERS) if keep(reader)]
-
-
-def input_kind(path) -> str:
-    """``"bow"`` for ``.ldac`` and sparse ``.npz`` files, else ``"points"`` (unreadable files: by extension)."""
-    return "bow" if documents_in.READER.claims(Path(path).expanduser(), {}) else "points"
 
 
 def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = None, overwrite: bool = False,

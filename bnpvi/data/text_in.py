@@ -32,7 +32,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -240,19 +240,44 @@ def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=
     settings = TextSettings.make(stop_words, lowercase, token_pattern)
     limits = VocabularyLimits.make(min_df, max_df, max_vocab)
     source = _TextSource(path, text_column, labels)
+    return text_documents(source.chunks, settings, limits, str(path), labels_file)
+
+
+def text_documents(chunks: Callable[[], Iterable[tuple[list[str], np.ndarray | None]]], settings: TextSettings,
+                   limits: VocabularyLimits, where: str, labels_file=None) -> Documents:
+    """The two passes over the chunks of a text corpus (the module docstring): vocabulary, then counts.
+
+    Parameters
+    ----------
+    chunks : callable
+        ``chunks()`` -> a fresh iterable of ``(texts, labels)``, one pair per chunk of documents
+        (``labels``: their labels as strings, or None); called twice. For texts in memory,
+        ``lambda: [(texts, None)]``.
+    settings : TextSettings
+    limits : VocabularyLimits
+    where : str
+        The source, in messages.
+    labels_file : str or Path, optional
+        One label per line, one line per document (when the chunks bring none).
+
+    Returns
+    -------
+    Documents
+        The documents left with a word of the vocabulary, with their labels, the vocabulary and the
+        :class:`~bnpvi.data.bow.TextOrigin`.
+    """
     analyzer = settings.analyzer()
     tally, coder, codes = _WordTally(), LabelCoder(), []
-    for texts, y in source.chunks():
+    for texts, y in chunks():
         tally.add(*tokenise(texts, analyzer))
         if y is not None:
             codes.append(coder.add(y))
     if tally.n_docs == 0:
-        raise BnpviError(f"{path} holds no documents (only a header row)")
-    index = vocabulary_index(limits.choose(*tally.totals(), tally.n_docs, str(path)))
-    counts = sp.vstack([restrict(*tokenise(texts, analyzer), index)[0] for texts, _ in source.chunks()],
-                       format="csr")
-    y, names = (coder.labels(np.concatenate(codes), str(path)) if codes
-                else source_labels(None, labels_file, tally.n_docs, str(path), f"{tally.n_docs} documents"))
+        raise BnpviError(f"{where} holds no documents (only a header row)")
+    index = vocabulary_index(limits.choose(*tally.totals(), tally.n_docs, where))
+    counts = sp.vstack([restrict(*tokenise(texts, analyzer), index)[0] for texts, _ in chunks()], format="csr")
+    y, names = (coder.labels(np.concatenate(codes), where) if codes
+                else source_labels(None, labels_file, tally.n_docs, where, f"{tally.n_docs} documents"))
     kept = np.diff(counts.indptr) > 0
     counts, y = counts[kept], None if y is None else y[kept]
     origin = TextOrigin(settings, limits.min_df, limits.max_df, limits.max_vocab, tally.n_docs,
