@@ -1,18 +1,18 @@
-"""Log-normalisers and special functions shared by the families."""
+"""Log-normalisers and special functions shared by the families.
+
+``multigammaln`` is scipy's multivariate log-gamma function, lnΓ_D(a) = D(D−1)/4 ln π +
+Σ_{d=1}^{D} lnΓ(a + (1−d)/2), elementwise in ``a`` (it refuses a <= (D−1)/2, where lnΓ_D is
+undefined), offered here beside the families' other normalisers.
+"""
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import gammaln
+from scipy.special import gammaln, multigammaln
+
+__all__ = ["LOG_PI", "LOG_2PI", "multigammaln", "c_beta", "c_dir"]
 
 LOG_PI = float(np.log(np.pi))
 LOG_2PI = float(np.log(2.0 * np.pi))
-
-
-def multigammaln(a, D: int):
-    """lnΓ_D(a) = D(D−1)/4 ln π + Σ_{d=1}^{D} lnΓ(a + (1−d)/2), elementwise in a."""
-    a = np.asarray(a, dtype=np.float64)
-    d = np.arange(D, dtype=np.float64)
-    return D * (D - 1) / 4.0 * LOG_PI + gammaln(a[..., None] - d / 2.0).sum(axis=-1)
 
 
 def c_beta(a, b):

@@ -668,7 +668,7 @@ def test_open_rejects_bad_bow_files(tmp_path, mutation, fragment):
 @pytest.mark.parametrize("block", [None, 5, 64])
 def test_ldac_round_trip(tmp_path, monkeypatch, sep, eol, tail, block):
     if block is not None:  # tiny parse blocks: lines straddle block boundaries
-        monkeypatch.setattr("bnpvi.data.convert._LDAC_BLOCK", block)
+        monkeypatch.setattr("bnpvi.data.ldac._LDAC_BLOCK", block)
     ids, counts, dr = make_corpus(5)
     src = tmp_path / "c.ldac"
     src.write_text(ldac_text(ids, counts, dr, sep, eol) + tail, newline="")
@@ -738,7 +738,7 @@ BAD_LDAC = [
 @pytest.mark.parametrize("block", [None, 4])
 def test_ldac_bad_input_names_file_and_line(tmp_path, monkeypatch, name, text, line, fragment, block):
     if block is not None:
-        monkeypatch.setattr("bnpvi.data.convert._LDAC_BLOCK", block)
+        monkeypatch.setattr("bnpvi.data.ldac._LDAC_BLOCK", block)
     src = tmp_path / name
     src.write_text(text)
     with pytest.raises(BnpviError) as info:
@@ -753,9 +753,9 @@ def test_ldac_bad_input_names_file_and_line(tmp_path, monkeypatch, name, text, l
 def test_ldac_fast_parser_agrees_with_line_grammar(tmp_path, monkeypatch):
     """Randomly damaged lines: the vectorized parser must flag exactly the first line the
     reference grammar rejects, and otherwise return what a plain per-line parse gives."""
-    from bnpvi.data.convert import _ldac_line_problem
+    from bnpvi.data.ldac import _ldac_line_problem
 
-    monkeypatch.setattr("bnpvi.data.convert._LDAC_BLOCK", 16)
+    monkeypatch.setattr("bnpvi.data.ldac._LDAC_BLOCK", 16)
     rng = np.random.default_rng(11)
     alphabet = list("0123456789:: -.\tx")
     src = tmp_path / "fuzz.ldac"

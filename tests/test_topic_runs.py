@@ -41,7 +41,7 @@ def test_runs_write_topics_and_document_proportions(compose_cfg, tmp_path, docum
     if alg != "sovb":  # full and memoized VB: the whole-data bound, which rises here lap after lap
         assert np.all(np.diff(trace["elbo"]) > -1e-9 * np.abs(trace["elbo"].iloc[1:]))
     topics = pd.read_csv(tmp_path / "run" / "topics.csv")
-    assert list(topics.columns) == ["topic", "rank", "word", "probability"]
+    assert list(topics.columns) == ["topic", "rank", "word", "probability", "coherence_npmi"]
     assert set(topics["topic"]) == set(summary["uids"]) and topics.groupby("topic")["rank"].max().eq(20).all()
     assert topics.groupby("topic")["probability"].apply(lambda p: np.all(np.diff(p.to_numpy()) <= 0)).all()
     lines = (tmp_path / "run" / "topics.txt").read_text().splitlines()

@@ -5,6 +5,9 @@
     bnpvi-data convert steps.npz steps.h5 --sequences seq_range --labels state --batches 4
     bnpvi-data convert steps.csv steps.h5 --sequence-column subject --shuffle 0
     bnpvi-data convert corpus.ldac corpus.h5 --heldout 0.1 --heldout-seed 0 --shuffle 0
+    bnpvi-data convert descriptions.txt corpus.h5 --text --stop-words english --min-df 5 --max-df 0.5
+    bnpvi-data convert reviews.csv reviews.h5 --text --text-column body --labels stars
+    bnpvi-data convert seqs.csv seqs.h5 --sequence-column seq --columns a,b,c --labels-file states.txt
     bnpvi-data info points.h5
 
 Bad input is reported on one line (``bnpvi-data: error: ...``) with exit status
@@ -24,12 +27,12 @@ PROG = "bnpvi-data"
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Prepare data for bnpvi-train: convert CSV / NPZ / NPY files to HDF5 batch files, "
-                    "and describe batch files.")
+        description="Prepare data for bnpvi-train: convert CSV / NPZ / NPY / LDA-C files and raw text to HDF5 "
+                    "batch files, and describe batch files.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     conv = sub.add_parser(
-        "convert", help="convert a .csv, .npz, .npy or .ldac file to a batch file",
+        "convert", help="convert a .csv, .npz, .npy or .ldac file, or raw text (--text), to a batch file",
         description="Read SRC, check it, and write the HDF5 batch file DST atomically. "
                     "Points: CSV (a first row with no numeric cell is a header), NPY (the single array is the "
                     "data), NPZ with an array X. Bag of words: LDA-C text (.ldac, one document per line: "
@@ -38,9 +41,13 @@ def _parser() -> argparse.ArgumentParser:
                     "A word id repeated within a document is summed; empty documents are an error. "
                     "Sequences (one row per time step): NPZ with X, optional Xprev (the previous observation of "
                     "each step) and the boundaries named by --sequences, or CSV with a sequence id column named by "
-                    "--sequence-column. With --heldout F (points or bag of words), a random fraction F of the rows "
+                    "--sequence-column. Raw text (--text): one document per line, or a column of a CSV/TSV file "
+                    "(--text-column), tokenised by scikit-learn (lower-cased, tokens of 2+ word characters), with "
+                    "stop words and document-frequency limits; documents left without a word are dropped (the "
+                    "count is printed). With --heldout F (points or bag of words), a random fraction F of the rows "
                     "(documents) is kept apart for evaluation in DST and left out of the batches.")
-    conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz, .npy or .ldac)")
+    conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz, .npy or .ldac; with --text any text file, "
+                                                 "or .csv / .tsv with --text-column)")
     conv.add_argument("dst", metavar="DST", help="output batch file (.h5)")
     conv.add_argument("--batches", "-b", type=int, default=None, metavar="B",
                       help="split the rows (documents, whole sequences) into B contiguous, equal-size batches and "
@@ -48,7 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--labels", "-l", default=None, metavar="NAME",
                       help="true labels, kept for evaluation only: a CSV column (header name, or index "
                            "without a header), removed from the data; or an NPZ array name (one per row, document "
-                           "or time step)")
+                           "or time step). Labels that are not integers (strings) are stored as codes with their "
+                           "names")
+    conv.add_argument("--labels-file", default=None, metavar="FILE",
+                      help="true labels from a file, one per line: one per row, time step or (source) document")
+    conv.add_argument("--columns", default=None, metavar="A,B,C",
+                      help="points or sequences from a CSV file: the data columns (header names, or 0-based "
+                           "indices), comma-separated; the other columns are left out")
     conv.add_argument("--shuffle", type=int, default=None, metavar="SEED",
                       help="shuffle the rows, documents or whole sequences (labels follow; the steps of a sequence "
                            "keep their order) with this seed before batching")
@@ -70,6 +83,27 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--heldout-seed", default=None, metavar="S",
                       help="seed of the --heldout choice (default 0): the held-out documents are the first "
                            "round(F*N) of numpy.random.default_rng(S).permutation(N)")
+    text = conv.add_argument_group("raw text (--text)")
+    text.add_argument("--text", action="store_true",
+                      help="SRC is raw text: one document per line, or a .csv / .tsv file with --text-column; "
+                           "the vocabulary is chosen and stored in DST")
+    text.add_argument("--text-column", default=None, metavar="NAME",
+                      help="the column of text of a .csv / .tsv file (header name, or 0-based index)")
+    text.add_argument("--stop-words", default=None, metavar="LIST",
+                      help="leave out stop words: 'english' (scikit-learn's list) or a file with one per line "
+                           "(default: none)")
+    text.add_argument("--min-df", default=None, metavar="N|F",
+                      help="keep words in at least N documents (an integer) or a fraction F of them (a decimal "
+                           "from 0 to 1); default 1")
+    text.add_argument("--max-df", default=None, metavar="N|F",
+                      help="keep words in at most N documents (an integer) or a fraction F of them (a decimal "
+                           "from 0 to 1, e.g. 0.5); default 1.0 (all)")
+    text.add_argument("--max-vocab", type=int, default=None, metavar="V",
+                      help="keep at most V words, those with the largest counts (default: no cap)")
+    text.add_argument("--keep-case", action="store_true", help="do not lower-case the text")
+    text.add_argument("--token-pattern", default=None, metavar="REGEX",
+                      help="the regular expression of a token (default: scikit-learn's (?u)\\b\\w\\w+\\b, "
+                           "runs of 2 or more word characters)")
     conv.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
 
     info = sub.add_parser("info", help="describe a batch file",
@@ -89,10 +123,13 @@ def _convert(args) -> None:
 
     if args.heldout is None and args.heldout_seed is not None:
         raise BnpviError("--heldout-seed applies only with --heldout F")
-    path = convert(args.src, args.dst, n_batches=args.batches, labels=args.labels, shuffle_seed=args.shuffle,
-                   overwrite=args.overwrite, vocab=args.vocab, vocab_size=args.vocab_size, sequences=args.sequences,
-                   sequence_column=args.sequence_column, heldout=args.heldout,
-                   heldout_seed=0 if args.heldout_seed is None else args.heldout_seed)
+    path = convert(args.src, args.dst, n_batches=args.batches, shuffle_seed=args.shuffle, overwrite=args.overwrite,
+                   heldout=args.heldout, heldout_seed=0 if args.heldout_seed is None else args.heldout_seed,
+                   labels=args.labels, labels_file=args.labels_file, columns=args.columns, vocab=args.vocab,
+                   vocab_size=args.vocab_size, sequences=args.sequences, sequence_column=args.sequence_column,
+                   text=args.text or None, text_column=args.text_column, stop_words=args.stop_words,
+                   min_df=args.min_df, max_df=args.max_df, max_vocab=args.max_vocab,
+                   lowercase=False if args.keep_case else None, token_pattern=args.token_pattern)
     with BatchStore.open(path) as store:
         info = store.info()
     if info["kind"] == "bow":
@@ -104,7 +141,10 @@ def _convert(args) -> None:
     else:
         size = f"N={info['N']} D={info['D']}" + (f" heldout={info['heldout']} points" if info["heldout"] else "")
     print(f"wrote {path}: {size} batches={info['n_batches']} ({_split(info)}) "
-          f"labels={_yes(info['labels'])}")
+          f"labels={_labels(info)}")
+    if info.get("text_dropped"):
+        print(f"dropped {info['text_dropped']} documents left without a word of the vocabulary (their source "
+              "indices are in text/dropped)")
 
 
 def _info(args) -> None:
@@ -123,6 +163,8 @@ def _info(args) -> None:
     if kind == "bow":
         rows += [("N", f"{info['N']} documents"), ("V", info["V"]), ("nnz", info["nnz"]), ("tokens", info["tokens"]),
                  ("vocab", _yes(info["vocab"])), ("heldout", _heldout(info))]
+        if info["text"]:
+            rows.append(("text", info["text"]))
         if info["true_topics"]:
             rows.append(("topics", f"{info['true_topics']} true topics"))
     elif kind == "seq":
@@ -134,7 +176,7 @@ def _info(args) -> None:
     rows += [
         ("batches", (f"{info['n_batches']} ({_split(info)}), {info['batch_unit']} per batch "
                      f"{_span(info['batch_size_min'], info['batch_size_max'])}")),
-        ("labels", _yes(info["labels"])),
+        ("labels", _labels(info)),
         ("source", info["source"] or "-"),
         ("created", info["created"] or "-"),
     ]
@@ -159,6 +201,15 @@ def _heldout(info: dict, unit: str = "documents") -> str:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
+
+
+def _labels(info: dict, shown: int = 10) -> str:
+    """``yes``, ``no``, or ``yes`` with the label names (the first ``shown`` of them)."""
+    names = info["label_names"]
+    if not info["labels"] or not names:
+        return _yes(info["labels"])
+    more = f", ... ({len(names)} in all)" if len(names) > shown else ""
+    return f"yes ({len(names)} names: {', '.join(names[:shown])}{more})"
 
 
 def _split(info: dict) -> str:

@@ -3,7 +3,8 @@
 Common to all kinds: the root attributes (format, format_version, kind, N, D,
 n_batches, batches_fixed, source, created), ``batch_offsets`` (B+1 increasing
 offsets in the kind's batch unit: rows, documents or sequences), optional
-``labels`` (one integer per atom), and atomic writing. Each kind is a subclass
+``labels`` (one integer per atom) with optional ``label_names`` (the name of each
+label code, :mod:`bnpvi.data.labels`), and atomic writing. Each kind is a subclass
 of :class:`BatchStore` declared with ``kind=...``, which registers it in
 :data:`STORE_KINDS`; :meth:`BatchStore.open` returns the subclass named by the
 file's ``kind`` attribute. :mod:`bnpvi.data.store` imports every kind.
@@ -19,6 +20,7 @@ from typing import Callable, ClassVar, Iterator
 import h5py
 import numpy as np
 
+from bnpvi.data.checks import positive_int
 from bnpvi.data.moments import DataMoments
 from bnpvi.errors import BnpviError
 
@@ -86,7 +88,7 @@ def split_offsets(N: int, n_batches: int) -> np.ndarray:
 # ------------------------------------------------------------------ write
 def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets: np.ndarray, labels,
                      batches_fixed: bool, source: str, datasets: Callable[[h5py.File], None],
-                     attrs: dict | None = None) -> Path:
+                     attrs: dict | None = None, label_names=None) -> Path:
     """Write one batch file atomically: the kind's ``datasets(f)``, then the parts every kind shares.
 
     Parameters
@@ -109,6 +111,8 @@ def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets:
         Creates the kind's datasets in the open file.
     attrs : dict, optional
         Further root attributes of the kind.
+    label_names : list of str, optional
+        The name of each label code (checked), stored as ``label_names``.
 
     Returns
     -------
@@ -131,6 +135,9 @@ def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets:
         f.create_dataset("batch_offsets", data=offsets)
         if labels is not None:
             f.create_dataset("labels", data=labels, chunks=(chunk_1d(N, 8),))
+        if label_names is not None:
+            f.create_dataset("label_names", data=np.array(label_names, dtype=object),
+                             dtype=h5py.string_dtype("utf-8"))
         f.attrs.update({"format": FORMAT, "format_version": np.int64(FORMAT_VERSION), "kind": kind,
                         "N": np.int64(N), "D": np.int64(D), "n_batches": np.int64(len(offsets) - 1),
                         "batches_fixed": bool(batches_fixed), "source": str(source),
@@ -285,7 +292,7 @@ class BatchStore:
         def fail(problem: str) -> BnpviError:
             return BnpviError(f"data file {path} {problem}")
 
-        attrs = _read_attrs(f)
+        attrs = read_attrs(f)
         if not isinstance(attrs.get("format"), str) or attrs["format"] != FORMAT:
             raise fail("is not a bnpvi batch file (no format='bnpvi-batches' attribute; "
                        "write one with `bnpvi-data convert`)")
@@ -306,6 +313,11 @@ class BatchStore:
             lab = f["labels"]
             if not isinstance(lab, h5py.Dataset) or lab.shape != (N,) or lab.dtype.kind not in "iu":
                 raise fail(f"has an invalid labels dataset (expected ({N},) integers)")
+        if "label_names" in f:
+            names = f["label_names"]
+            if not has_labels or not isinstance(names, h5py.Dataset) or names.ndim != 1 \
+                    or h5py.check_string_dtype(names.dtype) is None:
+                raise fail("has an invalid label_names dataset (expected 1-D strings beside labels)")
         fixed = bool(attrs.get("batches_fixed", True))
         if n_batches is not None:
             offsets = store_cls._resplit(offsets, n_batches, layout["n_units"], fixed, fail)
@@ -345,12 +357,7 @@ class BatchStore:
     @classmethod
     def _resplit(cls, offsets: np.ndarray, n_batches, n_units: int, fixed: bool, fail) -> np.ndarray:
         """The offsets of ``n_batches`` batches: the stored ones if the count is unchanged, else an even split."""
-        try:
-            requested = int(n_batches)
-        except (TypeError, ValueError):
-            raise BnpviError(f"alg.n_batches must be an integer, got {n_batches!r}") from None
-        if requested < 1:
-            raise BnpviError(f"alg.n_batches={requested} must be at least 1")
+        requested = positive_int(n_batches, "alg.n_batches")
         if requested > n_units:
             raise fail(f"has only {cls.unit_count}={n_units} {cls.unit}; alg.n_batches={requested} "
                        "would leave empty batches")
@@ -414,7 +421,7 @@ class BatchStore:
         return self._file
 
     def _same_file(self, f: h5py.File) -> bool:
-        attrs = _read_attrs(f)
+        attrs = read_attrs(f)
         try:
             layout = self._read_layout(f, attrs, BnpviError)
         except BnpviError:
@@ -470,6 +477,12 @@ class BatchStore:
         if not self._has_labels:
             return None
         return np.asarray(self._handle()["labels"][()], dtype=np.int64)
+
+    def label_names(self) -> list[str] | None:
+        """The name of each label code (``label_names()[labels()]`` are the labels as given), or None when the
+        labels are plain integers (or absent)."""
+        f = self._handle()
+        return [str(name) for name in f["label_names"].asstr()[()]] if "label_names" in f else None
 
     def iter_blocks(self, max_values: int | None = None) -> Iterator[tuple[int, object]]:
         """Yield ``(start, block)`` over all atoms in file order, in blocks of bounded size.
@@ -550,15 +563,15 @@ class BatchStore:
 
         Keys: path, format, format_version, kind, N, D, n_batches, batches_fixed,
         batch_unit (what the batch sizes count), batch_size_min, batch_size_max,
-        labels, source, created, plus the kind's own keys.
+        labels, label_names (list or None), source, created, plus the kind's own keys.
         """
         units = np.diff(self._offsets)
         out = {"path": str(self._path), "format": self._attrs.get("format"),
                "format_version": self._attrs.get("format_version"), "kind": self.kind, "N": self.n_atoms,
                "D": self.D, "n_batches": self.n_batches, "batches_fixed": self._batches_fixed,
                "batch_unit": self.unit, "batch_size_min": int(units.min()), "batch_size_max": int(units.max()),
-               "labels": self._has_labels, "source": self._attrs.get("source", ""),
-               "created": self._attrs.get("created", "")}
+               "labels": self._has_labels, "label_names": self.label_names(),
+               "source": self._attrs.get("source", ""), "created": self._attrs.get("created", "")}
         out.update(self._info_extras())
         return out
 
@@ -600,7 +613,8 @@ class BatchStore:
         self._offsets.setflags(write=False)
 
 
-def _read_attrs(f: h5py.File) -> dict:
+def read_attrs(f: h5py.File | h5py.Group) -> dict:
+    """The attributes of a file or group as plain Python values (str, int, float, bool)."""
     return {key: _plain(value) for key, value in f.attrs.items()}
 
 

@@ -17,6 +17,16 @@ neither)::
     /true_topics             (K, V) float64, optional; the generating topics of a synthetic corpus
                              (rows are word distributions), kept for evaluation only
 
+A corpus converted from raw text (``bnpvi-data convert --text``) also keeps how it was made, so that
+new text is counted the same way (:func:`bnpvi.data.tokens.count_texts`)::
+
+    /text                    group (:class:`TextOrigin`): attrs lowercase, token_pattern, stop_words (the list's
+                             name: "english", "none" or the file), min_df, max_df, max_vocab (absent: no cap),
+                             n_source (documents in the source)
+    /text/stop_words         (S,) UTF-8 strings, the stop words left out
+    /text/dropped            (n_dropped,) int64, source index of every document left without words by the
+                             filters (dropped; the stored documents are the others, in source order)
+
 ``doc_index`` and ``train_doc_index`` together hold every source index once, so
 another tool can rebuild the split from the source corpus alone.
 """
@@ -29,9 +39,12 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from bnpvi.data.base import BatchStore, chunk_1d, heldout_info, plain_number, split_offsets, write_batch_file
+from bnpvi.data.base import (BatchStore, chunk_1d, heldout_info, plain_number, read_attrs, split_offsets,
+                             write_batch_file)
 from bnpvi.data.batch import WordCountBatch
-from bnpvi.data.checks import as_index_array, check_documents, check_labels, check_n_batches, check_vocab
+from bnpvi.data.checks import (as_index_array, check_documents, check_label_names, check_labels, check_n_batches,
+                               check_vocab)
+from bnpvi.data.tokens import TextSettings
 from bnpvi.errors import BnpviError
 
 
@@ -102,6 +115,12 @@ class BowStore(BatchStore, kind="bow"):
                 raise fail(f"has an invalid true_topics dataset (expected (K, {V}) numbers)")
             n_topics = int(topics.shape[0])
         layout["n_true_topics"] = n_topics
+        text = f.get("text")
+        if text is not None and (not isinstance(text, h5py.Group) or not {"stop_words", "dropped"} <= set(text)
+                                 or not {"lowercase", "token_pattern", "stop_words", "n_source"} <= set(text.attrs)):
+            raise fail("has an invalid 'text' group (expected the attributes and datasets of bnpvi-data convert "
+                       "--text)")
+        layout["has_text"] = text is not None
         return layout
 
     @property
@@ -194,6 +213,22 @@ class BowStore(BatchStore, kind="bow"):
                 np.asarray(g["doc_index"][()], dtype=np.int64))
 
     @property
+    def has_text(self) -> bool:
+        """Whether the corpus was converted from raw text (:meth:`text_origin`)."""
+        return self._layout["has_text"]
+
+    def text_origin(self) -> "TextOrigin | None":
+        """How raw text became these counts (its tokeniser settings feed
+        :func:`~bnpvi.data.tokens.count_texts`), or None for a corpus not made from text."""
+        if not self.has_text:
+            return None
+        g = self._handle()["text"]
+        attrs = read_attrs(g)
+        settings = TextSettings.from_attrs(attrs, g["stop_words"].asstr()[()])
+        return TextOrigin(settings, attrs.get("min_df", 1), attrs.get("max_df", 1.0), attrs.get("max_vocab"),
+                          int(attrs["n_source"]), np.asarray(g["dropped"][()], dtype=np.int64))
+
+    @property
     def has_true_topics(self) -> bool:
         return self._layout["n_true_topics"] > 0
 
@@ -283,8 +318,11 @@ class BowStore(BatchStore, kind="bow"):
         return name
 
     def _info_extras(self) -> dict:
+        origin = self.text_origin()
         return {"V": self.D, "nnz": self.nnz, "tokens": self.n_tokens(), "vocab": self.has_vocab,
-                **heldout_info(self), "true_topics": self._layout["n_true_topics"]}
+                **heldout_info(self), "true_topics": self._layout["n_true_topics"],
+                "text": None if origin is None else origin.describe(),
+                "text_dropped": 0 if origin is None else int(origin.dropped.shape[0])}
 
     def _describe(self) -> str:
         held = f", heldout={self.n_heldout}" if self.has_heldout else ""
@@ -379,9 +417,58 @@ class HeldoutDocuments:
         return int(np.asarray(self.doc_range).shape[0]) - 1
 
 
+@dataclass(frozen=True)
+class TextOrigin:
+    """How raw text became a corpus's counts (``bnpvi-data convert --text``), stored in the group ``text``.
+
+    Attributes
+    ----------
+    settings : TextSettings
+        The tokeniser: lower-casing, token pattern, stop words.
+    min_df, max_df : int or float
+        The document-frequency limits the vocabulary was chosen by (an int counts documents, a
+        float is a fraction of them, as in scikit-learn's CountVectorizer).
+    max_vocab : int or None
+        The cap on the vocabulary size (the most frequent words kept).
+    n_source : int
+        Documents in the source (lines, or rows of a table).
+    dropped : (n_dropped,) int64
+        Source index of every document that no word of the vocabulary was left in (dropped).
+    """
+
+    settings: TextSettings
+    min_df: int | float
+    max_df: int | float
+    max_vocab: int | None
+    n_source: int
+    dropped: np.ndarray
+
+    def describe(self) -> str:
+        """One line for ``bnpvi-data info``."""
+        def share(limit) -> str:
+            return f"{limit} documents" if isinstance(limit, int) else f"{100 * limit:g} % of the documents"
+
+        cap = "" if self.max_vocab is None else f", at most {self.max_vocab} words"
+        return (f"{self.settings.describe()}; words in at least {share(self.min_df)} and at most "
+                f"{share(self.max_df)}{cap}; {self.dropped.shape[0]} of {self.n_source} documents dropped (no "
+                "word left)")
+
+
+def _write_text(f: h5py.File, origin: TextOrigin) -> None:
+    g = f.create_group("text")
+    g.attrs.update(origin.settings.attrs())
+    g.attrs.update({"min_df": origin.min_df, "max_df": origin.max_df, "n_source": np.int64(origin.n_source)})
+    if origin.max_vocab is not None:
+        g.attrs["max_vocab"] = np.int64(origin.max_vocab)
+    g.create_dataset("stop_words", data=np.array(origin.settings.stop_words, dtype=object),
+                     dtype=h5py.string_dtype("utf-8"))
+    g.create_dataset("dropped", data=np.asarray(origin.dropped, dtype=np.int64))
+
+
 def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_batches: int = 1, labels=None,
                     vocab=None, batches_fixed: bool = True, source: str = "", compression: str | None = None,
-                    heldout: HeldoutDocuments | None = None, true_topics=None) -> Path:
+                    heldout: HeldoutDocuments | None = None, true_topics=None, label_names=None,
+                    text: TextOrigin | None = None) -> Path:
     """Write a bag-of-words corpus (CSR arrays) to a batch file of kind ``"bow"``, atomically.
 
     Parameters
@@ -417,6 +504,10 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
     true_topics : array_like, shape (K, V), optional
         Generating topics of a synthetic corpus (finite, non-negative), stored
         as ``true_topics`` for evaluation only.
+    label_names : sequence of str, optional
+        The name of each label code (``labels`` and the held-out labels are then codes).
+    text : TextOrigin, optional
+        How raw text became the counts, stored in the group ``text``.
 
     Returns
     -------
@@ -438,6 +529,8 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
     N, nnz = dr.shape[0] - 1, ids.shape[0]
     if labels is not None:
         labels = check_labels(labels, N, where, atoms=f"there are {N} documents")
+    if label_names is not None:
+        label_names = check_label_names(label_names, labels, where)
     if vocab is not None:
         vocab = check_vocab(vocab, V, where)
     n_batches = check_n_batches(n_batches, N, where, f"N={N} (documents)")
@@ -457,9 +550,12 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
             _write_heldout(f, held, compression)
         if true_topics is not None:
             f.create_dataset("true_topics", data=true_topics)
+        if text is not None:
+            _write_text(f, text)
 
     return write_batch_file(path, where, "bow", N, V, split_offsets(N, n_batches), labels, batches_fixed, source,
-                            datasets, {"nnz": np.int64(nnz), "tokens": np.int64(tokens) if tokens < 2**63 else tokens})
+                            datasets, {"nnz": np.int64(nnz), "tokens": np.int64(tokens) if tokens < 2**63 else tokens},
+                            label_names)
 
 
 def _checked_heldout(heldout: HeldoutDocuments, N: int, V: int, where: str) -> dict:

@@ -7,6 +7,7 @@ sequence, counted from 0.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from bnpvi.errors import BnpviError
 
@@ -113,6 +114,17 @@ def check_seq_range(seq_range, T: int, where: str, name: str = "seq_range") -> n
     return np.ascontiguousarray(sr)
 
 
+def positive_int(value, what: str) -> int:
+    """``value`` as an int of at least 1; a one-line BnpviError naming ``what`` otherwise."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise BnpviError(f"{what} must be an integer, got {value!r}") from None
+    if number < 1:
+        raise BnpviError(f"{what} must be at least 1, got {number}")
+    return number
+
+
 def check_n_batches(n_batches, n_units: int, where: str, count: str) -> int:
     """The batch count as an int in 1..n_units; ``count`` names n_units in the message (e.g. ``"N=103"``)."""
     try:
@@ -146,6 +158,21 @@ def check_labels(labels, N: int, where: str, atoms: str | None = None) -> np.nda
         row = int(np.flatnonzero(~ok)[0])
         raise BnpviError(f"{where}: labels must be integers; row {row} has {lab[row].item()!r}")
     raise BnpviError(f"{where}: labels must be integers, got dtype {lab.dtype}")
+
+
+def check_label_names(names, labels: np.ndarray | None, where: str) -> list[str]:
+    """Validate the names of label codes: distinct strings without NUL, one for every code in ``labels``."""
+    if labels is None:
+        raise BnpviError(f"{where}: label names are given without labels")
+    names = [str(name) for name in names]
+    if len(set(names)) != len(names):
+        raise BnpviError(f"{where}: label names must be distinct")
+    if any("\x00" in name for name in names):
+        raise BnpviError(f"{where}: a label name contains a NUL character")
+    if labels.size and (labels.min() < 0 or labels.max() >= len(names)):
+        raise BnpviError(f"{where}: label codes must lie in 0..{len(names) - 1} (one name each), got "
+                         f"{labels.min()}..{labels.max()}")
+    return names
 
 
 def as_index_array(a, name: str, where: str) -> np.ndarray:
@@ -294,25 +321,31 @@ def check_documents(word_ids, word_counts, doc_range, vocab_size, where: str, du
             np.ascontiguousarray(dr, dtype=np.int64), V)
 
 
+def sum_duplicate_words(word_ids, word_counts, doc_range, V: int) -> sp.csr_matrix:
+    """The (N, V) count matrix of a corpus in CSR form, each word id repeated within a document summed into one
+    entry and every document's entries sorted by word id (scipy's canonical CSR, ``sum_duplicates``).
+
+    ``doc_range`` must run from 0 to nnz without decreasing and the ids lie in [0, V).
+    """
+    X = sp.csr_matrix((np.asarray(word_counts), np.asarray(word_ids), np.asarray(doc_range)),
+                      shape=(np.asarray(doc_range).shape[0] - 1, int(V)), copy=True)  # the inputs stay as they are
+    X.sum_duplicates()
+    return X
+
+
 def _merge_duplicates(ids, counts, dr, V, where, duplicates, name):
     """Reject word ids repeated within a document, or sum them and sort each document's entries by id."""
-    N = dr.shape[0] - 1
-    if ids.shape[0] < 2:
+    if duplicates == "sum":
+        X = sum_duplicate_words(ids, counts, dr, V)
+        return X.indices, X.data, X.indptr
+    X = sp.csr_matrix((counts, ids, dr), shape=(dr.shape[0] - 1, V))
+    if X.has_canonical_format:
         return ids, counts, dr
-    doc = np.repeat(np.arange(N, dtype=np.int64), np.diff(dr))
-    if N * V < 2**62:
-        key = doc * V + ids
-    else:  # pragma: no cover - astronomically large N * V
-        key = np.unique(np.stack([doc, ids], axis=1), axis=0, return_inverse=True)[1].reshape(-1)
-    uniq, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    if duplicates == "reject":
-        if uniq.shape[0] == key.shape[0]:
-            return ids, counts, dr
-        dup = np.ones(key.shape[0], dtype=bool)
-        dup[first] = False
-        j = int(np.flatnonzero(dup)[0])
-        raise BnpviError(f"{where}: {name(int(doc[j]))} lists word {ids[j]} more than once "
-                         "(sum its counts into one entry)")
-    summed = np.bincount(inverse.reshape(-1), weights=counts, minlength=uniq.shape[0])  # in key order
-    new_dr = np.concatenate([[0], np.cumsum(np.bincount(doc[first], minlength=N))]).astype(np.int64)
-    return ids[first], summed, new_dr
+    X = X.sorted_indices()
+    repeated = np.flatnonzero(np.diff(X.indices) == 0) + 1
+    repeated = repeated[~np.isin(repeated, dr)]  # not the first entry of a document
+    if repeated.size == 0:
+        return ids, counts, dr
+    j = int(repeated[0])
+    raise BnpviError(f"{where}: {name(_doc_of(dr, j))} lists word {X.indices[j]} more than once "
+                     "(sum its counts into one entry)")

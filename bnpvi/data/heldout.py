@@ -28,6 +28,7 @@ import numpy as np
 
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.data.bow import HeldoutDocuments
+from bnpvi.data.checks import sum_duplicate_words
 from bnpvi.errors import BnpviError
 
 #: Fraction of a document's word types that "types" mode observes.
@@ -186,14 +187,9 @@ def _canonical(batch: WordCountBatch) -> tuple[np.ndarray, np.ndarray, np.ndarra
         j = int(np.flatnonzero(bad)[0])
         raise BnpviError(f"completion_split: counts must be non-negative whole numbers; entry {j} is "
                          f"{counts[j].item()!r}")
-    doc = np.repeat(np.arange(dr.shape[0] - 1, dtype=np.int64), np.diff(dr))
-    order = np.lexsort((ids, doc))
-    doc, ids, counts = doc[order], ids[order], counts[order].astype(np.int64)
-    if ids.size > 1:
-        new = np.r_[True, (doc[1:] != doc[:-1]) | (ids[1:] != ids[:-1])]
-        if not new.all():
-            starts = np.flatnonzero(new)
-            doc, ids, counts = doc[starts], ids[starts], np.add.reduceat(counts, starts)
+    X = sum_duplicate_words(ids, counts, dr, batch.vocab_size)
+    doc = np.repeat(np.arange(X.shape[0], dtype=np.int64), np.diff(X.indptr))
+    ids, counts = X.indices.astype(np.int64), X.data.astype(np.int64)
     return doc, ids, counts
 
 

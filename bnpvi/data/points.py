@@ -15,7 +15,7 @@ import numpy as np
 
 from bnpvi.data.base import BatchStore, chunk_rows, heldout_info, split_offsets, write_batch_file
 from bnpvi.data.batch import PointBatch
-from bnpvi.data.checks import check_labels, check_n_batches, check_points, first_nonfinite
+from bnpvi.data.checks import check_label_names, check_labels, check_n_batches, check_points, first_nonfinite
 from bnpvi.data.moments import DataMoments
 from bnpvi.errors import BnpviError
 
@@ -181,7 +181,7 @@ class _MomentSum:
 
 
 def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool = True, source: str = "",
-                 compression: str | None = None, heldout: HeldoutPoints | None = None) -> Path:
+                 compression: str | None = None, heldout: HeldoutPoints | None = None, label_names=None) -> Path:
     """Write a point data set to a batch file, atomically.
 
     Parameters
@@ -202,6 +202,8 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
         HDF5 compression filter for X (e.g. ``"gzip"``); none by default.
     heldout : HeldoutPoints, optional
         Points kept apart for evaluation (group ``heldout``); X above is then the training points only.
+    label_names : sequence of str, optional
+        The name of each label code (``labels`` and the held-out labels are then codes).
 
     Returns
     -------
@@ -220,6 +222,8 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
     N, D = X.shape
     if labels is not None:
         labels = check_labels(labels, N, where)
+    if label_names is not None:
+        label_names = check_label_names(label_names, labels, where)
     n_batches = check_n_batches(n_batches, N, where, f"N={N}")
 
     if heldout is not None:
@@ -242,4 +246,4 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
                     g.attrs[key] = getattr(heldout, key)
 
     return write_batch_file(path, where, "points", N, D, split_offsets(N, n_batches), labels, batches_fixed,
-                            source, datasets)
+                            source, datasets, label_names=label_names)

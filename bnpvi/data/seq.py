@@ -18,7 +18,7 @@ import numpy as np
 
 from bnpvi.data.base import chunk_1d, chunk_rows, split_offsets, write_batch_file
 from bnpvi.data.batch import SeqBatch
-from bnpvi.data.checks import check_labels, check_n_batches, check_points, check_seq_range
+from bnpvi.data.checks import check_label_names, check_labels, check_n_batches, check_points, check_seq_range
 from bnpvi.data.moments import DataMoments
 from bnpvi.data.points import RowStore, _MomentSum
 from bnpvi.errors import BnpviError
@@ -273,7 +273,7 @@ def lag_sequences(X: np.ndarray, seq_range: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=None, batches_fixed: bool = True,
-                    source: str = "", compression: str | None = None) -> Path:
+                    source: str = "", compression: str | None = None, label_names=None) -> Path:
     """Write sequences to a batch file of kind ``"seq"``, atomically.
 
     Parameters
@@ -297,6 +297,8 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
         Free-text provenance stored in the ``source`` attribute.
     compression : str, optional
         HDF5 compression filter for X and Xprev; none by default.
+    label_names : sequence of str, optional
+        The name of each label code (``labels`` are then codes).
 
     Returns
     -------
@@ -322,6 +324,8 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
             raise BnpviError(f"{where}: Xprev has shape {Xprev.shape} but X has shape {X.shape}")
     if labels is not None:
         labels = check_labels(labels, T, where, atoms=f"X has {T} rows (time steps)")
+    if label_names is not None:
+        label_names = check_label_names(label_names, labels, where)
     n_batches = check_n_batches(n_batches, n_seqs, where, f"n_seqs={n_seqs}")
 
     def datasets(f: h5py.File) -> None:
@@ -332,4 +336,4 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
         f.create_dataset("seq_range", data=seq_range, chunks=(chunk_1d(n_seqs + 1, 8),))
 
     return write_batch_file(path, where, "seq", T, D, split_offsets(n_seqs, n_batches), labels, batches_fixed,
-                            source, datasets, {"n_seqs": np.int64(n_seqs)})
+                            source, datasets, {"n_seqs": np.int64(n_seqs)}, label_names)

@@ -9,6 +9,8 @@ input checks. Three kinds of data share one file format
     /batch_offsets  (B+1,) int64, 0 = o_0 < o_1 < ... < o_B; batch b is units o_b:o_{b+1}
                     (rows, documents or sequences: a batch always holds whole ones)
     /labels         (N,) int64, optional; true labels, one per atom, kept for evaluation only
+    /label_names    (L,) UTF-8 strings, optional; the name of each label code when the labels were not
+                    integers (strings, say): label_names[labels] are the labels as given
     root attrs      format, format_version, kind, N, D, n_batches,
                     batches_fixed (True when the user asked for a batch count at convert time),
                     source (free text), created (ISO 8601 time, UTC)
@@ -23,6 +25,8 @@ input checks. Three kinds of data share one file format
     /word_counts    (nnz,) float64, positive whole numbers
     /doc_range      (N+1,) int64, 0 = r_0 < r_1 < ... < r_N = nnz; document d is entries r_d:r_{d+1}
     /vocab          (V,) UTF-8 strings, optional
+    /text           group, optional: how raw text became the counts (``bnpvi-data convert --text``;
+                    :class:`~bnpvi.data.bow.TextOrigin`)
     root attrs      D = V (vocabulary size), plus nnz and tokens (sum of counts)
 
 ``kind = "seq"`` (:mod:`bnpvi.data.seq`; sequences, one time step per atom; o_B = n_seqs)::

@@ -435,8 +435,9 @@ class Run:
             write_doc_topics(self.run_dir / "doc_topics.h5", doc_topic_proportions(self.model, globals_, self.store),
                              self.alg.ids.uids)
             if "lam" in globals_.obs:
-                write_topics(self.run_dir, topic_word_probs(globals_.obs), globals_.stats.N, self.alg.ids.uids,
-                             self.store.vocab())
+                summary["coherence_npmi"] = write_topics(self.run_dir, topic_word_probs(globals_.obs),
+                                                         globals_.stats.N, self.alg.ids.uids, self.store.vocab(),
+                                                         self.store)
         if self.trace.rows:
             plot_trace(self.trace.rows, self.run_dir / "elbo_K.png")
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -1,0 +1,119 @@
+"""Points in: a data matrix (one row per atom) from CSV, NPY or NPZ, for a ``"points"`` batch file."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from bnpvi.data.labels import one_source, rows_with_labels
+from bnpvi.data.points import HeldoutPoints, write_points
+from bnpvi.data.sources import (Reader, existing_file, load_npy, no_columns_in_arrays, nonempty, read_csv_table,
+                                read_npz_arrays, show_suffix)
+from bnpvi.errors import BnpviError
+
+POINT_SUFFIXES = (".csv", ".npz", ".npy")
+SUFFIXES = (".csv", ".npz", ".npy", ".ldac")
+
+
+@dataclass(frozen=True)
+class Points:
+    """A data matrix and its labels, as read by :func:`read_points`.
+
+    Attributes
+    ----------
+    X : (N, D) float64, finite
+    labels : (N,) int64 or None
+        Integers, or codes of ``label_names``.
+    label_names : tuple of str or None
+    """
+
+    X: np.ndarray
+    labels: np.ndarray | None = None
+    label_names: tuple[str, ...] | None = None
+
+    unit: ClassVar[str] = "rows"
+    count_name: ClassVar[str] = "N"
+
+    @property
+    def n_units(self) -> int:
+        """Number of rows."""
+        return self.X.shape[0]
+
+    def permuted(self, perm: np.ndarray) -> "Points":
+        """The rows in the order ``perm`` (labels follow)."""
+        return Points(self.X[perm], None if self.labels is None else self.labels[perm], self.label_names)
+
+    def heldout_part(self, index: np.ndarray, train_index: np.ndarray, fraction: float, seed: int) -> HeldoutPoints:
+        """These rows as the held-out part of a file whose training rows are ``train_index`` of the source."""
+        return HeldoutPoints(self.X, index, train_index, self.labels, fraction, seed)
+
+    def write(self, dst, **options) -> Path:
+        """Write a ``"points"`` batch file (``options``: those of ``write_points``)."""
+        return write_points(dst, self.X, labels=self.labels, label_names=self.label_names, **options)
+
+
+def read_points(path, labels: str | None = None, labels_file=None, columns=None) -> Points:
+    """Read a data matrix (and optionally true labels) from a CSV, NPZ or NPY file.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.csv``: one row per atom, comma-separated. A first row without any
+        numeric cell is taken as a header. Every data column must be numeric.
+        ``.npz``: the data is the array ``X``.
+        ``.npy``: the single array is the data.
+    labels : str, optional
+        CSV: the header name of a column to keep as labels and remove from X (for
+        a file without a header, a column index such as ``0`` or ``-1``).
+        NPZ: the name of the label array. Not supported for NPY.
+        Integer labels are kept as they are; any other labels (e.g. strings) are
+        replaced by their index in the sorted list of distinct values, which is kept as their names.
+    labels_file : str or Path, optional
+        A file with one label per line, one line per row (instead of ``labels``).
+    columns : str or sequence, optional
+        CSV only: the data columns (names or 0-based indices, ``"a,b,c"``); the others are left out.
+
+    Returns
+    -------
+    Points
+
+    Raises
+    ------
+    BnpviError
+        One line naming the file and the problem.
+    """
+    path, suffix = existing_file(path)
+    if suffix not in SUFFIXES:
+        raise BnpviError(f"{path}: unknown file type ({show_suffix(path)}); expected one of {', '.join(SUFFIXES)}")
+    if suffix not in POINT_SUFFIXES:
+        raise BnpviError(f"{path}: a {suffix} file holds bag-of-words documents, not a data matrix; "
+                         "read it with read_documents")
+    one_source(labels, labels_file)
+    nonempty(path)
+    if suffix == ".csv":
+        X, taken = read_csv_table(path, {"labels": labels}, columns)
+        y = taken.get("labels")
+    else:
+        no_columns_in_arrays(path, columns)
+        if suffix == ".npz":
+            arrays = read_npz_arrays(path, labels)
+            X, y = arrays["X"], arrays.get("labels")
+        elif labels is not None:
+            raise BnpviError(f"{path}: a .npy file holds one array, so labels={labels!r} cannot be read from it; "
+                             "use a .npz file with arrays X and labels, or --labels-file")
+        else:
+            X, y = load_npy(path), None
+    return Points(*rows_with_labels(X, y, labels_file, path, "rows"))
+
+
+def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(X, labels)`` of :func:`read_points` (labels as integers or codes; see there)."""
+    points = read_points(path, labels)
+    return points.X, points.labels
+
+
+READER = Reader(holds="points", kind_name="points", files=".csv, .npz and .npy files", suffixes=POINT_SUFFIXES,
+                options=frozenset({"labels", "labels_file", "columns"}), heldout=True,
+                claims=lambda path, options: True, read=read_points)
