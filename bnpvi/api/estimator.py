@@ -100,15 +100,21 @@ class Estimator(BaseEstimator):
     config_keys: ClassVar[dict[str, str]]
     """Keyword -> config key (``"birth_max_per_lap"`` -> ``"moves.birth.max_per_lap"``)."""
 
+    extra_keywords: ClassVar[dict[str, object]] = {}
+    """A family's own keywords beyond the config's, with their defaults (the topic models' text options)."""
+
     def __init_subclass__(cls, model: str | None = None, obs: str | None = None, **kwargs):
         super().__init_subclass__(**kwargs)
         if model is None:  # a family's base class
             return
         cls.model_option = model
         cls.config_keys = keyword_paths(model)
+        clash = set(cls.extra_keywords) & set(cls.config_keys)
+        if clash:
+            raise TypeError(f"{cls.__name__}: keywords {sorted(clash)} are config keys too")
         choices = {"obs": obs, "alg": "memo", "init": "kmeanspp", **({"moves": None} if model_moves(model) else {})}
         cls.__init__ = _keyword_init({**choices, "random_state": None, "verbose": False, "output_dir": None,
-                                      **dict.fromkeys(cls.config_keys)})
+                                      **cls.extra_keywords, **dict.fromkeys(cls.config_keys)})
 
     # ----------------------------------------------------------------- config
     def train_config(self) -> DictConfig:

@@ -1,7 +1,10 @@
 """A loaded topic model (``hdp_topic``, ``lda``): topic weights of new documents, its topics, and scores.
 
 Documents are a count matrix, N documents x V words (a SciPy sparse matrix, CSR best, or a
-dense array) of non-negative whole numbers, with the model's vocabulary as columns.
+dense array) of non-negative whole numbers, with the model's vocabulary as columns, or raw texts (a
+list of strings) when the model has a vocabulary: they are counted as the training corpus was
+(:func:`bnpvi.data.tokens.count_texts`, with the tokeniser settings of a corpus converted from text),
+and words outside the vocabulary are dropped.
 :meth:`FittedTopicModel.transform` runs the model's own compiled document-level step (Hughes
 2016 thesis Alg. 5.1, with its sparse restarts) under the saved globals, as the run does for
 doc_topics.h5; :meth:`FittedTopicModel.apply` writes the weights of a whole data file
@@ -17,14 +20,27 @@ import scipy.sparse as sp
 from bnpvi.alloc.topic import TopicAlloc
 from bnpvi.api.fitted import FittedModel
 from bnpvi.data.batch import WordCountBatch
+from bnpvi.data.text_in import count_text_file
+from bnpvi.data.tokens import TextSettings, count_texts
 from bnpvi.errors import BnpviError
+from bnpvi.io.model_file import text_settings_of
 from bnpvi.io.topic_weights import write_topic_weights
 from bnpvi.io.topics import topic_word_probs
-from bnpvi.learn.assign import marks_heldout, topic_weights, weigh_file
+from bnpvi.learn.assign import TopicWeights, marks_heldout, topic_weights, weigh_file
+from bnpvi.metrics import npmi_coherence
 from bnpvi.learn.heldout import completion_loglik, completion_score, evaluates_heldout
 
 SCORE_BLOCK = 5000
 """Documents split and scored at a time by :meth:`FittedTopicModel.score` (the score does not depend on it)."""
+
+
+def is_texts(docs) -> bool:
+    """Whether ``docs`` are raw texts: a list, tuple or 1-D array whose items are all strings."""
+    if isinstance(docs, str) or sp.issparse(docs):
+        return False
+    if isinstance(docs, np.ndarray):
+        return docs.ndim == 1 and docs.dtype.kind in "OUS" and all(isinstance(d, str) for d in docs.tolist())
+    return isinstance(docs, (list, tuple)) and len(docs) > 0 and all(isinstance(d, str) for d in docs)
 
 
 def count_matrix(docs, V: int, what: str) -> sp.csr_matrix:
@@ -72,6 +88,8 @@ class FittedTopicModel(FittedModel, alloc=TopicAlloc):
         E[φ_kv] = λ̂_kv / Σ_w λ̂_kw, rows in the order of :attr:`cluster_ids_` (None unless obs=mult).
     vocabulary_ : list of str, or None
         The word of every word id, when the training file held a vocabulary.
+    text_settings_ : TextSettings, or None
+        How the training corpus was tokenised, when it was converted from raw text.
     """
 
     def __init__(self, model, globals_, cfg, tree: dict):
@@ -79,10 +97,32 @@ class FittedTopicModel(FittedModel, alloc=TopicAlloc):
         self.topics_ = topic_word_probs(globals_.obs) if "lam" in globals_.obs else None
         vocab = tree["data"].get("vocab")
         self.vocabulary_ = None if vocab is None else [str(word) for word in vocab]
+        self.text_settings_ = text_settings_of(tree)
+
+    def _text_settings(self, what: str) -> TextSettings:
+        """The tokeniser of new text: the training corpus's, or scikit-learn's defaults (lower case, runs of
+        two or more word characters, no stop words) for a corpus given as counts with a vocabulary."""
+        if self.vocabulary_ is None:
+            raise BnpviError(f"{what}: raw text needs the model's vocabulary, and this model was trained without "
+                             "one (convert the corpus with --vocab or --text)")
+        return self.text_settings_ or TextSettings()
+
+    def count_text(self, texts) -> tuple[sp.csr_matrix, int]:
+        """Counts (N, V) of raw ``texts`` under the model's vocabulary, and the tokens dropped as unknown."""
+        return count_texts(texts, self.vocabulary_, self._text_settings("count_text"))
 
     def _documents(self, docs, what: str) -> sp.csr_matrix:
         self.check_kind(what, "bow")
+        if is_texts(docs):
+            return count_texts(docs, self.vocabulary_, self._text_settings(what))[0]
         return count_matrix(docs, self.D, what)
+
+    def coherence(self, docs, top_n: int = 10) -> np.ndarray:
+        """(K,) NPMI coherence of every topic's ``top_n`` words over document co-occurrence in ``docs``
+        (:func:`bnpvi.metrics.npmi_coherence`; topics in the order of :attr:`cluster_ids_`)."""
+        if self.topics_ is None:
+            raise BnpviError(f"coherence needs topics over words (obs=mult), not obs={self.model.obs.name}")
+        return npmi_coherence(self.topics_, self._documents(docs, "coherence"), top_n)
 
     def transform(self, docs) -> np.ndarray:
         """(N, K) E[π_dk] of every document (row of ``docs``), columns in the order of :attr:`cluster_ids_`.
@@ -148,3 +188,17 @@ class FittedTopicModel(FittedModel, alloc=TopicAlloc):
             scores["heldout_loglik"] = (score["loglik_per_token"],
                                         f"nats per token ({score['n_tokens']} held-out target tokens)")
         return {"written": f"{rows} documents", "scores": scores}
+
+    def apply_text(self, path, out: Path, text_column=None) -> dict:
+        """The topic weights of the documents of a raw text file (one per line, or the column ``text_column``
+        of a .csv / .tsv) in ``out`` and its .csv, counted under the model's vocabulary; document i is line
+        (row) i, and one whose words are all unknown gets the prior's weights."""
+        self.check_kind("bnpvi-apply", "bow")
+        counts, unknown = count_text_file(path, self.vocabulary_, self._text_settings("bnpvi-apply"), text_column)
+        blocks = (TopicWeights(np.arange(lo, min(lo + SCORE_BLOCK, counts.shape[0]), dtype=np.int64),
+                               topic_weights(self.model, self.globals_, as_batch(counts[lo:lo + SCORE_BLOCK], lo)),
+                               False) for lo in range(0, counts.shape[0], SCORE_BLOCK))
+        rows = write_topic_weights(out, blocks, self.cluster_ids_, heldout=False)
+        tokens = int(counts.sum()) + unknown
+        return {"written": f"{rows} documents; {unknown} of {tokens} tokens dropped as not in the model's "
+                           "vocabulary", "scores": {}}

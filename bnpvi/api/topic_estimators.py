@@ -2,7 +2,11 @@
 
 ``fit(docs, vocabulary=None)`` takes a count matrix, N documents x V words (a SciPy sparse matrix,
 CSR best, or a dense array of non-negative whole numbers; every document needs a word) and
-optionally the V words, which are stored with the model (``vocabulary_``, ``top_words``). The
+optionally the V words, which are stored with the model (``vocabulary_``, ``top_words``); or raw
+texts (a list of strings), which are tokenised as ``bnpvi-data convert --text`` does, with the
+keywords ``stop_words`` ("english"), ``min_df`` (1), ``max_df`` (1.0) and ``max_vocab`` (None) of its
+options (:mod:`bnpvi.data.text_in`); documents left without a word are dropped. ``transform``,
+``score`` and ``coherence`` then take raw texts too, counted under the model's vocabulary. The
 topic weights, topics and scores are :class:`~bnpvi.api.fitted_topics.FittedTopicModel`'s.
 """
 from __future__ import annotations
@@ -12,36 +16,58 @@ from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bnpvi.api.estimator import Estimator
-from bnpvi.api.fitted_topics import count_matrix
+from bnpvi.api.fitted_topics import count_matrix, is_texts
 from bnpvi.data.checks import check_vocab
 from bnpvi.data.store import write_documents
+from bnpvi.data.text_in import VocabularyLimits, text_documents
+from bnpvi.data.tokens import TextSettings
 from bnpvi.errors import BnpviError
 
 
 class _TopicModel(TransformerMixin, Estimator):
     """What both topic-model estimators share."""
 
+    extra_keywords = {"stop_words": "english", "min_df": 1, "max_df": 1.0, "max_vocab": None}
+
     def _counts(self, docs, reset: bool):
         """``docs`` after scikit-learn's checks (which set or compare ``n_features_in_``) and
-        :func:`~bnpvi.api.fitted_topics.count_matrix`'s."""
+        :func:`~bnpvi.api.fitted_topics.count_matrix`'s; raw texts after fit are counted by the model."""
+        if not reset and is_texts(docs):
+            return docs
         X = validate_data(self, docs, accept_sparse="csr", dtype=np.float64, reset=reset,
                           ensure_min_samples=2 if reset else 1)
         return count_matrix(X, X.shape[1], "fit" if reset else type(self).__name__)
 
     def fit(self, docs, y=None, vocabulary=None):
-        """Train on the documents (rows) of ``docs`` (N, V); ``vocabulary``: the V words, stored with the model;
-        ``y`` is ignored. Returns self."""
-        X = self._counts(docs, reset=True)
-        empty = np.flatnonzero(np.diff(X.indptr) == 0)
-        if empty.size:
-            raise BnpviError(f"fit: document {int(empty[0])} has no words (documents counted from 0); drop "
-                             "empty documents before fitting")
-        vocab = None if vocabulary is None else check_vocab(vocabulary, X.shape[1], "fit")
-        fitted = self.train_on(lambda path, n_batches, source: write_documents(
-            path, X.indices, X.data, X.indptr, X.shape[1], n_batches=n_batches, vocab=vocab, source=source))
+        """Train on the documents of ``docs``: rows of a count matrix (N, V), with ``vocabulary`` the V words
+        stored with the model, or raw texts (the vocabulary is then made from them); ``y`` is ignored.
+        Returns self."""
+        if is_texts(docs):
+            if vocabulary is not None:
+                raise BnpviError("fit: raw texts make their own vocabulary; pass vocabulary= with a count matrix only")
+            corpus = text_documents(lambda: [(list(docs), None)], TextSettings.make(self.stop_words),
+                                    VocabularyLimits.make(self.min_df, self.max_df, self.max_vocab), "fit")
+            self.n_features_in_ = corpus.vocab_size
+            fitted = self.train_on(lambda path, n_batches, source: corpus.write(path, n_batches=n_batches,
+                                                                                source=source))
+        else:
+            X = self._counts(docs, reset=True)
+            empty = np.flatnonzero(np.diff(X.indptr) == 0)
+            if empty.size:
+                raise BnpviError(f"fit: document {int(empty[0])} has no words (documents counted from 0); drop "
+                                 "empty documents before fitting")
+            vocab = None if vocabulary is None else check_vocab(vocabulary, X.shape[1], "fit")
+            fitted = self.train_on(lambda path, n_batches, source: write_documents(
+                path, X.indices, X.data, X.indptr, X.shape[1], n_batches=n_batches, vocab=vocab, source=source))
         self.topics_ = fitted.topics_
         self.vocabulary_ = fitted.vocabulary_
         return self
+
+    def coherence(self, docs, top_n: int = 10) -> np.ndarray:
+        """(K,) NPMI coherence of every topic's ``top_n`` words over document co-occurrence in ``docs`` (the
+        training documents, typically; :meth:`FittedTopicModel.coherence`)."""
+        check_is_fitted(self)
+        return self.fitted_model_.coherence(self._counts(docs, reset=False), top_n)
 
     def transform(self, docs) -> np.ndarray:
         """(N, K) topic weights E[π_dk] of every document, columns in the order of :attr:`cluster_ids_`

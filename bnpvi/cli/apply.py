@@ -1,6 +1,7 @@
 """``bnpvi-apply``: apply a trained model to a data file.
 
     bnpvi-apply RUN_DIR DATA.h5 OUT.h5
+    bnpvi-apply RUN_DIR NEW.txt OUT.h5 [--text-column NAME]    (topic models: raw text)
 
 Runs the local step of the model in RUN_DIR (its model.h5; the training file is not
 needed) under its saved globals, with no global step, over every atom of DATA.h5 (a file
@@ -15,6 +16,10 @@ and OUT.csv beside it:
 * hidden Markov models (sequences): the Viterbi path of every sequence, as the run's
   segmentation.h5 and segmentation.csv (``sequence,t,state``, stable state ids;
   :mod:`bnpvi.io.segmentation`).
+
+A topic model with a vocabulary also takes raw text (any file not ending in .h5: one document
+per line, or the column ``--text-column`` of a .csv / .tsv), tokenised as its training corpus was
+(``bnpvi-data convert --text``); words outside the vocabulary are dropped and counted.
 
 It prints the held-out score as a run reports it when DATA.h5 has a held-out part (points:
 nats per point; documents: nats per token by document completion), and the aligned Hamming
@@ -51,19 +56,31 @@ def _parser() -> argparse.ArgumentParser:
                "Prints the held-out score when DATA.h5 has a held-out part (and the Hamming distance when a\n"
                "sequence file has labels).")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a finished bnpvi-train run directory (holding model.h5)")
-    parser.add_argument("data", metavar="DATA.h5", help="a data file written by `bnpvi-data convert`")
+    parser.add_argument("data", metavar="DATA.h5", help="a data file written by `bnpvi-data convert`, or (topic "
+                                                        "models) raw text, one document per line")
     parser.add_argument("out", metavar="OUT.h5", help="output file; OUT.csv is written beside it")
+    parser.add_argument("--text-column", metavar="NAME", help="raw text: the column of a .csv / .tsv file that "
+                                                              "holds the documents")
     return parser
 
 
-def run(run_dir: str, data: str, out: str) -> None:
-    """Apply the model of ``run_dir`` to ``data``, write ``out`` and its CSV, and print what was done."""
+def run(run_dir: str, data: str, out: str, text_column: str | None = None) -> None:
+    """Apply the model of ``run_dir`` to ``data`` (a batch file, or raw text for a topic model), write ``out``
+    and its CSV, and print what was done."""
     out = Path(out).expanduser()
     if out.suffix.lower() != ".h5":
         raise BnpviError(f"output file {out} must end in .h5 (OUT.csv is written beside it)")
     fitted = load(run_dir)
-    with BatchStore.open(data) as store:
-        result = fitted.apply(store, out)
+    if Path(data).suffix.lower() != ".h5":
+        if not hasattr(fitted, "apply_text"):
+            raise BnpviError(f"{data} is not a .h5 data file; raw text applies to topic models only (convert "
+                             f"the data with bnpvi-data convert first)")
+        result = fitted.apply_text(data, out, text_column)
+    elif text_column is not None:
+        raise BnpviError("--text-column applies to raw text, not to a .h5 data file")
+    else:
+        with BatchStore.open(data) as store:
+            result = fitted.apply(store, out)
     print(f"wrote {out} and {out.with_suffix('.csv')}: {result['written']}")
     for name, (value, unit) in result["scores"].items():
         print(f"{name} {value:.6f} {unit}")
@@ -72,7 +89,7 @@ def run(run_dir: str, data: str, out: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run ``bnpvi-apply`` with ``argv`` (default: ``sys.argv[1:]``); 0 on success, 2 on bad input."""
     args = _parser().parse_args(argv)
-    return run_reporting(PROG, lambda: run(args.run_dir, args.data, args.out))
+    return run_reporting(PROG, lambda: run(args.run_dir, args.data, args.out, args.text_column))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ Besides the readable parts (cluster ids, counts, weights, posterior and prior pa
 config, summary) it holds the global summaries ``stats`` and the allocation parameters from
 which :meth:`bnpvi.model.Model.restore` rebuilds the final globals, and under ``data`` the
 kind and dimension of the training data, the whole-data moments that set the observation
-prior's data-driven defaults and a bag-of-words file's vocabulary (``data/vocab``), so the model
-can be rebuilt and applied without the training file (:func:`bnpvi.api.load`).
+prior's data-driven defaults, a bag-of-words file's vocabulary (``data/vocab``) and, for a corpus
+converted from raw text, its tokeniser settings (``data/text``), so the model can be rebuilt and
+applied, to raw text too, without the training file (:func:`bnpvi.api.load`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 from omegaconf import OmegaConf
 
 from bnpvi.data.moments import DataMoments
+from bnpvi.data.tokens import TextSettings
 from bnpvi.errors import BnpviError
 from bnpvi.io.h5tree import read_tree, write_atomic
 
@@ -25,14 +27,16 @@ FORMAT_VERSION = 3
 
 
 def write_model(path: Path, model, globals_, ids, cfg, summary: dict, kind: str, D: int,
-                moments: DataMoments | None, vocab: list[str] | None = None) -> None:
+                moments: DataMoments | None, vocab: list[str] | None = None, text: TextSettings | None = None) -> None:
     """Cluster ids, counts, the allocation model's readable summaries (weights, or start and
     transition probabilities), posterior and prior parameters, the global summaries, the training
     data's kind, dimension ``D``, ``moments`` and ``vocab`` (the words of a bag-of-words file, when it
-    has them), config and summary."""
+    has them) and ``text`` (the tokeniser settings of a corpus converted from raw text), config and summary."""
     data = {"kind": kind, "D": np.int64(D)}
     if vocab is not None:
         data["vocab"] = np.asarray(vocab, dtype=object)
+    if text is not None:
+        data["text"] = {**text.attrs(), "stop_word_list": np.asarray(text.stop_words, dtype=object)}
     if moments is not None:
         data["moments"] = {key: np.asarray(value) for key, value in dataclasses.asdict(moments).items()
                            if value is not None}
@@ -94,3 +98,11 @@ def moments_of(tree: dict) -> DataMoments | None:
         return None
     return DataMoments(n_atoms=int(saved["n_atoms"]), mean=saved["mean"], cov=saved["cov"],
                        diff_cov=saved.get("diff_cov"))
+
+
+def text_settings_of(tree: dict) -> TextSettings | None:
+    """The tokeniser settings stored by :func:`write_model` (None: the model was not trained on raw text)."""
+    text = tree["data"].get("text")
+    if text is None:
+        return None
+    return TextSettings.from_attrs(text, [str(word) for word in np.asarray(text["stop_word_list"]).reshape(-1)])

@@ -421,9 +421,6 @@ class Run:
             score, count = self.heldout_score(globals_)
             summary.update(heldout_loglik=score, **{"heldout_tokens" if self.store.kind == "bow" else "heldout_points":
                                                     count})
-        write_model(self.run_dir / "model.h5", self.model, globals_, self.alg.ids, self.cfg, summary,
-                    self.store.kind, self.store.D, self.moments,
-                    vocab=self.store.vocab() if self.store.kind == "bow" else None)
         if isinstance(self.model.alloc, MixtureAlloc):
             write_assignments(self.run_dir / "assignments.h5",
                               assign_file(self.model, globals_, self.store, self.alg.ids.uids), self.alg.ids.uids,
@@ -438,6 +435,11 @@ class Run:
                 summary["coherence_npmi"] = write_topics(self.run_dir, topic_word_probs(globals_.obs),
                                                          globals_.stats.N, self.alg.ids.uids, self.store.vocab(),
                                                          self.store)
+        origin = self.store.text_origin() if self.store.kind == "bow" else None
+        write_model(self.run_dir / "model.h5", self.model, globals_, self.alg.ids, self.cfg, summary,
+                    self.store.kind, self.store.D, self.moments,
+                    vocab=self.store.vocab() if self.store.kind == "bow" else None,
+                    text=None if origin is None else origin.settings)
         if self.trace.rows:
             plot_trace(self.trace.rows, self.run_dir / "elbo_K.png")
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
