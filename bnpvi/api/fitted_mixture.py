@@ -16,7 +16,7 @@ from bnpvi.data.batch import PointBatch
 from bnpvi.data.checks import check_points
 from bnpvi.errors import BnpviError
 from bnpvi.io.assignments import write_assignments
-from bnpvi.learn.assign import assign_file, best_clusters, marks_heldout
+from bnpvi.learn.assign import assign_file, best_labels, marks_heldout
 from bnpvi.learn.heldout import evaluates_heldout, point_bounds, points_loglik
 
 
@@ -43,8 +43,7 @@ class FittedMixture(FittedModel, alloc=MixtureAlloc):
 
     def predict(self, X) -> np.ndarray:
         """(N,) int64: the stable id (:attr:`cluster_ids_`) of every row's most responsible cluster."""
-        clusters, _ = best_clusters(self.model, self.globals_, self._points(X, "predict"))
-        return self.cluster_ids_[clusters]
+        return self.cluster_ids_[best_labels(self.model, self.globals_, self._points(X, "predict"))]
 
     def predict_proba(self, X) -> np.ndarray:
         """(N, K) responsibilities r_nk of the local step (columns in the order of :attr:`cluster_ids_`;

@@ -280,12 +280,23 @@ def inv_quad(L: np.ndarray, v: np.ndarray) -> np.ndarray:
 def whitened_sq_norms(Y: np.ndarray, L: np.ndarray, mu: np.ndarray | None = None) -> np.ndarray:
     """(N, K) ‖L_k⁻¹ (y_n − μ_k)‖² for all atoms n and clusters k.
 
-    One triangular inverse per cluster, then ``map_sq_norms`` with the inverses as maps.
+    One triangular inverse per cluster, then :func:`quad_forms` with B_k⁻¹ = L_k⁻ᵀL_k⁻¹ when the
+    features pay (:func:`_features_pay`), else :func:`map_sq_norms` with the inverses as maps.
     """
+    return scaled_sq_norms(Y, L, mu, np.ones(L.shape[0]), np.zeros(L.shape[0]))
+
+
+def scaled_sq_norms(Y: np.ndarray, L: np.ndarray, mu: np.ndarray | None, scale: np.ndarray,
+                    offset: np.ndarray) -> np.ndarray:
+    """(N, K) c_k + s_k ‖L_k⁻¹ (y_n − μ_k)‖² for (K,) scales s and offsets c: an expected Gaussian log-likelihood
+    in one pass (the scale and offset folded into the product's weights when the features pay)."""
     Linv = chol_inverse(L)
     if _features_pay(Y.shape[1], Linv.shape[0]):
-        return quad_forms(Y, np.einsum("kfd,kfe->kde", Linv, Linv), mu)
-    return map_sq_norms(Y, Linv, None if mu is None else np.einsum("kde,ke->kd", Linv, mu))
+        return quad_forms(Y, np.einsum("kfd,kfe->kde", Linv, Linv), mu, scale, offset)
+    out = map_sq_norms(Y, Linv, None if mu is None else np.einsum("kde,ke->kd", Linv, mu))
+    out *= scale
+    out += offset
+    return out
 
 
 def _features_pay(D: int, K: int) -> bool:
@@ -320,12 +331,17 @@ def quad_weights(P: np.ndarray, m: np.ndarray | None) -> tuple[np.ndarray, np.nd
     return np.hstack([quad, -2.0 * Pm]).T, np.einsum("kd,kd->k", Pm, m)
 
 
-def quad_forms(Y: np.ndarray, P: np.ndarray, m: np.ndarray | None = None) -> np.ndarray:
-    """(N, K) (y_n − m_k)ᵀP_k(y_n − m_k) for symmetric (K, D, D) P_k: one (n × F)·(F × K) BLAS product per
-    block of n rows over the F = D(D+1)/2 + D features of :func:`quad_features` (half the multiplications
-    of y ↦ L_k⁻¹y, and no (N, K, D) temporary)."""
+def quad_forms(Y: np.ndarray, P: np.ndarray, m: np.ndarray | None = None, scale: np.ndarray | None = None,
+               offset: np.ndarray | None = None) -> np.ndarray:
+    """(N, K) c_k + s_k (y_n − m_k)ᵀP_k(y_n − m_k) for symmetric (K, D, D) P_k (s = 1, c = 0 when not given):
+    one (n × F)·(F × K) BLAS product per block of n rows over the F = D(D+1)/2 + D features of
+    :func:`quad_features` (half the multiplications of y ↦ L_k⁻¹y, and no (N, K, D) temporary)."""
     N, D = Y.shape
     weights, const = quad_weights(P, m)
+    if scale is not None:
+        weights, const = weights * scale, const * scale
+    if offset is not None:
+        const = const + offset
     out = np.empty((N, P.shape[0]))
     chunk = max(1, _CHUNK_ELEMS_FEATURES // weights.shape[0])
     for s in range(0, N, chunk):
@@ -460,10 +476,22 @@ def gauss_expected_log_lik(e_logdet, maha, D: int, kappa=None) -> np.ndarray:
 
     ``maha`` (N, K) is ν̂ (x − m̂)ᵀ B̂⁻¹ (x − m̂); ``kappa`` None means a known zero mean (zm_gauss).
     """
-    const = -0.5 * D * LOG_2PI + 0.5 * e_logdet
+    return gauss_log_lik_const(e_logdet, D, kappa)[None, :] - 0.5 * maha
+
+
+def gauss_log_lik_const(e_logdet, D: int, kappa=None) -> np.ndarray:
+    """(K,) −(D/2) ln 2π + ½ E ln|Λ_k| (− ½ D/κ̂_k with a Normal mean): E_q log N(x | m, Λ⁻¹) at x = m̂ and ν̂ → 0."""
+    const = -0.5 * D * LOG_2PI + 0.5 * np.asarray(e_logdet, dtype=np.float64)
     if kappa is not None:
         const = const - 0.5 * D / kappa
-    return const[None, :] - 0.5 * maha
+    return const
+
+
+def wishart_expected_log_lik(Y: np.ndarray, post, D: int, mu=None, kappa=None) -> np.ndarray:
+    """(N, K) E_q log N(y_n | m_k, Λ_k⁻¹) under q(Λ_k) = W(ν̂_k, B̂_k) (and q(m_k | Λ_k) with precision κ̂_k Λ_k):
+    −(D/2) ln 2π + ½ E ln|Λ_k| − ½[D/κ̂_k + ν̂_k (y − μ_k)ᵀ B̂_k⁻¹ (y − μ_k)], in one pass (:func:`scaled_sq_norms`)."""
+    return scaled_sq_norms(Y, post["B_chol"], mu, -0.5 * np.asarray(post["nu"], dtype=np.float64),
+                           gauss_log_lik_const(post["E_logdet_Lambda"], D, kappa))
 
 
 def wishart_posterior(nu: np.ndarray, B: np.ndarray) -> dict[str, np.ndarray]:

@@ -131,8 +131,7 @@ class Gauss(ObsFamily):
     # --------------------------------------------------------------- ELBO
     def expected_log_lik(self, post: Posterior, batch: PointBatch) -> np.ndarray:
         """E_q log p(x_n | m_k, Λ_k) = −(D/2) ln 2π + ½ E ln|Λ| − ½[D/κ̂ + ν̂ (x − m̂)ᵀ B̂⁻¹ (x − m̂)]."""
-        maha = W.whitened_sq_norms(self._relative(batch), post["B_chol"], post["m_rel"]) * post["nu"]
-        return W.gauss_expected_log_lik(post["E_logdet_Lambda"], maha, self.D, post["kappa"])
+        return W.wishart_expected_log_lik(self._relative(batch), post, self.D, post["m_rel"], post["kappa"])
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
         """L_data,k* = −(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂| + (D/2) ln(κ̄/κ̂).

@@ -79,8 +79,7 @@ class ZeroMeanGauss(ObsFamily):
     # --------------------------------------------------------------- ELBO
     def expected_log_lik(self, post: Posterior, batch: PointBatch) -> np.ndarray:
         """E_q log p(x_n | Λ_k) = −(D/2) ln 2π + ½ E ln|Λ| − ½ ν̂ xᵀ B̂⁻¹ x."""
-        maha = W.whitened_sq_norms(self._data(batch), post["B_chol"]) * post["nu"]
-        return W.gauss_expected_log_lik(post["E_logdet_Lambda"], maha, self.D)
+        return W.wishart_expected_log_lik(self._data(batch), post, self.D)
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
         """L_data,k* = −(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂|.
