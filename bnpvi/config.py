@@ -361,6 +361,7 @@ class TrainConfig:
     seed: int = key("seeds every random choice of the run")
     checkpoint_every: int = key("laps between checkpoints (one is always written at the end)")
     eval_every: int = key("laps between evaluations (sequences: Hamming; held-out data: log-likelihood)")
+    plots: bool = key("draw elbo_K.png (and segmentation.png for sequences) when the run ends")
     heldout_split: str = key("halves | types: document-completion split of held-out documents")
     heldout_seed: int = key("seed of that split (the held-out documents themselves are chosen by the file)")
     resume: Optional[str] = key("RUN_DIR of a run to continue from its latest checkpoint", default=None)

@@ -117,6 +117,15 @@ def test_finite_hmm_on_the_toy_sequences(tmp_path, env):
     assert trace["hamming"].iloc[-1] == pytest.approx(summary["hamming"])
 
 
+def test_plots_false_draws_no_figures_and_writes_every_other_file(tmp_path, env):
+    train(["model=finite_hmm", "init.K=3", "data.n_seqs=8", "data.seq_length=50", "alg.n_laps=2", "plots=false"],
+          tmp_path, env)
+    (run,) = list((tmp_path / "outputs").glob("*/*"))
+    assert not list(run.glob("*.png"))
+    for name in ("summary.json", "model.h5", "segmentation.h5", "segmentation.csv", "transitions.csv"):
+        assert (run / name).is_file(), name
+
+
 def test_multirun_sweep_makes_one_run_per_combination(tmp_path, env):
     train(["-m", "model.gamma=0.5,5", "seed=1,2", "data.n_atoms=800", "alg.n_laps=3"], tmp_path, env)
     runs = [p for p in (tmp_path / "outputs" / "multirun").glob("*/*/*") if (p / "trace.csv").exists()]

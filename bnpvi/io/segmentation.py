@@ -78,8 +78,9 @@ class Segmentation:
         return np.column_stack([sequence, t, np.asarray(uids, dtype=np.int64)[self.viterbi]])
 
 
-def write_segmentation_outputs(run_dir: Path, seg: Segmentation, uids: np.ndarray, exported: dict) -> None:
-    """segmentation.h5, segmentation.csv, transitions.csv and segmentation.png in ``run_dir``.
+def write_segmentation_outputs(run_dir: Path, seg: Segmentation, uids: np.ndarray, exported: dict,
+                               plot: bool = True) -> None:
+    """segmentation.h5, segmentation.csv, transitions.csv and (``plot``) segmentation.png in ``run_dir``.
 
     Parameters
     ----------
@@ -94,7 +95,8 @@ def write_segmentation_outputs(run_dir: Path, seg: Segmentation, uids: np.ndarra
     write_segmentation(run_dir / "segmentation.h5", seg, uids)
     write_segmentation_csv(run_dir / "segmentation.csv", seg, uids)
     write_transitions(run_dir / "transitions.csv", exported["start_probs"], exported["trans_probs"], uids)
-    plot_segmentation(run_dir / "segmentation.png", seg)
+    if plot:
+        plot_segmentation(run_dir / "segmentation.png", seg)
 
 
 def write_segmentation(path: Path, seg: Segmentation, uids: np.ndarray) -> None:

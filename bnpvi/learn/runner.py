@@ -415,6 +415,7 @@ class Run:
                    "K": globals_.K, "laps": self.alg.lap, "converged": self.converged, "stop_reason": stop_reason,
                    "elapsed_s": round(self.elapsed(), 4), "n_atoms": self.store.n_atoms, "D": self.store.D,
                    "counts": np.round(globals_.stats.N, 6).tolist(), "uids": self.alg.ids.uids.tolist()}
+        plots = bool(OmegaConf.select(self.cfg, "plots", default=True))  # configs saved before the key: on
         segmentation = segment_all(self.model, globals_, self.store, self.labels) if self.sequences else None
         summary.update(self.scores(segmentation))
         if self.heldout:
@@ -427,7 +428,7 @@ class Run:
                               heldout=marks_heldout(self.store))
         if segmentation is not None:
             write_segmentation_outputs(self.run_dir, segmentation, self.alg.ids.uids,
-                                       self.model.alloc.export(globals_.alloc))
+                                       self.model.alloc.export(globals_.alloc), plot=plots)
         if isinstance(self.model.alloc, TopicAlloc):
             write_doc_topics(self.run_dir / "doc_topics.h5", doc_topic_proportions(self.model, globals_, self.store),
                              self.alg.ids.uids)
@@ -440,7 +441,7 @@ class Run:
                     self.store.kind, self.store.D, self.moments,
                     vocab=self.store.vocab() if self.store.kind == "bow" else None,
                     text=None if origin is None else origin.settings)
-        if self.trace.rows:
+        if self.trace.rows and plots:
             plot_trace(self.trace.rows, self.run_dir / "elbo_K.png")
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         score = "".join(f"  {name.upper() if name == 'ari' else name.split('_')[0]} {summary[name]:.4f}"
