@@ -17,6 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import bnpvi
 from bnpvi.api.estimators import DATA_FILE, DPMixture, FiniteMixture
 from bnpvi.data.store import write_points
+from bnpvi.errors import BnpviError
 from bnpvi.learn import runner
 
 EXPECTED_FAILED_CHECKS = {
@@ -105,6 +106,8 @@ def test_bad_keywords_are_type_errors_naming_them(X):
         DPMixture(obs="mult").fit(X)
     with pytest.raises(ValueError, match="X has 3 features"):
         DPMixture(n_laps=2).fit(X).predict(np.ones((2, 3)))
+    with pytest.raises(BnpviError, match=r"^model.gamma must be a number > 0, got -1.0$"):
+        DPMixture(gamma=-1.0).fit(X)  # the model's own message, not Hydra's wrapper around it
 
 
 def test_output_dir_is_a_resumable_run_directory(X, tmp_path, caplog):

@@ -1,11 +1,23 @@
 """The model of a composed config: what a training run and a loaded run directory both build."""
 from __future__ import annotations
 
-from hydra.utils import instantiate
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from bnpvi.errors import BnpviError
 from bnpvi.model import Model
+
+
+def instantiate(node, **kwargs):
+    """Hydra's ``instantiate``, with a model's or family's own one-line BnpviError (a setting it refuses)
+    raised as it is rather than inside Hydra's wrapper."""
+    try:
+        return hydra_instantiate(node, **kwargs)
+    except InstantiationException as err:
+        if isinstance(err.__cause__, BnpviError):
+            raise err.__cause__ from None
+        raise
 
 
 def make_alloc(cfg: DictConfig):
