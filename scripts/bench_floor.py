@@ -9,7 +9,9 @@ Per case and thread count:
 * ``lik GF/s``, ``sum GF/s``: achieved rate of the expected log-likelihood and of the summaries
   of one batch under the initial globals (2·n·K·D² flops each);
 * ``GEMM s``: the lap's GEMM time, ``lap/GEMM`` the ratio; ``init s``: the initialisation
-  (``initial_stats``: seeding and its k-means iterations on ``init.n_samples`` atoms).
+  (``initial_stats``: seeding and its k-means iterations on ``init.n_samples`` atoms);
+* ``memo ms``: the work around a batch (reading it, the cache swap, the global step, move
+  bookkeeping): laps 2-6's time minus their batches' ``process_batch`` time, per batch.
 
 Cases (``--cases``): ``patches`` (60,000 real 8×8 patches, zero-mean Gaussian, 4 batches, K = 25,
 no moves and the default moves), ``points`` (2,000,000 × 16 points from ``bench_moves.make_data``,
@@ -27,7 +29,9 @@ import logging
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 from hydra import compose, initialize_config_module
@@ -35,7 +39,7 @@ from threadpoolctl import threadpool_limits
 
 from bnpvi.config import register_configs
 from bnpvi.data.store import write_points
-from bnpvi.learn import runner
+from bnpvi.learn import memo, runner
 from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.init import initial_stats
 from bnpvi.data.base import BatchStore
@@ -47,7 +51,7 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 LAPS = 6
 GEMM_BYTES = 256 * 2 ** 20
 HEADER = (f"{'case':<22} {'thr':>3} {'moves':<20} {'K':>4} {'s/lap':>7} {'lik GF/s':>9} {'sum GF/s':>9} "
-          f"{'GEMM s':>7} {'lap/GEMM':>9} {'init s':>7}")
+          f"{'GEMM s':>7} {'lap/GEMM':>9} {'init s':>7} {'memo ms':>8}")
 
 
 def gemm_rate(n: int, D: int, K: int, rng: np.random.Generator) -> float:
@@ -94,6 +98,24 @@ def seconds_per_lap(run_dir: Path) -> float:
     return (elapsed[LAPS] - elapsed[1]) / (LAPS - 1)
 
 
+@contextmanager
+def batch_times() -> Iterator[list[float]]:
+    """The seconds of every ``process_batch`` call of memoized VI in the block, in order."""
+    times, inner = [], memo.process_batch
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        result = inner(*args, **kwargs)
+        times.append(time.perf_counter() - start)
+        return result
+
+    memo.process_batch = timed
+    try:
+        yield times
+    finally:
+        memo.process_batch = inner
+
+
 def case_files(name: str, tmp: Path, quick: bool) -> tuple[Path, str, int, list[str]]:
     """(data file, obs family, K, move sets) of a case, converted into ``tmp``."""
     if name == "points":
@@ -138,10 +160,14 @@ def main() -> None:
                                      "alg.converge_thr=0")
                         lik, summ, init_s = kernel_rates(cfg, K)
                         run_dir = tmp / f"{name}-{threads}-{len(moves)}"
-                        runner.train(cfg, run_dir)
+                        with batch_times() as times:
+                            runner.train(cfg, run_dir)
                         lap = seconds_per_lap(run_dir)
+                        n_b = len(times) // LAPS
+                        around = (lap * (LAPS - 1) - sum(times[n_b:LAPS * n_b])) / ((LAPS - 1) * n_b)
                         print(f"{name:<22} {threads:>3} {moves:<20} {K:>4} {lap:>7.2f} {lik / 1e9:>9.1f} "
-                              f"{summ / 1e9:>9.1f} {gemm_s:>7.2f} {lap / gemm_s:>9.2f} {init_s:>7.2f}", flush=True)
+                              f"{summ / 1e9:>9.1f} {gemm_s:>7.2f} {lap / gemm_s:>9.2f} {init_s:>7.2f} "
+                              f"{1e3 * around:>8.2f}", flush=True)
 
 
 if __name__ == "__main__":
