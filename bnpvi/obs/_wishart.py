@@ -283,19 +283,22 @@ def whitened_sq_norms(Y: np.ndarray, L: np.ndarray, mu: np.ndarray | None = None
     One triangular inverse per cluster, then :func:`quad_forms` with B_k⁻¹ = L_k⁻ᵀL_k⁻¹ when the
     features pay (:func:`_features_pay`), else :func:`map_sq_norms` with the inverses as maps.
     """
-    return scaled_sq_norms(Y, L, mu, np.ones(L.shape[0]), np.zeros(L.shape[0]))
+    return scaled_sq_norms(Y, L, mu)
 
 
-def scaled_sq_norms(Y: np.ndarray, L: np.ndarray, mu: np.ndarray | None, scale: np.ndarray,
-                    offset: np.ndarray) -> np.ndarray:
-    """(N, K) c_k + s_k ‖L_k⁻¹ (y_n − μ_k)‖² for (K,) scales s and offsets c: an expected Gaussian log-likelihood
-    in one pass (the scale and offset folded into the product's weights when the features pay)."""
+def scaled_sq_norms(Y: np.ndarray, L: np.ndarray, mu: np.ndarray | None, scale: np.ndarray | None = None,
+                    offset: np.ndarray | None = None) -> np.ndarray:
+    """(N, K) c_k + s_k ‖L_k⁻¹ (y_n − μ_k)‖² for (K,) scales s and offsets c (1 and 0 when not given): an
+    expected Gaussian log-likelihood in one pass (the scale and offset folded into the product's weights
+    when the features pay)."""
     Linv = chol_inverse(L)
     if _features_pay(Y.shape[1], Linv.shape[0]):
         return quad_forms(Y, np.einsum("kfd,kfe->kde", Linv, Linv), mu, scale, offset)
     out = map_sq_norms(Y, Linv, None if mu is None else np.einsum("kde,ke->kd", Linv, mu))
-    out *= scale
-    out += offset
+    if scale is not None:
+        out *= scale
+    if offset is not None:
+        out += offset
     return out
 
 
