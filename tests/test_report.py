@@ -114,6 +114,12 @@ def test_a_sort_by_a_setting_and_a_group_by_the_status(sweep, tmp_path, capsys):
     assert groups[["status", "runs", "not_finished"]].values.tolist() == [["finished", 3, 0], ["incomplete", 0, 1]]
 
 
+def test_a_run_given_twice_is_one_row_and_not_missing_from_its_sweep(sweep, tmp_path, capsys):
+    code, out, err = report(capsys, sweep / "0", sweep, "--out", tmp_path)
+    assert code == 0 and len(err) == 1 and "incomplete run" in err[0]
+    assert read_table(tmp_path / "report.csv")["run"].tolist() == ["0", "1", "2", "3"]
+
+
 def test_a_sweep_job_that_could_not_start_is_named(tmp_path, env, capsys):
     """bnpvi-train removes the directory of a run that fails at start-up (gamma -1), and the sweep stops there:
     the report finds both jobs from the sweep's multirun.yaml."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -129,32 +130,38 @@ def override_keys(lines) -> list[str]:
     return [override.key_or_group for override in OverridesParser.create().parse_overrides(list(lines))]
 
 
-def _load_yaml(path: Path):
-    """``path`` as an OmegaConf object; None when it is absent or cannot be read (a torn write)."""
+def _read_yaml(path: Path):
+    """``path``'s YAML as plain Python (dicts, lists, values); None when it is absent or cannot be read (a torn
+    write)."""
     try:
-        return OmegaConf.load(path)
-    except Exception:
+        return yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, yaml.YAMLError):
         return None
+
+
+def _read_config(path: Path) -> DictConfig | None:
+    plain = _read_yaml(path)
+    return OmegaConf.create(plain) if isinstance(plain, dict) else None
 
 
 def _read_settings(run_dir: Path) -> tuple[DictConfig | None, dict, list[str], int | None]:
     """The config the run used, its group options, the keys its command lines set (the run's and each
     resume's, ``resume`` left out) and its sweep job number, from ``.hydra/``."""
     hydra_dir = run_dir / HYDRA_DIR
-    config = _load_yaml(hydra_dir / "config.yaml")
-    keys = override_keys(_load_yaml(hydra_dir / "overrides.yaml") or [])
+    config = _read_config(hydra_dir / "config.yaml")
+    keys = override_keys(_read_yaml(hydra_dir / "overrides.yaml") or [])
     for resumed in sorted(hydra_dir.glob("resumed-*")):  # named by time: oldest first
-        resumed_config = _load_yaml(resumed / "config.yaml")
-        for key in override_keys(_load_yaml(resumed / "overrides.yaml") or []):
+        resumed_config = _read_config(resumed / "config.yaml")
+        for key in override_keys(_read_yaml(resumed / "overrides.yaml") or []):
             if key == "resume" or resumed_config is None or config is None:
                 continue
             OmegaConf.update(config, key, OmegaConf.select(resumed_config, key, default=None), merge=False)
-            keys += [key] if key not in keys else []
-    hydra = _load_yaml(hydra_dir / "hydra.yaml")
-    choices = OmegaConf.select(hydra, "hydra.runtime.choices", default=None) if hydra is not None else None
-    choices = {group: option for group, option in (choices or {}).items() if not group.startswith("hydra/")}
-    in_sweep = hydra is not None and OmegaConf.select(hydra, "hydra.mode", default=None) == "MULTIRUN"
-    job = OmegaConf.select(hydra, "hydra.job.num", default=None) if in_sweep else None
+            if key not in keys:
+                keys.append(key)
+    hydra = (_read_yaml(hydra_dir / "hydra.yaml") or {}).get("hydra") or {}
+    choices = (hydra.get("runtime") or {}).get("choices") or {}
+    choices = {group: option for group, option in choices.items() if not group.startswith("hydra/")}
+    job = (hydra.get("job") or {}).get("num") if hydra.get("mode") == "MULTIRUN" else None
     return config, choices, keys, job
 
 
@@ -261,12 +268,13 @@ def _walk(top: Path) -> tuple[list[Path], list[Path]]:
 
 
 def _missing_jobs(sweep_dir: Path, records: list[RunRecord]) -> list[RunRecord]:
-    """A ``missing`` record for each job of the sweep in ``sweep_dir`` that no run below it is
+    """A ``missing`` record for each job of the sweep in ``sweep_dir`` that none of ``records`` below it is
     (:func:`~bnpvi.report.sweeps.sweep_jobs`; raises ValueError when its file cannot be read)."""
     jobs = sweep_jobs(sweep_dir)
     if jobs is None:
         return []
-    present = {r.job for r in records if r.job is not None and sweep_dir in r.path.parents}
+    top = sweep_dir.resolve()
+    present = {r.job for r in records if r.job is not None and top in r.path.resolve().parents}
     missing = []
     for number, settings in enumerate(jobs):
         if number not in present:
@@ -299,7 +307,7 @@ def collect_runs(paths: list[str | Path]) -> tuple[list[RunRecord], list[str]]:
         found = [read_run(run_dir) for run_dir in run_dirs if run_dir.resolve() not in seen]
         for sweep_dir in sweep_dirs:
             try:
-                found += _missing_jobs(sweep_dir, found)
+                found += _missing_jobs(sweep_dir, records + found)
             except ValueError as err:
                 warnings.append(f"{err}; a job of it that left no directory is not listed")
         if not run_dirs and not found:
