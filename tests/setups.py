@@ -49,7 +49,8 @@ def train_command(args, cwd, env, timeout=600):
     """``bnpvi-train ARGS`` run in ``cwd`` with ``env``; the finished process, which must have exited with 0."""
     proc = subprocess.run([sys.executable, "-m", "bnpvi.cli.train", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
-    assert proc.returncode == 0, f"bnpvi-train {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, \
+        f"bnpvi-train {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return proc
 
 

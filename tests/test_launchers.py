@@ -1,5 +1,7 @@
 """Sweeps through Hydra's launcher plugins (the ``cluster`` extra): every job a normal, resumable run directory."""
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -57,3 +59,14 @@ def test_the_submitit_local_launcher_runs_a_sweep(tmp_path, env):
     assert list((sweep_dir / ".submitit").glob("*/*_log.out"))  # each job ran as its own submitit job
     for record in records:
         assert (record.path / "checkpoints" / "latest.h5").is_file() and (record.path / "model.h5").is_file()
+
+
+def test_a_launcher_that_is_not_installed_is_one_line_and_writes_nothing(tmp_path, env):
+    proc = subprocess.run([sys.executable, "-m", "bnpvi.cli.train", "-m", "hydra/launcher=slurm", "seed=1,2"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.splitlines()  # the launchers listed are those installed here
+    assert line.startswith("bnpvi-train: error: hydra/launcher=slurm is not an installed launcher (the launchers: "
+                           "basic") and line.endswith("; the extra bnpvi[cluster] adds joblib, submitit_local and "
+                                                      "submitit_slurm")
+    assert list(tmp_path.iterdir()) == []

@@ -167,7 +167,8 @@ def test_what_a_run_directory_holds_gives_its_status(sweep, tmp_path, state):
     assert record.results.get("laps") == {"interrupted": 50, "resumed then killed": 50, "failed": None}[state]
 
 
-@pytest.mark.parametrize("case", ["no such path", "a file", "no runs", "unknown sort column", "unknown group key"])
+@pytest.mark.parametrize("case", ["no such path", "a file", "no runs", "unknown sort column", "unknown group key",
+                                  "descending alone"])
 def test_bad_input_is_one_line_and_writes_nothing(sweep, tmp_path, capsys, case):
     (tmp_path / "empty").mkdir()
     (tmp_path / "file.txt").write_text("x\n")
@@ -178,6 +179,7 @@ def test_bad_input_is_one_line_and_writes_nothing(sweep, tmp_path, capsys, case)
         "unknown sort column": ([sweep, "--sort", "gamma"], "--sort gamma: no such column or setting (the columns: "
                                                              "run, status, model.gamma, seed, hypers, elbo"),
         "unknown group key": ([sweep, "--group-by", "alg.lr"], "--group-by alg.lr: no such column or setting"),
+        "descending alone": ([sweep, "--descending"], "--descending orders the rows of --sort COL; give --sort too"),
     }[case]
     out_dir = tmp_path / "out"
     code, out, err = report(capsys, *args, "--out", out_dir)

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from bnpvi.cli.errors import run_reporting
+from bnpvi.errors import BnpviError
 from bnpvi.report.plots import plot_traces
 from bnpvi.report.runs import RunRecord, collect_runs
 from bnpvi.report.table import (RunTable, footer, group_table, render_groups, render_runs, run_table,
@@ -68,6 +69,8 @@ def run(paths: list[str], out: str | None = None, sort: str | None = None, desce
         group_by: str | None = None) -> None:
     """Report on the runs at or below ``paths``: print the tables, name the runs that did not finish on
     stderr, and write the CSV and PNG files to ``out``."""
+    if descending and sort is None:
+        raise BnpviError("--descending orders the rows of --sort COL; give --sort too")
     records, warnings = collect_runs(paths)
     table = run_table(records)
     if sort is not None:

@@ -189,7 +189,7 @@ def _read_summary(path: Path) -> dict | None:
 def short_reason(reason: str) -> str:
     """A stop reason's first clause (``converged``, ``lap limit alg.n_laps=50 reached``,
     ``interrupted at lap 3 batch 2 (signal 2)``), without its explanation or hint."""
-    return re.split(r"[:;]", str(reason), maxsplit=1)[0].strip()
+    return re.split(r"[:;]", reason, maxsplit=1)[0].strip()
 
 
 def _number(value) -> float:
@@ -203,7 +203,8 @@ def _results(trace: pd.DataFrame | None, summary: dict | None) -> dict:
     """What the run reached: from ``summary`` when given, else from the trace's last row."""
     if summary is not None:
         results = {"elbo": _number(summary.get("elbo")), "K": summary.get("K"), "laps": summary.get("laps"),
-                   "seconds": _number(summary.get("elapsed_s")), "stop_reason": short_reason(summary.get("stop_reason"))}
+                   "seconds": _number(summary.get("elapsed_s")),
+                   "stop_reason": short_reason(summary.get("stop_reason") or "")}
         return results | {name: _number(summary[name]) for name in METRICS if name in summary}
     if trace is None or trace.empty:
         return {}

@@ -134,8 +134,8 @@ def sort_runs(table: RunTable, column: str, descending: bool = False) -> None:
 
 def group_table(table: RunTable, key: str) -> pd.DataFrame:
     """Per value of ``key`` (a column or setting): how many runs finished (``runs``) and how many did not
-    (``not_finished``), the ``hypers`` groups of its runs (when runs differ in model settings), and the mean and standard deviation (``_mean``, ``_sd``) of every numeric result over
-    the finished ones."""
+    (``not_finished``), the ``hypers`` groups of its runs (when runs differ in model settings), and the mean
+    and standard deviation (``_mean``, ``_sd``) of every numeric result over the finished ones."""
     _check_column(table, key, "--group-by")
     frame = table.frame
     numeric = [column for column in table.columns if column in RESULT_COLUMNS + list(METRICS)
