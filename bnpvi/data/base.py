@@ -27,7 +27,8 @@ from bnpvi.errors import BnpviError
 FORMAT = "bnpvi-batches"
 FORMAT_VERSION = 1
 
-# Largest block (in stored values) that one-pass scans (scan, moments, validate, iter_blocks) read at once.
+# Largest block (in stored values) that one-pass scans (scan, moments, validate, iter_blocks), the writers and the
+# converters read at once (block_values).
 _SCAN_VALUES = 2**20
 # Bytes per chunk of 1-D datasets.
 _CHUNK_BYTES = 2**20
@@ -86,6 +87,65 @@ def split_offsets(N: int, n_batches: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ write
+def range_groups(ranges: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
+    """Split units ``0..len(ranges)-2`` (documents, sequences: unit u is entries ``ranges[u]:ranges[u+1]``,
+    ``ranges`` increasing) into consecutive groups ``(lo, hi)`` of at most ``limit`` entries each, except a
+    single unit longer than ``limit``, which forms a group of its own."""
+    n_units = ranges.shape[0] - 1
+    lo = 0
+    while lo < n_units:
+        hi = int(np.searchsorted(ranges, ranges[lo] + limit, side="right")) - 1
+        hi = min(n_units, max(hi, lo + 1))
+        yield lo, hi
+        lo = hi
+
+
+def block_values() -> int:
+    """Values read or written at once by the one-pass scans and the block-by-block writers and converters
+    (2**20: 8 MiB of float64)."""
+    return _SCAN_VALUES
+
+
+def block_rows(shape: tuple[int, ...], chunk: int | None = None) -> int:
+    """Rows of an array of ``shape`` read or written at once: about 2**20 values, whole HDF5 chunks of
+    ``chunk`` rows when the dataset has them."""
+    rows = max(1, _SCAN_VALUES // max(1, int(np.prod(shape[1:]))))
+    return rows if not chunk else max(chunk, rows // chunk * chunk)
+
+
+def write_blocks(group: h5py.Group, name: str, source, dtype, check: Callable | None = None,
+                 **options) -> h5py.Dataset:
+    """Create the dataset ``name`` of ``source``'s shape and fill it a block of rows at a time.
+
+    Parameters
+    ----------
+    group : h5py.Group
+    name : str
+    source : array-like
+        Anything sliceable along its leading axis with ``shape`` and ``dtype``: an array, a
+        :class:`~bnpvi.data.mapped.MappedArray`, a :class:`~bnpvi.data.reorder.Reordered` view.
+    dtype : numpy dtype
+        The stored dtype; every block is converted to it.
+    check : callable, optional
+        ``check(block, first_row)`` raises on bad values before the block is written.
+    **options
+        Of ``create_dataset`` (``chunks``, ``compression``).
+
+    Returns
+    -------
+    h5py.Dataset
+    """
+    shape = tuple(int(s) for s in source.shape)
+    dataset = group.create_dataset(name, shape=shape, dtype=dtype, **options)
+    step = block_rows(shape, None if dataset.chunks is None else dataset.chunks[0])
+    for lo in range(0, shape[0], step):
+        block = np.asarray(source[lo:lo + step])
+        if check is not None:
+            check(block, lo)
+        dataset[lo:lo + block.shape[0]] = block.astype(dtype, copy=False)
+    return dataset
+
+
 def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets: np.ndarray, labels,
                      batches_fixed: bool, source: str, datasets: Callable[[h5py.File], None],
                      attrs: dict | None = None, label_names=None) -> Path:
@@ -108,7 +168,8 @@ def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets:
     batches_fixed : bool
     source : str
     datasets : callable
-        Creates the kind's datasets in the open file.
+        Creates the kind's datasets in the open file; returns None or further root attributes of the kind
+        that only writing can tell (a sum of the values, say).
     attrs : dict, optional
         Further root attributes of the kind.
     label_names : list of str, optional
@@ -131,7 +192,7 @@ def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets:
         raise BnpviError(f"{where}: it is a directory")
 
     def fill(f: h5py.File) -> None:
-        datasets(f)
+        written = datasets(f) or {}
         f.create_dataset("batch_offsets", data=offsets)
         if labels is not None:
             f.create_dataset("labels", data=labels, chunks=(chunk_1d(N, 8),))
@@ -143,6 +204,7 @@ def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets:
                         "batches_fixed": bool(batches_fixed), "source": str(source),
                         "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
         f.attrs.update(attrs or {})
+        f.attrs.update(written)
 
     tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:

@@ -39,11 +39,11 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from bnpvi.data.base import (BatchStore, chunk_1d, heldout_info, plain_number, read_attrs, split_offsets,
-                             write_batch_file)
+from bnpvi.data.base import (BatchStore, block_values, chunk_1d, heldout_info, plain_number, range_groups,
+                             read_attrs, split_offsets, write_batch_file)
 from bnpvi.data.batch import WordCountBatch
-from bnpvi.data.checks import (as_index_array, check_documents, check_label_names, check_labels, check_n_batches,
-                               check_vocab)
+from bnpvi.data.checks import (as_index_array, as_rows, check_doc_range, check_documents, check_label_names,
+                               check_labels, check_n_batches, check_vocab, check_vocab_size)
 from bnpvi.data.tokens import TextSettings
 from bnpvi.errors import BnpviError
 
@@ -258,7 +258,7 @@ class BowStore(BatchStore, kind="bow"):
 
     def _blocks(self, limit: int) -> Iterator[tuple[int, WordCountBatch]]:
         for start, dr in self._range_pieces("doc_range", "document", "has no words", limit):
-            for lo, hi in _group_docs(dr, limit):
+            for lo, hi in range_groups(dr, limit):
                 yield start + lo, self._read(start + lo, start + hi)
 
     def _scan(self, check: bool, moments: bool) -> None:
@@ -294,7 +294,7 @@ class BowStore(BatchStore, kind="bow"):
         dr_all = g["doc_range"]
         for start in range(0, self.n_heldout, limit):
             dr = np.asarray(dr_all[start:min(self.n_heldout, start + limit) + 1], dtype=np.int64)
-            for lo, hi in _group_docs(dr, limit):
+            for lo, hi in range_groups(dr, limit):
                 batch = self.read_heldout(start + lo, start + hi)
                 check_documents(batch.word_ids, batch.word_counts, batch.doc_range, self.D, f"data file {self._path}",
                                 doc_name=lambda d, first=batch.start: f"held-out document {first + d}")
@@ -363,21 +363,6 @@ def _heldout_layout(f: h5py.File, N: int, fail) -> dict:
         if not isinstance(lab, h5py.Dataset) or lab.shape != (n_held,) or lab.dtype.kind not in "iu":
             raise fail(f"has an invalid heldout/labels dataset (expected ({n_held},) integers)")
     return {"n_heldout": n_held, "heldout_nnz": nnz}
-
-
-def _group_docs(dr: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
-    """Split documents ``0..len(dr)-2`` (doc_range ``dr``, increasing) into consecutive groups.
-
-    Each group ``(lo, hi)`` holds at most ``limit`` entries, except a single
-    document longer than ``limit``, which forms a group of its own.
-    """
-    n_docs = dr.shape[0] - 1
-    lo = 0
-    while lo < n_docs:
-        hi = int(np.searchsorted(dr, dr[lo] + limit, side="right")) - 1
-        hi = min(n_docs, max(hi, lo + 1))
-        yield lo, hi
-        lo = hi
 
 
 @dataclass(frozen=True)
@@ -525,44 +510,75 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
     """
     path = Path(path).expanduser()
     where = f"cannot write {path}"
-    ids, counts, dr, V = check_documents(word_ids, word_counts, doc_range, vocab_size, where)
-    N, nnz = dr.shape[0] - 1, ids.shape[0]
+    V = check_vocab_size(vocab_size, where)
+    ids, counts, dr = _corpus_layout(word_ids, word_counts, doc_range, where)
+    N = dr.shape[0] - 1
     if labels is not None:
-        labels = check_labels(labels, N, where, atoms=f"there are {N} documents")
+        labels = check_labels(labels[:], N, where, atoms=f"there are {N} documents")
     if label_names is not None:
         label_names = check_label_names(label_names, labels, where)
     if vocab is not None:
         vocab = check_vocab(vocab, V, where)
     n_batches = check_n_batches(n_batches, N, where, f"N={N} (documents)")
-    tokens = float(counts.sum())
-    held = None if heldout is None else _checked_heldout(heldout, N, V, where)
+    held = None if heldout is None else _checked_heldout(heldout, N, where)
     if true_topics is not None:
         true_topics = _checked_topics(true_topics, V, where)
 
-    def datasets(f: h5py.File) -> None:
-        f.create_dataset("word_ids", data=ids, chunks=(chunk_1d(nnz, 4),), compression=compression)
-        f.create_dataset("word_counts", data=counts, chunks=(chunk_1d(nnz, 8),), compression=compression)
-        f.create_dataset("doc_range", data=dr, chunks=(chunk_1d(N + 1, 8),))
+    def datasets(f: h5py.File) -> dict:
+        tokens = _write_corpus(f, ids, counts, dr, V, where, compression)
         if vocab is not None:
             f.create_dataset("vocab", data=np.array(vocab, dtype=object), dtype=h5py.string_dtype("utf-8"),
                              chunks=(chunk_1d(V, 64),))
         if held is not None:
-            _write_heldout(f, held, compression)
+            _write_heldout(f, held, V, compression)
         if true_topics is not None:
             f.create_dataset("true_topics", data=true_topics)
         if text is not None:
             _write_text(f, text)
+        return {"tokens": np.int64(tokens) if tokens < 2**63 else tokens}
 
     return write_batch_file(path, where, "bow", N, V, split_offsets(N, n_batches), labels, batches_fixed, source,
-                            datasets, {"nnz": np.int64(nnz), "tokens": np.int64(tokens) if tokens < 2**63 else tokens},
-                            label_names)
+                            datasets, {"nnz": np.int64(dr[-1])}, label_names)
 
 
-def _checked_heldout(heldout: HeldoutDocuments, N: int, V: int, where: str) -> dict:
-    """The held-out documents and indices in stored dtypes; BnpviError (one line) when they do not fit."""
+def _corpus_layout(word_ids, word_counts, doc_range, where: str, doc_name=None) -> tuple:
+    """The word ids and counts as arrays read a block at a time, and the checked document boundaries."""
+    ids, counts = as_rows(word_ids), as_rows(word_counts)
+    if len(counts.shape) != 1:
+        raise BnpviError(f"{where}: word_counts must be 1-D, got shape {tuple(counts.shape)}")
+    if ids.shape[0] != counts.shape[0]:
+        raise BnpviError(f"{where}: word_ids has {ids.shape[0]} entries but word_counts has {counts.shape[0]}")
+    return ids, counts, check_doc_range(doc_range, ids.shape[0], where, doc_name)
+
+
+def _write_corpus(group: h5py.Group, ids, counts, dr: np.ndarray, V: int, where: str, compression: str | None,
+                  doc_name=None) -> float:
+    """Write ``word_ids``, ``word_counts`` and ``doc_range`` into ``group``, checking (and converting) a group of
+    whole documents at a time (:func:`~bnpvi.data.checks.check_documents`); returns the sum of the counts."""
+    name = doc_name if doc_name is not None else (lambda d: f"document {d}")
+    nnz, N = int(dr[-1]), dr.shape[0] - 1
+    ids_out = group.create_dataset("word_ids", shape=(nnz,), dtype=np.int32, chunks=(chunk_1d(nnz, 4),),
+                                   compression=compression)
+    counts_out = group.create_dataset("word_counts", shape=(nnz,), dtype=np.float64, chunks=(chunk_1d(nnz, 8),),
+                                      compression=compression)
+    tokens = 0.0
+    for lo, hi in range_groups(dr, block_values()):
+        first, last = int(dr[lo]), int(dr[hi])
+        block_ids, block_counts, _, _ = check_documents(ids[first:last], counts[first:last], dr[lo:hi + 1] - first, V,
+                                                        where, doc_name=lambda d, lo=lo: name(lo + d))
+        ids_out[first:last] = block_ids
+        counts_out[first:last] = block_counts
+        tokens += float(block_counts.sum())
+    group.create_dataset("doc_range", data=dr, chunks=(chunk_1d(N + 1, 8),))
+    return tokens
+
+
+def _checked_heldout(heldout: HeldoutDocuments, N: int, where: str) -> dict:
+    """The held-out documents (read a block at a time), their indices and labels in stored dtypes; BnpviError
+    (one line) when they do not fit."""
     what = f"{where} (held-out documents)"
-    ids, counts, dr, _ = check_documents(heldout.word_ids, heldout.word_counts, heldout.doc_range, V, what,
-                                         doc_name=lambda d: f"held-out document {d}")
+    name = lambda d: f"held-out document {d}"  # noqa: E731
+    ids, counts, dr = _corpus_layout(heldout.word_ids, heldout.word_counts, heldout.doc_range, what, name)
     n_held = dr.shape[0] - 1
     doc_index = as_index_array(heldout.doc_index, "doc_index", what)
     train_index = as_index_array(heldout.train_doc_index, "train_doc_index", what)
@@ -579,25 +595,26 @@ def _checked_heldout(heldout: HeldoutDocuments, N: int, V: int, where: str) -> d
                          f"0..{total - 1} exactly once")
     labels = None
     if heldout.labels is not None:
-        labels = check_labels(heldout.labels, n_held, what, atoms=f"there are {n_held} held-out documents")
-    attrs = {"N": np.int64(n_held), "nnz": np.int64(ids.shape[0]), "tokens": np.int64(counts.sum())}
+        labels = check_labels(heldout.labels[:], n_held, what, atoms=f"there are {n_held} held-out documents")
+    attrs = {"N": np.int64(n_held), "nnz": np.int64(dr[-1])}
     if heldout.fraction is not None:
         attrs["fraction"] = float(heldout.fraction)
     if heldout.seed is not None:
         attrs["seed"] = np.int64(heldout.seed)
     return {"word_ids": ids, "word_counts": counts, "doc_range": dr, "doc_index": doc_index,
-            "train_doc_index": train_index, "labels": labels, "attrs": attrs}
+            "train_doc_index": train_index, "labels": labels, "attrs": attrs, "what": what, "name": name}
 
 
-def _write_heldout(f: h5py.File, held: dict, compression: str | None) -> None:
+def _write_heldout(f: h5py.File, held: dict, V: int, compression: str | None) -> None:
     g = f.create_group("heldout")
-    for name, itemsize, packed in (("word_ids", 4, True), ("word_counts", 8, True), ("doc_range", 8, False),
-                                   ("doc_index", 8, False), ("train_doc_index", 8, False), ("labels", 8, False)):
+    tokens = _write_corpus(g, held["word_ids"], held["word_counts"], held["doc_range"], V, held["what"], compression,
+                           held["name"])
+    for name in ("doc_index", "train_doc_index", "labels"):
         data = held[name]
         if data is not None:
-            g.create_dataset(name, data=data, chunks=(chunk_1d(data.shape[0], itemsize),),
-                             compression=compression if packed else None)
+            g.create_dataset(name, data=data, chunks=(chunk_1d(data.shape[0], 8),))
     g.attrs.update(held["attrs"])
+    g.attrs["tokens"] = np.int64(tokens)
 
 
 def _checked_topics(true_topics, V: int, where: str) -> np.ndarray:

@@ -34,8 +34,54 @@ def first_nonfinite(X: np.ndarray) -> tuple[int, int, str] | None:
     return row, col, what
 
 
+def check_points_layout(X, where: str, name: str = "X") -> None:
+    """Validate the shape and dtype of a data matrix without reading its values.
+
+    Parameters
+    ----------
+    X : ndarray or array-like with ``shape`` and ``dtype`` (a mapped or reordered array)
+        Candidate data, shape (N, D) with N >= 1, D >= 1, of real numbers.
+    where : str
+        What to name in error messages (usually the file name).
+    name : str, default "X"
+        The matrix's name in error messages (e.g. ``"Xprev"``).
+
+    Raises
+    ------
+    BnpviError
+        One line naming ``where`` and the problem.
+    """
+    if np.dtype(X.dtype).kind not in "biuf":
+        raise BnpviError(f"{where}: {name} must hold real numbers, got dtype {X.dtype}")
+    if len(X.shape) == 1:
+        raise BnpviError(f"{where}: {name} is 1-D (shape {tuple(X.shape)}); expected a 2-D array (N, D) "
+                         f"- reshape it to (N, 1) for a single feature")
+    if len(X.shape) != 2:
+        raise BnpviError(f"{where}: {name} must be 2-D (N, D), got shape {tuple(X.shape)}")
+    N, D = X.shape
+    if N < 1:
+        raise BnpviError(f"{where}: {name} has no rows (N=0)")
+    if D < 1:
+        raise BnpviError(f"{where}: {name} has no columns (D=0)")
+
+
+def as_rows(X):
+    """``X`` itself when it is array-like enough to be read a block at a time (it has ``shape`` and ``dtype``:
+    an ndarray, a mapped or reordered array), else ``np.asarray(X)``."""
+    return X if hasattr(X, "shape") and hasattr(X, "dtype") else np.asarray(X)
+
+
+def check_finite(block: np.ndarray, where: str, name: str = "X", first: int = 0) -> None:
+    """BnpviError naming the first non-finite value of rows ``first, first + 1, ...`` of a matrix (a block
+    of it), counted from 0 in the whole matrix."""
+    bad = first_nonfinite(block)
+    if bad is not None:
+        row, col, what = bad
+        raise BnpviError(f"{where}: {name} has {what} in row {first + row}, column {col} (rows counted from 0)")
+
+
 def check_points(X, where: str, name: str = "X") -> np.ndarray:
-    """Validate a data matrix and return it as a C-contiguous float64 array.
+    """Validate a data matrix in memory and return it as a C-contiguous float64 array.
 
     Parameters
     ----------
@@ -56,23 +102,9 @@ def check_points(X, where: str, name: str = "X") -> np.ndarray:
         One line naming ``where`` and the problem (shape, type, first bad row).
     """
     arr = np.asarray(X)
-    if arr.dtype.kind not in "biuf":
-        raise BnpviError(f"{where}: {name} must hold real numbers, got dtype {arr.dtype}")
-    if arr.ndim == 1:
-        raise BnpviError(f"{where}: {name} is 1-D (shape {arr.shape}); expected a 2-D array (N, D) "
-                         f"- reshape it to (N, 1) for a single feature")
-    if arr.ndim != 2:
-        raise BnpviError(f"{where}: {name} must be 2-D (N, D), got shape {arr.shape}")
-    N, D = arr.shape
-    if N < 1:
-        raise BnpviError(f"{where}: {name} has no rows (N=0)")
-    if D < 1:
-        raise BnpviError(f"{where}: {name} has no columns (D=0)")
+    check_points_layout(arr, where, name)
     arr = np.ascontiguousarray(arr, dtype=np.float64)
-    bad = first_nonfinite(arr)
-    if bad is not None:
-        row, col, what = bad
-        raise BnpviError(f"{where}: {name} has {what} in row {row}, column {col} (rows counted from 0)")
+    check_finite(arr, where, name)
     return arr
 
 
@@ -224,6 +256,41 @@ def check_vocab(vocab, V: int, where: str) -> list[str]:
     return out
 
 
+def check_vocab_size(vocab_size, where: str) -> int:
+    """The vocabulary size V as an int between 1 and 2**31 - 1; one-line BnpviError otherwise."""
+    try:
+        V = int(vocab_size)
+    except (TypeError, ValueError):
+        raise BnpviError(f"{where}: vocab_size must be an integer, got {vocab_size!r}") from None
+    if isinstance(vocab_size, (float, np.floating)) and V != vocab_size:
+        raise BnpviError(f"{where}: vocab_size must be an integer, got {vocab_size!r}")
+    if not 1 <= V <= _INT32_MAX:
+        raise BnpviError(f"{where}: vocab_size V={V} must be between 1 and {_INT32_MAX}")
+    return V
+
+
+def check_doc_range(doc_range, nnz: int, where: str, doc_name=None) -> np.ndarray:
+    """Validate the document boundaries of ``nnz`` CSR entries: from 0 to nnz, no document empty or
+    decreasing (``doc_name(d)`` names document d, default ``"document d"``). Returns them as int64."""
+    name = doc_name if doc_name is not None else (lambda d: f"document {d}")
+    dr = as_index_array(doc_range, "doc_range", where)
+    if dr.shape[0] < 2:
+        raise BnpviError(f"{where}: no documents (doc_range has {dr.shape[0]} entries; need N+1 >= 2)")
+    if dr[0] != 0:
+        raise BnpviError(f"{where}: doc_range must start at 0, got {dr[0]}")
+    if dr[-1] != nnz:
+        raise BnpviError(f"{where}: doc_range ends at {dr[-1]} but there are nnz={nnz} word entries")
+    sizes = np.diff(dr)
+    if (sizes < 0).any():
+        d = int(np.flatnonzero(sizes < 0)[0])
+        raise BnpviError(f"{where}: doc_range decreases at {name(d)} ({dr[d]} -> {dr[d + 1]})")
+    if (sizes == 0).any():
+        d = int(np.flatnonzero(sizes == 0)[0])
+        raise BnpviError(f"{where}: {name(d)} has no words (documents counted from 0); "
+                         "empty documents are not allowed - drop them")
+    return dr
+
+
 def check_documents(word_ids, word_counts, doc_range, vocab_size, where: str, duplicates: str = "reject",
                     doc_name=None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Validate a bag-of-words corpus in CSR form and return it in stored dtypes.
@@ -266,16 +333,8 @@ def check_documents(word_ids, word_counts, doc_range, vocab_size, where: str, du
     if duplicates not in ("reject", "sum"):
         raise ValueError(f"duplicates must be 'reject' or 'sum', got {duplicates!r}")
     name = doc_name if doc_name is not None else (lambda d: f"document {d}")
-    try:
-        V = int(vocab_size)
-    except (TypeError, ValueError):
-        raise BnpviError(f"{where}: vocab_size must be an integer, got {vocab_size!r}") from None
-    if isinstance(vocab_size, (float, np.floating)) and V != vocab_size:
-        raise BnpviError(f"{where}: vocab_size must be an integer, got {vocab_size!r}")
-    if not 1 <= V <= _INT32_MAX:
-        raise BnpviError(f"{where}: vocab_size V={V} must be between 1 and {_INT32_MAX}")
+    V = check_vocab_size(vocab_size, where)
     ids = as_index_array(word_ids, "word_ids", where)
-    dr = as_index_array(doc_range, "doc_range", where)
     counts = np.asarray(word_counts)
     if counts.ndim != 1:
         raise BnpviError(f"{where}: word_counts must be 1-D, got shape {counts.shape}")
@@ -284,20 +343,7 @@ def check_documents(word_ids, word_counts, doc_range, vocab_size, where: str, du
     nnz = ids.shape[0]
     if counts.shape[0] != nnz:
         raise BnpviError(f"{where}: word_ids has {nnz} entries but word_counts has {counts.shape[0]}")
-    if dr.shape[0] < 2:
-        raise BnpviError(f"{where}: no documents (doc_range has {dr.shape[0]} entries; need N+1 >= 2)")
-    if dr[0] != 0:
-        raise BnpviError(f"{where}: doc_range must start at 0, got {dr[0]}")
-    if dr[-1] != nnz:
-        raise BnpviError(f"{where}: doc_range ends at {dr[-1]} but there are nnz={nnz} word entries")
-    sizes = np.diff(dr)
-    if (sizes < 0).any():
-        d = int(np.flatnonzero(sizes < 0)[0])
-        raise BnpviError(f"{where}: doc_range decreases at {name(d)} ({dr[d]} -> {dr[d + 1]})")
-    if (sizes == 0).any():
-        d = int(np.flatnonzero(sizes == 0)[0])
-        raise BnpviError(f"{where}: {name(d)} has no words (documents counted from 0); "
-                         "empty documents are not allowed - drop them")
+    dr = check_doc_range(doc_range, nnz, where, name)
     bad = (ids < 0) | (ids >= V)
     if bad.any():
         j = int(np.flatnonzero(bad)[0])

@@ -13,9 +13,10 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from bnpvi.data.base import BatchStore, chunk_rows, heldout_info, split_offsets, write_batch_file
+from bnpvi.data.base import BatchStore, chunk_rows, heldout_info, split_offsets, write_batch_file, write_blocks
 from bnpvi.data.batch import PointBatch
-from bnpvi.data.checks import check_label_names, check_labels, check_n_batches, check_points, first_nonfinite
+from bnpvi.data.checks import (as_rows, check_finite, check_label_names, check_labels, check_n_batches,
+                               check_points_layout, first_nonfinite)
 from bnpvi.data.moments import DataMoments
 from bnpvi.errors import BnpviError
 
@@ -189,7 +190,9 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
     path : str or Path
         Destination file; its directory must exist. An existing file is replaced.
     X : array_like, shape (N, D)
-        Finite real data; N >= 1, D >= 1.
+        Finite real data; N >= 1, D >= 1. An array in memory, or one read a block at a time
+        (:class:`~bnpvi.data.mapped.MappedArray`, :class:`~bnpvi.data.reorder.Reordered`): X is written
+        (and checked) block by block, so memory holds one block of it.
     n_batches : int, default 1
         Number of contiguous, as-equal-as-possible batches (1..N).
     labels : array_like of int, shape (N,), optional
@@ -218,25 +221,30 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
     """
     path = Path(path).expanduser()
     where = f"cannot write {path}"
-    X = check_points(X, where)
+    X = as_rows(X)
+    check_points_layout(X, where)
     N, D = X.shape
     if labels is not None:
-        labels = check_labels(labels, N, where)
+        labels = check_labels(labels[:], N, where)
     if label_names is not None:
         label_names = check_label_names(label_names, labels, where)
     n_batches = check_n_batches(n_batches, N, where, f"N={N}")
 
     if heldout is not None:
-        held = check_points(heldout.X, f"{where}: held-out points")
+        held = as_rows(heldout.X)
+        check_points_layout(held, f"{where}: held-out points")
         if held.shape[1] != D:
             raise BnpviError(f"{where}: the held-out points have D={held.shape[1]}, the training points D={D}")
-        held_labels = None if heldout.labels is None else check_labels(heldout.labels, held.shape[0], where)
+        held_labels = None if heldout.labels is None else check_labels(heldout.labels[:], held.shape[0], where)
 
     def datasets(f: h5py.File) -> None:
-        f.create_dataset("X", data=X, chunks=(chunk_rows(N, D), D), compression=compression)
+        write_blocks(f, "X", X, np.float64, lambda block, first: check_finite(block, where, "X", first),
+                     chunks=(chunk_rows(N, D), D), compression=compression)
         if heldout is not None:
             g = f.create_group("heldout")
-            g.create_dataset("X", data=held, compression=compression)
+            write_blocks(g, "X", held, np.float64,
+                         lambda block, first: check_finite(block, f"{where}: held-out points", "X", first),
+                         compression=compression)
             g.create_dataset("index", data=np.asarray(heldout.index, dtype=np.int64))
             g.create_dataset("train_index", data=np.asarray(heldout.train_index, dtype=np.int64))
             if held_labels is not None:

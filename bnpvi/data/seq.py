@@ -16,9 +16,10 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from bnpvi.data.base import chunk_1d, chunk_rows, split_offsets, write_batch_file
+from bnpvi.data.base import chunk_1d, chunk_rows, split_offsets, write_batch_file, write_blocks
 from bnpvi.data.batch import SeqBatch
-from bnpvi.data.checks import check_label_names, check_labels, check_n_batches, check_points, check_seq_range
+from bnpvi.data.checks import (as_rows, check_finite, check_label_names, check_labels, check_n_batches,
+                               check_points_layout, check_seq_range)
 from bnpvi.data.moments import DataMoments
 from bnpvi.data.points import RowStore, _MomentSum
 from bnpvi.errors import BnpviError
@@ -314,25 +315,29 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
     """
     path = Path(path).expanduser()
     where = f"cannot write {path}"
-    X = check_points(X, where)
+    X = as_rows(X)
+    check_points_layout(X, where)
     T, D = X.shape
     seq_range = check_seq_range(seq_range, T, where)
     n_seqs = seq_range.shape[0] - 1
     if Xprev is not None:
-        Xprev = check_points(Xprev, where, name="Xprev")
+        Xprev = as_rows(Xprev)
+        check_points_layout(Xprev, where, name="Xprev")
         if Xprev.shape != X.shape:
             raise BnpviError(f"{where}: Xprev has shape {Xprev.shape} but X has shape {X.shape}")
     if labels is not None:
-        labels = check_labels(labels, T, where, atoms=f"X has {T} rows (time steps)")
+        labels = check_labels(labels[:], T, where, atoms=f"X has {T} rows (time steps)")
     if label_names is not None:
         label_names = check_label_names(label_names, labels, where)
     n_batches = check_n_batches(n_batches, n_seqs, where, f"n_seqs={n_seqs}")
 
     def datasets(f: h5py.File) -> None:
         chunks = (chunk_rows(T, D), D)
-        f.create_dataset("X", data=X, chunks=chunks, compression=compression)
-        if Xprev is not None:
-            f.create_dataset("Xprev", data=Xprev, chunks=chunks, compression=compression)
+        for name, rows in (("X", X), ("Xprev", Xprev)):
+            if rows is not None:
+                write_blocks(f, name, rows, np.float64,
+                             lambda block, first, name=name: check_finite(block, where, name, first),
+                             chunks=chunks, compression=compression)
         f.create_dataset("seq_range", data=seq_range, chunks=(chunk_1d(n_seqs + 1, 8),))
 
     return write_batch_file(path, where, "seq", T, D, split_offsets(n_seqs, n_batches), labels, batches_fixed,
