@@ -41,6 +41,7 @@ from bnpvi.data.checks import positive_int
 from bnpvi.data.documents_in import Documents, read_documents, read_vocab
 from bnpvi.data.heldout import check_fraction, check_seed, choose_heldout
 from bnpvi.data.ldac import read_ldac
+from bnpvi.data.mapped import scratch_space
 from bnpvi.data.points_in import Points, read_points, read_table
 from bnpvi.data.sequences_in import Sequences, read_sequences
 from bnpvi.data.sources import Reader
@@ -165,7 +166,15 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
     if heldout is not None and not reader.heldout:
         kinds = " and ".join(dict.fromkeys(other.kind_name for other in _listed(lambda other: other.heldout)))
         raise BnpviError(f"{src}: --heldout applies only to {kinds} sources; this one holds {reader.holds}")
-    data = reader.read(src, **{name: value for name, value in options.items() if name in reader.options})
+    with scratch_space(dst.parent) as scratch:
+        data = reader.read(src, scratch=scratch,
+                           **{name: value for name, value in options.items() if name in reader.options})
+        return _write(data, src, dst, count, batches_fixed, shuffle_seed, heldout, heldout_seed)
+
+
+def _write(data, src: Path, dst: Path, count: int, batches_fixed: bool, shuffle_seed: int | None, heldout,
+           heldout_seed: int) -> Path:
+    """Hold out, shuffle (both by index arrays, :mod:`bnpvi.data.reorder`) and write what a reader read."""
     n = data.n_units
     source = str(src)
     write_options = {}

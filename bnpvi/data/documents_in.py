@@ -11,21 +11,25 @@ do); it is kept in the batch file.
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 
+from bnpvi.data.base import block_values, range_groups
 from bnpvi.data.bow import HeldoutDocuments, TextOrigin, write_documents
-from bnpvi.data.checks import as_index_array, check_documents, check_labels, check_vocab, positive_int
+from bnpvi.data.checks import as_index_array, check_doc_range, check_documents, check_labels, check_vocab, positive_int
 from bnpvi.data.labels import one_source, source_labels
-from bnpvi.data.ldac import read_ldac
-from bnpvi.data.sources import TRIPLET, Reader, existing_file, first_line, listed_lines, npz_layout, permuted_ranges
+from bnpvi.data.ldac import ldac_documents
+from bnpvi.data.mapped import Spool, scratch_space
+from bnpvi.data.reorder import permuted_ranges, take_ranges, take_units
+from bnpvi.data.sources import TRIPLET, NpyStream, Reader, existing_file, first_line, listed_lines, npz_layout
 from bnpvi.errors import BnpviError
 
 BOW_SUFFIXES = (".ldac", ".npz")
+_INT32_MAX = int(np.iinfo(np.int32).max)
 # Lines of a vocabulary file read at once.
 _VOCAB_LINES = 2**16
 
@@ -36,12 +40,14 @@ class Documents:
 
     Attributes
     ----------
-    word_ids : (nnz,) int32
-    word_counts : (nnz,) float64, positive whole numbers
+    word_ids : (nnz,) int32 array
+    word_counts : (nnz,) float64 array, positive whole numbers
+        Both in memory, or read a block at a time: spooled (:class:`~bnpvi.data.mapped.MappedArray`), or a view
+        of the spool in another order (:class:`~bnpvi.data.reorder.Reordered`).
     doc_range : (N+1,) int64, from 0 to nnz, strictly increasing (no empty documents)
     vocab_size : int
         V.
-    labels : (N,) int64 or None
+    labels : (N,) int64 array (or view) or None
         Integers, or codes of ``label_names``.
     vocab : list of V str, or None
     true_topics : (K, V) float64 or None
@@ -51,11 +57,11 @@ class Documents:
         How raw text became the counts (:mod:`bnpvi.data.text_in`).
     """
 
-    word_ids: np.ndarray
-    word_counts: np.ndarray
+    word_ids: object
+    word_counts: object
     doc_range: np.ndarray
     vocab_size: int
-    labels: np.ndarray | None = None
+    labels: object = None
     vocab: list[str] | None = None
     true_topics: np.ndarray | None = None
     label_names: tuple[str, ...] | None = None
@@ -74,11 +80,17 @@ class Documents:
         return self.n_docs
 
     def permuted(self, perm: np.ndarray) -> "Documents":
-        """The documents ``perm`` in that order: a permutation, or a subset (labels follow their documents)."""
-        doc_range, entries = permuted_ranges(self.doc_range, perm)
-        labels = None if self.labels is None else self.labels[np.asarray(perm, dtype=np.int64)]
-        return Documents(self.word_ids[entries], self.word_counts[entries], doc_range, self.vocab_size,
-                         labels, self.vocab, self.true_topics, self.label_names, self.text)
+        """The documents ``perm`` in that order: a permutation, or a subset (labels follow their documents), as
+        views: nothing is copied."""
+        labels = None if self.labels is None else take_units(self.labels, perm)
+        return replace(self, word_ids=take_ranges(self.word_ids, self.doc_range, perm),
+                       word_counts=take_ranges(self.word_counts, self.doc_range, perm),
+                       doc_range=permuted_ranges(self.doc_range, perm), labels=labels)
+
+    def in_memory(self) -> "Documents":
+        """The same corpus with every array read into memory."""
+        return replace(self, word_ids=self.word_ids[:], word_counts=self.word_counts[:],
+                       labels=None if self.labels is None else self.labels[:])
 
     def heldout_part(self, index: np.ndarray, train_index: np.ndarray, fraction: float,
                      seed: int) -> HeldoutDocuments:
@@ -92,6 +104,45 @@ class Documents:
         return write_documents(dst, self.word_ids, self.word_counts, self.doc_range, self.vocab_size,
                                labels=self.labels, vocab=self.vocab, true_topics=self.true_topics,
                                label_names=self.label_names, text=self.text, **options)
+
+
+class CorpusSpool:
+    """Documents met a group of whole documents at a time, each group checked and made canonical (repeated
+    ids summed, entries sorted by id: :func:`~bnpvi.data.checks.check_documents`) and spooled, so the corpus is
+    never held whole; documents are numbered in the order they come.
+
+    Parameters
+    ----------
+    scratch : Path
+        The spools' directory.
+    where : str
+        The source, in messages.
+    vocab_size : int, optional
+        V, when known; every id must be below it.
+    """
+
+    def __init__(self, scratch: Path, where: str, vocab_size: int | None = None):
+        self.where, self.vocab_size = where, vocab_size
+        self.ids, self.counts = Spool(scratch, np.int32), Spool(scratch, np.float64)
+        self.lengths: list[np.ndarray] = []
+        self.n_docs, self.max_id = 0, -1
+
+    def add(self, word_ids, word_counts, doc_range) -> None:
+        """Add a group of documents in CSR form (document d is entries ``doc_range[d]:doc_range[d+1]``)."""
+        first = self.n_docs
+        ids, counts, dr, _ = check_documents(word_ids, word_counts, doc_range,
+                                             _INT32_MAX if self.vocab_size is None else self.vocab_size,
+                                             self.where, duplicates="sum", doc_name=lambda d: f"document {first + d}")
+        self.ids.append(ids)
+        self.counts.append(counts)
+        self.lengths.append(np.diff(dr))
+        self.n_docs += dr.shape[0] - 1
+        self.max_id = max(self.max_id, int(ids.max()) if ids.size else -1)
+
+    def corpus(self) -> tuple:
+        """``(word_ids, word_counts, doc_range)``: the spools as MappedArrays, and the document boundaries."""
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, dtype=np.int64)
+        return self.ids.mapped(), self.counts.mapped(), np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
 def read_vocab(path) -> list[str]:
@@ -113,13 +164,18 @@ def read_vocab(path) -> list[str]:
     return words
 
 
-def _read_npz_documents(path: Path, labels: str | None):
-    """(word_ids, word_counts, doc_range, (V, origin) or None, labels array or None, true_topics or None)
-    from a sparse .npz (true topics: the triplet's optional array ``true_topics``)."""
+def _spool_npz_documents(path: Path, labels: str | None, spool: CorpusSpool, V: int | None):
+    """Spool a sparse .npz's documents; ``((V, where it comes from) or None, labels array or None,
+    true_topics or None)`` (true topics: the triplet's optional array ``true_topics``).
+
+    The CSR triplet and a CSR matrix are read a group of documents at a time (their word ids and counts
+    streamed, the document boundaries read whole); a matrix in another sparse format is loaded whole first.
+    """
     layout = npz_layout(path)
     if layout not in ("triplet", "scipy"):
         raise BnpviError(f"{path}: not a bag-of-words .npz (expected arrays {', '.join(TRIPLET)} "
                          "or a scipy.sparse.save_npz matrix)")
+    where = f"{path}: cannot read as .npz"
     try:
         with np.load(path, allow_pickle=False) as npz:
             names = list(npz.files)
@@ -129,37 +185,84 @@ def _read_npz_documents(path: Path, labels: str | None):
                     raise BnpviError(f"{path}: no label array {labels!r} (arrays: {', '.join(names)})")
                 y = npz[labels]
             if layout == "triplet":
-                ids, counts, dr = (npz[name] for name in TRIPLET)
-                V = None
+                stored = None
                 if "vocab_size" in names:
-                    stored = np.asarray(npz["vocab_size"])
-                    if stored.size != 1 or stored.dtype.kind not in "iuf" or stored.reshape(-1)[0] != \
-                            np.round(stored.reshape(-1)[0]) or stored.reshape(-1)[0] < 1:
-                        raise BnpviError(f"{path}: vocab_size must be a positive integer, got {stored.tolist()!r}")
-                    V = (int(stored.reshape(-1)[0]), f"the file's vocab_size is {int(stored.reshape(-1)[0])}")
+                    size = np.asarray(npz["vocab_size"])
+                    if size.size != 1 or size.dtype.kind not in "iuf" or size.reshape(-1)[0] != \
+                            np.round(size.reshape(-1)[0]) or size.reshape(-1)[0] < 1:
+                        raise BnpviError(f"{path}: vocab_size must be a positive integer, got {size.tolist()!r}")
+                    stored = (int(size.reshape(-1)[0]), f"the file's vocab_size is {int(size.reshape(-1)[0])}")
                 topics = npz["true_topics"] if "true_topics" in names else None
-                return ids, counts, dr, V, y, topics
+                with npz.zip.open("word_id.npy") as ids, npz.zip.open("word_count.npy") as counts:
+                    _spool_csr(NpyStream(ids, where), NpyStream(counts, where), npz["doc_range"], spool,
+                               V if V is not None or stored is None else stored[0], keep_zeros=True)
+                return stored, y, topics
+            form = bytes(npz["format"].reshape(-1)[0]).decode() if "format" in names else ""
+            if form == "csr":
+                shape = tuple(int(n) for n in npz["shape"])
+                with npz.zip.open("indices.npy") as ids, npz.zip.open("data.npy") as counts:
+                    ids, counts = NpyStream(ids, where), NpyStream(counts, where)
+                    _check_matrix(path, shape, counts.dtype)
+                    _spool_csr(ids, counts, npz["indptr"], spool, shape[1], keep_zeros=False)
+                return (shape[1], f"the matrix has {shape[1]} columns"), y, None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise BnpviError(f"{path}: cannot read as .npz: {first_line(err)}") from None
+        raise BnpviError(f"{where}: {first_line(err)}") from None
     try:
         X = sp.load_npz(path)
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as err:
         raise BnpviError(f"{path}: cannot read as a scipy.sparse .npz: {first_line(err)}") from None
     if X.ndim != 2:
         raise BnpviError(f"{path}: the sparse matrix must be 2-D (documents x vocabulary), got shape {X.shape}")
-    if X.dtype.kind not in "biuf":
-        raise BnpviError(f"{path}: the sparse matrix must hold counts, got dtype {X.dtype}")
+    _check_matrix(path, X.shape, X.dtype)
     X = sp.csr_matrix(X)
-    if X.shape[0] < 1:
+    _spool_csr(X.indices, X.data, X.indptr, spool, X.shape[1], keep_zeros=False)
+    return (int(X.shape[1]), f"the matrix has {X.shape[1]} columns"), y, None
+
+
+def _check_matrix(path: Path, shape: tuple, dtype) -> None:
+    """A sparse matrix of counts (values of ``dtype``) with at least one row and column."""
+    if dtype.kind not in "biuf":
+        raise BnpviError(f"{path}: the sparse matrix must hold counts, got dtype {dtype}")
+    if shape[0] < 1:
         raise BnpviError(f"{path}: the sparse matrix has no rows (documents)")
-    if X.shape[1] < 1:
+    if shape[1] < 1:
         raise BnpviError(f"{path}: the sparse matrix has no columns (vocabulary size 0)")
-    X.eliminate_zeros()  # stored zeros are absent words
-    return X.indices, X.data, X.indptr, (int(X.shape[1]), f"the matrix has {X.shape[1]} columns"), y, None
+
+
+def _spool_csr(ids, counts, doc_range, spool: CorpusSpool, V: int | None, keep_zeros: bool) -> None:
+    """Spool documents in CSR form a group at a time: ``ids`` and ``counts`` are arrays or
+    :class:`~bnpvi.data.sources.NpyStream`-s read in order; stored zeros are absent words unless ``keep_zeros``
+    (the triplet's zero counts are errors)."""
+    if spool.vocab_size is None:
+        spool.vocab_size = V
+    nnz = ids.shape[0]
+    if counts.shape[0] != nnz:
+        raise BnpviError(f"{spool.where}: word_ids has {nnz} entries but word_counts has {counts.shape[0]}")
+    dr = as_index_array(doc_range, "doc_range", spool.where)
+    if keep_zeros:
+        dr = check_doc_range(dr, nnz, spool.where)
+    elif dr.shape[0] < 1 or dr[0] != 0 or dr[-1] != nnz or (np.diff(dr) < 0).any():
+        raise BnpviError(f"{spool.where}: the sparse matrix has an invalid indptr")
+    for lo, hi in range_groups(dr, block_values()):
+        n = int(dr[hi] - dr[lo])
+        block_ids, block_counts = (_next(source, int(dr[lo]), n) for source in (ids, counts))
+        block_ids = as_index_array(block_ids, "word_id", spool.where)
+        block_dr = dr[lo:hi + 1] - dr[lo]
+        if not keep_zeros:
+            kept = block_counts != 0
+            block_ids, block_counts = block_ids[kept], block_counts[kept]
+            doc = np.repeat(np.arange(hi - lo), np.diff(block_dr))
+            block_dr = np.concatenate([[0], np.cumsum(np.bincount(doc[kept], minlength=hi - lo))])
+        spool.add(block_ids, block_counts, block_dr)
+
+
+def _next(source, first: int, n: int) -> np.ndarray:
+    """Entries ``first:first + n`` of an array, or the next ``n`` of a stream (read in order)."""
+    return source.take(n) if isinstance(source, NpyStream) else source[first:first + n]
 
 
 def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int | None = None,
-                   labels_file=None) -> Documents:
+                   labels_file=None, scratch=None) -> Documents:
     """Read a bag-of-words corpus from an ``.ldac`` file or a sparse ``.npz`` file.
 
     Parameters
@@ -180,12 +283,16 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
     vocab_size : int, optional
         V. Default: from ``vocab``, the file (npz ``vocab_size`` / matrix shape), else
         the largest id + 1. All the sizes given must agree.
+    scratch : Path, optional
+        A scratch directory: the word ids and counts are then read a group of documents at a time and
+        spooled there (an ``.ldac`` file a block of lines at a time, an ``.npz`` member a block of entries
+        at a time; a sparse matrix in a format other than CSR is loaded whole first), never held whole.
+        Default: a temporary one, and they are returned in memory.
 
     Returns
     -------
     Documents
-        Repeated ids within a document summed into their first occurrence;
-        entry order otherwise as in the file.
+        Repeated ids within a document summed, and each document's entries sorted by word id.
 
     Raises
     ------
@@ -198,6 +305,9 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
     one_source(labels, labels_file)
     if path.stat().st_size == 0:
         raise BnpviError(f"{path} is empty")
+    if scratch is None:
+        with scratch_space() as scratch:
+            return read_documents(path, labels, vocab, vocab_size, labels_file, scratch).in_memory()
     words = None
     sizes = []  # (V, where it comes from)
     if vocab is not None:
@@ -212,23 +322,24 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
         sizes.append((given, f"the given vocabulary size is {given}"))
     _agree(sizes, path)
     V = sizes[0][0] if sizes else None
+    spool = CorpusSpool(scratch, str(path), V)
     y = topics = None
     if suffix == ".ldac":
         if labels is not None:
             raise BnpviError(f"{path}: an .ldac file holds no labels, so labels={labels!r} cannot be read from it; "
                              "give them with --labels-file (one per line), or use a .npz file with word_id, "
                              "word_count, doc_range and a label array")
-        ids, counts, dr, V = read_ldac(path, vocab_size=V)
+        for ids, counts, lengths in ldac_documents(path, V):
+            spool.add(ids, counts, np.concatenate([[0], np.cumsum(lengths)]))
+        if spool.n_docs == 0:
+            raise BnpviError(f"{path} is empty (no documents)")
     else:
-        ids, counts, dr, stored, y, topics = _read_npz_documents(path, labels)
+        stored, y, topics = _spool_npz_documents(path, labels, spool, V)
         if stored is not None:
             sizes.append(stored)
             _agree(sizes, path)
-            V = stored[0]
-        ids = as_index_array(ids, "word_id", str(path))
-        if V is None:
-            V = max(1, int(ids.max()) + 1) if ids.size else 1
-        ids, counts, dr, V = check_documents(ids, counts, dr, V, str(path), duplicates="sum")
+    ids, counts, dr = spool.corpus()
+    V = spool.vocab_size if spool.vocab_size is not None else max(1, spool.max_id + 1)
     if words is not None:
         words = check_vocab(words, V, str(path))
     N = dr.shape[0] - 1

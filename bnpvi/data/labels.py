@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bnpvi.data.checks import check_labels, check_points
+from bnpvi.data.checks import check_labels
 from bnpvi.data.sources import listed_lines
 from bnpvi.errors import BnpviError
 
@@ -70,20 +70,22 @@ def encode_labels(values, where: str) -> tuple[np.ndarray, tuple[str, ...] | Non
 
 class LabelCoder:
     """Labels met chunk by chunk: each chunk's labels get provisional codes (in order of first
-    appearance), and :meth:`labels` turns all of them into the codes :func:`encode_labels` would give."""
+    appearance), and :meth:`labels` turns all of them into the codes :func:`encode_labels` would give
+    the whole column (its distinct values are encoded together: integers stay integers, numbers are
+    sorted as numbers, anything else as text)."""
 
     def __init__(self) -> None:
-        self._codes: dict[str, int] = {}
+        self._codes: dict = {}
 
     def add(self, values) -> np.ndarray:
-        """Provisional codes of one chunk of labels (strings)."""
+        """Provisional codes of one chunk of labels (strings, or numbers as a table column holds them)."""
         inverse, uniq = pd.factorize(np.asarray(values, dtype=object))
-        codes = np.array([self._codes.setdefault(str(name), len(self._codes)) for name in uniq], dtype=np.int64)
+        codes = np.array([self._codes.setdefault(name, len(self._codes)) for name in uniq], dtype=np.int64)
         return codes[inverse]
 
     def labels(self, codes: np.ndarray, where: str) -> tuple[np.ndarray, tuple[str, ...] | None]:
         """The final ``(labels, names)`` of the provisional ``codes`` of every chunk."""
-        final, names = encode_labels(np.array(list(self._codes), dtype=object), where)
+        final, names = encode_labels(np.array(list(self._codes)), where)
         return final[np.asarray(codes, dtype=np.int64)], names
 
 
@@ -145,15 +147,17 @@ def source_labels(values, labels_file, n: int, where: str, atoms: str) -> tuple[
     return labels, names
 
 
-def rows_with_labels(X, y, labels_file, path: Path,
-                     rows: str) -> tuple[np.ndarray, np.ndarray | None, tuple[str, ...] | None]:
-    """X checked (finite, 2-D) and its labels (from ``y`` or the labels file) as integers or codes, one per
-    row; ``rows`` names the rows in messages (``"rows"``, ``"rows (time steps)"``)."""
-    X = check_points(X, str(path))
-    y, names = source_labels(y, labels_file, X.shape[0], str(path), f"{X.shape[0]} {rows}")
+def row_labels(y, labels_file, n: int, path: Path, rows: str) -> tuple[np.ndarray | None, tuple[str, ...] | None]:
+    """The labels of the ``n`` rows of a source, as integers or codes with their names (or ``(None, None)``).
+
+    ``y`` holds the source's own labels: raw values, or ``(codes, names)`` already encoded (a
+    :class:`LabelCoder`'s); else they come from ``labels_file``. ``rows`` names the rows in messages
+    (``"rows"``, ``"rows (time steps)"``).
+    """
+    y, names = y if isinstance(y, tuple) else source_labels(y, labels_file, n, str(path), f"{n} {rows}")
     if y is not None:
-        y = check_labels(y, X.shape[0], str(path))
-    return X, y, names
+        y = check_labels(y, n, str(path))
+    return y, names
 
 
 def one_source(labels, labels_file) -> None:

@@ -14,6 +14,7 @@ standard would need this byte scan anyway, so the parser stays.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -236,8 +237,28 @@ def read_ldac(path, vocab_size: int | None = None) -> tuple[np.ndarray, np.ndarr
         blank line before the end; or an empty file.
     """
     path = Path(path).expanduser()
+    parts = list(ldac_documents(path, vocab_size))
+    if not parts:
+        raise BnpviError(f"{path} is empty (no documents)")
+    ids, counts, lengths = (np.concatenate(column) for column in zip(*parts))
+    doc_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    V = int(ids.max()) + 1 if vocab_size is None else int(vocab_size)
+    ids, counts, doc_range, V = check_documents(ids, counts.astype(np.float64), doc_range, V, str(path),
+                                                duplicates="sum")
+    return ids, counts, doc_range, V
+
+
+def ldac_documents(path: Path, vocab_size: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The documents of an LDA-C file a block of whole lines at a time, each line checked (see :func:`read_ldac`).
+
+    Yields
+    ------
+    ids, counts : (n_pairs,) int64
+        The id:count pairs of the block's documents, as written (repeated ids not yet summed).
+    lengths : (n_docs,) int64
+        The pairs of each document of the block.
+    """
     V = None if vocab_size is None else int(vocab_size)
-    id_parts, count_parts, length_parts = [], [], []
     line0 = 0  # lines before the current block
     pending_blank = None  # first blank line after the last line with words so far (0-based, whole file)
     try:
@@ -254,22 +275,10 @@ def read_ldac(path, vocab_size: int | None = None) -> tuple[np.ndarray, np.ndarr
             if block.token_lines.size:
                 last = int(block.token_lines[-1])
                 pending_blank = line0 + last + 1 if last + 1 < block.n_lines else None
+                yield block.ids, block.counts, block.lengths
             elif pending_blank is None and block.n_lines:
                 pending_blank = line0
-            id_parts.append(block.ids)
-            count_parts.append(block.counts)
-            length_parts.append(block.lengths)
             line0 += data.count(b"\n")
-    lengths = np.concatenate(length_parts) if length_parts else np.zeros(0, dtype=np.int64)
-    if lengths.size == 0:
-        raise BnpviError(f"{path} is empty (no documents)")
-    ids = np.concatenate(id_parts)
-    counts = np.concatenate(count_parts).astype(np.float64)
-    doc_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    if V is None:
-        V = int(ids.max()) + 1
-    ids, counts, doc_range, V = check_documents(ids, counts, doc_range, V, str(path), duplicates="sum")
-    return ids, counts, doc_range, V
 
 
 def _raise_ldac_line(path: Path, line: int, data: bytes | None, V, first_line: int = 0, blank: bool = False):

@@ -1,4 +1,9 @@
-"""Points in: a data matrix (one row per atom) from CSV, NPY or NPZ, for a ``"points"`` batch file."""
+"""Points in: a data matrix (one row per atom) from CSV, NPY or NPZ, for a ``"points"`` batch file.
+
+The matrix is never held whole: an ``.npy`` file is memory-mapped, a CSV file is read in chunks of rows and
+an ``.npz`` member a block at a time into a spool, each block checked on the way; a shuffle or a held-out
+split reorders it by index arrays (:mod:`bnpvi.data.reorder`), and the writer reads it a block at a time.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,10 +12,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from bnpvi.data.labels import one_source, rows_with_labels
+from bnpvi.data.checks import check_points_layout
+from bnpvi.data.labels import LabelCoder, one_source, row_labels
+from bnpvi.data.mapped import scratch_space
 from bnpvi.data.points import HeldoutPoints, write_points
-from bnpvi.data.sources import (Reader, existing_file, load_npy, no_columns_in_arrays, nonempty, read_csv_table,
-                                read_npz_arrays, show_suffix)
+from bnpvi.data.reorder import take_units
+from bnpvi.data.sources import (Reader, checked_rows, existing_file, map_npy, no_columns_in_arrays, nonempty, read_npz_arrays,
+                                show_suffix, spool_csv_table)
 from bnpvi.errors import BnpviError
 
 POINT_SUFFIXES = (".csv", ".npz", ".npy")
@@ -23,14 +31,17 @@ class Points:
 
     Attributes
     ----------
-    X : (N, D) float64, finite
-    labels : (N,) int64 or None
+    X : (N, D) array, finite
+        In memory (float64), or read a block at a time: the source mapped or spooled
+        (:class:`~bnpvi.data.mapped.MappedArray`), or a view of it in another order
+        (:class:`~bnpvi.data.reorder.Reordered`).
+    labels : (N,) int64 array (or view) or None
         Integers, or codes of ``label_names``.
     label_names : tuple of str or None
     """
 
-    X: np.ndarray
-    labels: np.ndarray | None = None
+    X: object
+    labels: object = None
     label_names: tuple[str, ...] | None = None
 
     unit: ClassVar[str] = "rows"
@@ -42,8 +53,13 @@ class Points:
         return self.X.shape[0]
 
     def permuted(self, perm: np.ndarray) -> "Points":
-        """The rows in the order ``perm`` (labels follow)."""
-        return Points(self.X[perm], None if self.labels is None else self.labels[perm], self.label_names)
+        """The rows in the order ``perm`` (labels follow), as views: nothing is copied."""
+        return Points(take_units(self.X, perm), None if self.labels is None else take_units(self.labels, perm),
+                      self.label_names)
+
+    def in_memory(self) -> "Points":
+        """The same points with every array read into memory."""
+        return Points(self.X[:], None if self.labels is None else self.labels[:], self.label_names)
 
     def heldout_part(self, index: np.ndarray, train_index: np.ndarray, fraction: float, seed: int) -> HeldoutPoints:
         """These rows as the held-out part of a file whose training rows are ``train_index`` of the source."""
@@ -54,7 +70,7 @@ class Points:
         return write_points(dst, self.X, labels=self.labels, label_names=self.label_names, **options)
 
 
-def read_points(path, labels: str | None = None, labels_file=None, columns=None) -> Points:
+def read_points(path, labels: str | None = None, labels_file=None, columns=None, scratch=None) -> Points:
     """Read a data matrix (and optionally true labels) from a CSV, NPZ or NPY file.
 
     Parameters
@@ -74,6 +90,11 @@ def read_points(path, labels: str | None = None, labels_file=None, columns=None)
         A file with one label per line, one line per row (instead of ``labels``).
     columns : str or sequence, optional
         CSV only: the data columns (names or 0-based indices, ``"a,b,c"``); the others are left out.
+    scratch : Path, optional
+        A scratch directory (:func:`~bnpvi.data.mapped.scratch_space`): X is then read a block at a time
+        and never held whole - an ``.npy`` file memory-mapped, a CSV (read in chunks of rows) or an ``.npz``
+        member (decompressed a block at a time) spooled there - and stays on disk until the directory goes.
+        Default: a temporary one, and X is returned in memory.
 
     Returns
     -------
@@ -82,7 +103,7 @@ def read_points(path, labels: str | None = None, labels_file=None, columns=None)
     Raises
     ------
     BnpviError
-        One line naming the file and the problem.
+        One line naming the file and the problem: the first bad row (counted from 0) and column.
     """
     path, suffix = existing_file(path)
     if suffix not in SUFFIXES:
@@ -92,20 +113,27 @@ def read_points(path, labels: str | None = None, labels_file=None, columns=None)
                          "read it with read_documents")
     one_source(labels, labels_file)
     nonempty(path)
+    if scratch is None:
+        with scratch_space() as scratch:
+            return read_points(path, labels, labels_file, columns, scratch).in_memory()
     if suffix == ".csv":
-        X, taken = read_csv_table(path, {"labels": labels}, columns)
-        y = taken.get("labels")
+        coder, codes = LabelCoder(), []
+        X = spool_csv_table(path, {"labels": labels}, columns, scratch,
+                            {"labels": lambda values, first: codes.append(coder.add(values))})
+        y = coder.labels(np.concatenate(codes), str(path)) if codes else None
     else:
         no_columns_in_arrays(path, columns)
         if suffix == ".npz":
-            arrays = read_npz_arrays(path, labels)
+            arrays = read_npz_arrays(path, labels, scratch)
             X, y = arrays["X"], arrays.get("labels")
         elif labels is not None:
             raise BnpviError(f"{path}: a .npy file holds one array, so labels={labels!r} cannot be read from it; "
                              "use a .npz file with arrays X and labels, or --labels-file")
         else:
-            X, y = load_npy(path), None
-    return Points(*rows_with_labels(X, y, labels_file, path, "rows"))
+            X, y = map_npy(path), None
+            check_points_layout(X, str(path))
+            checked_rows(X, str(path))
+    return Points(X, *row_labels(y, labels_file, X.shape[0], path, "rows"))
 
 
 def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:

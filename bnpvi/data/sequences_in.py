@@ -9,11 +9,13 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from bnpvi.data.checks import check_points, check_seq_range
-from bnpvi.data.labels import one_source, rows_with_labels
+from bnpvi.data.checks import check_seq_range
+from bnpvi.data.labels import LabelCoder, one_source, row_labels
+from bnpvi.data.mapped import scratch_space
+from bnpvi.data.reorder import permuted_ranges, take_ranges
 from bnpvi.data.seq import write_sequences
-from bnpvi.data.sources import (Reader, existing_file, no_columns_in_arrays, nonempty, permuted_ranges,
-                                read_csv_table, read_npz_arrays, show_suffix)
+from bnpvi.data.sources import (Reader, existing_file, no_columns_in_arrays, nonempty, read_npz_arrays, show_suffix,
+                                spool_csv_table)
 from bnpvi.errors import BnpviError
 
 SEQ_SUFFIXES = (".csv", ".npz")
@@ -25,21 +27,22 @@ class Sequences:
 
     Attributes
     ----------
-    X : (T, D) float64, finite
-        Every time step, sequences one after another.
+    X : (T, D) array, finite
+        Every time step, sequences one after another: in memory (float64), or read a block at a time (a
+        spool, or a view of it in another order, as for :class:`~bnpvi.data.points_in.Points`).
     seq_range : (n_seqs + 1,) int64
         Sequence s is rows ``seq_range[s]:seq_range[s+1]``; from 0 to T, strictly increasing.
-    Xprev : (T, D) float64 or None
+    Xprev : (T, D) array or None
         The observation before each step.
-    labels : (T,) int64 or None
+    labels : (T,) int64 array (or view) or None
         One label per time step: integers, or codes of ``label_names``.
     label_names : tuple of str or None
     """
 
-    X: np.ndarray
+    X: object
     seq_range: np.ndarray
-    Xprev: np.ndarray | None = None
-    labels: np.ndarray | None = None
+    Xprev: object = None
+    labels: object = None
     label_names: tuple[str, ...] | None = None
 
     unit: ClassVar[str] = "sequences"
@@ -51,11 +54,20 @@ class Sequences:
         return self.seq_range.shape[0] - 1
 
     def permuted(self, perm: np.ndarray) -> "Sequences":
-        """The sequences in the order ``perm``, each kept whole (Xprev and labels follow their steps)."""
-        seq_range, steps = permuted_ranges(self.seq_range, perm)
-        Xprev = None if self.Xprev is None else self.Xprev[steps]
-        labels = None if self.labels is None else self.labels[steps]
-        return Sequences(self.X[steps], seq_range, Xprev, labels, self.label_names)
+        """The sequences in the order ``perm``, each kept whole (Xprev and labels follow their steps), as
+        views: nothing is copied."""
+        def steps(rows):
+            return None if rows is None else take_ranges(rows, self.seq_range, perm)
+
+        return Sequences(steps(self.X), permuted_ranges(self.seq_range, perm), steps(self.Xprev), steps(self.labels),
+                         self.label_names)
+
+    def in_memory(self) -> "Sequences":
+        """The same sequences with every array read into memory."""
+        def whole(rows):
+            return None if rows is None else rows[:]
+
+        return Sequences(whole(self.X), self.seq_range, whole(self.Xprev), whole(self.labels), self.label_names)
 
     def write(self, dst, **options) -> Path:
         """Write a ``"seq"`` batch file (``options``: those of ``write_sequences``)."""
@@ -64,7 +76,7 @@ class Sequences:
 
 
 def read_sequences(path, sequences: str | None = None, sequence_column: str | None = None,
-                   labels: str | None = None, labels_file=None, columns=None) -> Sequences:
+                   labels: str | None = None, labels_file=None, columns=None, scratch=None) -> Sequences:
     """Read sequences from an NPZ or CSV file.
 
     Parameters
@@ -89,6 +101,9 @@ def read_sequences(path, sequences: str | None = None, sequence_column: str | No
     columns : str or sequence, optional
         CSV only: the data columns (names or 0-based indices, ``"a,b,c"``); the others (a time-step
         column, say) are left out.
+    scratch : Path, optional
+        A scratch directory: X and Xprev are then spooled there a block at a time and never held whole (as
+        :func:`~bnpvi.data.points_in.read_points`). Default: a temporary one, and they are returned in memory.
 
     Returns
     -------
@@ -112,33 +127,55 @@ def read_sequences(path, sequences: str | None = None, sequence_column: str | No
                          "--sequence-column NAME (not --sequences)")
     one_source(labels, labels_file)
     nonempty(path)
+    if scratch is None:
+        with scratch_space() as scratch:
+            return read_sequences(path, sequences, sequence_column, labels, labels_file, columns, scratch).in_memory()
     if suffix == ".csv":
-        X, taken = read_csv_table(path, {"labels": labels, "sequence ids": sequence_column}, columns)
-        y, seq_range, Xprev = taken.get("labels"), _ranges_from_ids(taken["sequence ids"], path), None
+        coder, codes, runs = LabelCoder(), [], _SequenceRuns(path)
+        X = spool_csv_table(path, {"labels": labels, "sequence ids": sequence_column}, columns, scratch,
+                            {"labels": lambda values, first: codes.append(coder.add(values)), "sequence ids": runs.add})
+        y = coder.labels(np.concatenate(codes), str(path)) if codes else None
+        seq_range, Xprev = runs.ranges(X.shape[0]), None
     else:
         no_columns_in_arrays(path, columns)
-        arrays = read_npz_arrays(path, labels, sequences)
+        arrays = read_npz_arrays(path, labels, scratch, sequences)
         X, y, seq_range, Xprev = arrays["X"], arrays.get("labels"), arrays["seq_range"], arrays.get("Xprev")
-    X, y, names = rows_with_labels(X, y, labels_file, path, "rows (time steps)")
+    y, names = row_labels(y, labels_file, X.shape[0], path, "rows (time steps)")
     seq_range = check_seq_range(seq_range, X.shape[0], str(path), name=sequences or "seq_range")
-    if Xprev is not None:
-        Xprev = check_points(Xprev, str(path), name="Xprev")
-        if Xprev.shape != X.shape:
-            raise BnpviError(f"{path}: Xprev has shape {Xprev.shape} but X has shape {X.shape}")
+    if Xprev is not None and Xprev.shape != X.shape:
+        raise BnpviError(f"{path}: Xprev has shape {Xprev.shape} but X has shape {X.shape}")
     return Sequences(X, seq_range, Xprev, y, names)
 
 
-def _ranges_from_ids(ids: np.ndarray, path: Path) -> np.ndarray:
-    """seq_range of the runs of equal ids; BnpviError naming the row where an id comes back after another."""
-    codes = pd.factorize(ids)[0]  # ids numbered in order of first appearance
-    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
-    returns = codes[starts] != np.arange(starts.shape[0])  # a run whose id was seen before
-    if returns.any():
-        row = int(starts[np.argmax(returns)])
-        shown = ids[row].item() if isinstance(ids[row], np.generic) else ids[row]
-        raise BnpviError(f"{path}: sequence id {shown!r} in row {row} reappears after other sequences; the rows of "
-                         "one sequence must be contiguous (rows counted from 0, after any header)")
-    return np.r_[starts, codes.shape[0]].astype(np.int64)
+class _SequenceRuns:
+    """The sequences of a column of sequence ids met a chunk at a time: where each run of equal ids starts;
+    BnpviError naming the row where an id comes back after another one."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.seen: set = set()
+        self.starts: list[int] = []
+        self.last = None
+
+    def add(self, ids: np.ndarray, first: int) -> None:
+        """The ids of rows ``first, first + 1, ...``."""
+        codes, uniq = pd.factorize(ids)  # ids numbered in order of first appearance within the chunk
+        for start in np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]):
+            value = uniq[codes[start]]
+            if start == 0 and self.starts and value == self.last:
+                continue  # the sequence of the chunk before goes on
+            if value in self.seen:
+                shown = value.item() if isinstance(value, np.generic) else value
+                raise BnpviError(f"{self.path}: sequence id {shown!r} in row {first + int(start)} reappears after "
+                                 "other sequences; the rows of one sequence must be contiguous (rows counted from 0, "
+                                 "after any header)")
+            self.seen.add(value)
+            self.starts.append(first + int(start))
+        self.last = uniq[codes[-1]] if codes.size else self.last
+
+    def ranges(self, n_rows: int) -> np.ndarray:
+        """seq_range of the runs, from 0 to ``n_rows``."""
+        return np.array(self.starts + [n_rows], dtype=np.int64)
 
 
 READER = Reader(holds="sequences", kind_name="sequences", files=".csv and .npz files of sequences",

@@ -15,6 +15,9 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
+from bnpvi.data.base import block_rows, block_values
+from bnpvi.data.checks import check_finite, check_points_layout
+from bnpvi.data.mapped import MappedArray, Spool
 from bnpvi.errors import BnpviError
 
 #: Arrays of the CSR-triplet layout of a bag-of-words ``.npz``.
@@ -160,14 +163,6 @@ def listed_lines(path, noun: str, layout: str, n_lines: int) -> Iterator[list[st
         first += len(lines)
 
 
-def permuted_ranges(ranges: np.ndarray, perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Reorder whole ranges (documents, sequences): the new boundaries, and the old index of every new entry."""
-    perm = np.asarray(perm, dtype=np.int64)
-    lengths = np.diff(ranges)[perm]
-    new_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    return new_range, np.repeat(ranges[perm] - new_range[:-1], lengths) + np.arange(new_range[-1])
-
-
 # -------------------------------------------------------------------- CSV
 def _is_number(cell) -> bool:
     try:
@@ -177,11 +172,13 @@ def _is_number(cell) -> bool:
     return True
 
 
-def read_csv_frame(path: Path, sep: str = ",", header: bool | None = None, **options) -> tuple[pd.DataFrame, bool]:
-    """A CSV file as a DataFrame, and whether its first row is a header.
+def read_csv_chunks(path: Path, sep: str = ",", header: bool | None = None,
+                    **options) -> tuple[Iterator[pd.DataFrame], bool]:
+    """The rows of a CSV file as DataFrames of about :func:`~bnpvi.data.base.block_values` cells each, and
+    whether its first row is a header.
 
     ``header=None`` guesses: a first row without any numeric cell is a header. ``options`` go to
-    ``pandas.read_csv`` (e.g. ``chunksize``, which returns a reader of DataFrames instead).
+    ``pandas.read_csv``. A file with a header and no rows gives one empty frame.
     """
     def parse(**kwargs):
         try:
@@ -191,10 +188,19 @@ def read_csv_frame(path: Path, sep: str = ",", header: bool | None = None, **opt
         except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
             raise BnpviError(f"{path}: cannot parse as CSV: {first_line(err)}") from None
 
+    first = parse(header=None, nrows=1, dtype=str, keep_default_na=False)
     if header is None:
-        first = parse(header=None, nrows=1, dtype=str, keep_default_na=False)
         header = not any(_is_number(cell) for cell in first.iloc[0])
-    return parse(header=0 if header else None, **options), header
+    reader = parse(header=0 if header else None, chunksize=max(1, block_values() // first.shape[1]), **options)
+
+    def chunks() -> Iterator[pd.DataFrame]:
+        with reader:
+            try:
+                yield from reader
+            except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
+                raise BnpviError(f"{path}: cannot parse as CSV: {first_line(err)}") from None
+
+    return chunks(), header
 
 
 def find_column(columns: pd.Index, name, has_header: bool, path: Path, role: str):
@@ -223,52 +229,68 @@ def column_list(columns) -> list[str]:
     return items
 
 
-def read_csv_table(path: Path, roles: dict[str, str | None],
-                   columns=None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """A numeric data matrix from a CSV file, and the columns that play other roles.
+def spool_csv_table(path: Path, roles: dict[str, str | None], columns, scratch: Path,
+                    take: dict[str, Callable[[np.ndarray, int], None]]) -> MappedArray:
+    """A numeric data matrix from a CSV file, read in chunks of rows into a spool; the columns that play other
+    roles go, chunk by chunk, to ``take``.
 
     Parameters
     ----------
     path : Path
     roles : dict
         Role (e.g. ``"labels"``, ``"sequence ids"``) -> column name or index, or None; each named
-        column is taken out of the data and returned as it is (no missing values allowed).
+        column is taken out of the data (no missing values allowed).
     columns : str or sequence, optional
         The data columns (``--columns``: names or 0-based indices); default every column not
         taken by a role.
+    scratch : Path
+        The directory of the spool (:func:`~bnpvi.data.mapped.scratch_space`).
+    take : dict
+        Role -> ``take(values, first_row)``, called with each chunk's values of the role's column.
 
     Returns
     -------
-    X : (N, D) float64
-    taken : dict
-        Role -> (N,) values of its column.
+    MappedArray
+        X, (N, D) float64, every value finite (non-numeric, missing and infinite cells are errors).
     """
-    df, has_header = read_csv_frame(path, skipinitialspace=True)
-    if len(df) == 0:
-        raise BnpviError(f"{path} has no data rows" + (" (only a header)" if has_header else ""))
+    chunks, has_header = read_csv_chunks(path, skipinitialspace=True)
     named = {role: name for role, name in roles.items() if name is not None}
-    found = {role: find_column(df.columns, name, has_header, path, role) for role, name in named.items()}
+    spool, first = None, 0
+    for df in chunks:
+        if spool is None:
+            found, data_columns = _table_columns(df.columns, named, columns, has_header, path)
+            spool = Spool(scratch, np.float64, len(data_columns))
+        for role, column in found.items():
+            values = df[column].to_numpy()
+            if pd.isna(values).any():
+                row = first + int(np.flatnonzero(pd.isna(values))[0])
+                raise BnpviError(f"{path}: {role} column {named[role]!r} has a missing value in row {row}")
+            take[role](values, first)
+        block = _numeric(df[data_columns], has_header, path, first)
+        check_finite(block, str(path), "X", first)
+        spool.append(block)
+        first += len(df)
+    if first == 0:
+        raise BnpviError(f"{path} has no data rows" + (" (only a header)" if has_header else ""))
+    return spool.mapped()
+
+
+def _table_columns(columns: pd.Index, named: dict, wanted, has_header: bool, path: Path) -> tuple[dict, list]:
+    """The column of each role, and the data columns (``--columns``, or every other one)."""
+    found = {role: find_column(columns, name, has_header, path, role) for role, name in named.items()}
     roles_found = list(found)
     for i, role in enumerate(roles_found):
         for other in roles_found[i + 1:]:
             if found[role] == found[other]:
                 raise BnpviError(f"{path}: the {role} and the {other} must be different columns "
                                  f"(both {named[role]!r})")
-    taken = {}
-    for role, column in found.items():
-        values = df[column].to_numpy()
-        if pd.isna(values).any():
-            row = int(np.flatnonzero(pd.isna(values))[0])
-            raise BnpviError(f"{path}: {role} column {named[role]!r} has a missing value in row {row}")
-        taken[role] = values
-    if columns is None:
-        data = df.drop(columns=list(found.values()))
-        if data.shape[1] == 0:
-            what = " and ".join(f"the {role} column {name!r}" for role, name in named.items())
-            raise BnpviError(f"{path}: no data columns left after taking out {what}")
-    else:
-        data = df[_feature_columns(df.columns, columns, has_header, path, found, named)]
-    return _numeric(data, has_header, path), taken
+    if wanted is not None:
+        return found, _feature_columns(columns, wanted, has_header, path, found, named)
+    data = [column for column in columns if column not in set(found.values())]
+    if not data:
+        what = " and ".join(f"the {role} column {name!r}" for role, name in named.items())
+        raise BnpviError(f"{path}: no data columns left after taking out {what}")
+    return found, data
 
 
 def _feature_columns(columns: pd.Index, wanted, has_header: bool, path: Path, found: dict, named: dict) -> list:
@@ -286,8 +308,9 @@ def _feature_columns(columns: pd.Index, wanted, has_header: bool, path: Path, fo
     return chosen
 
 
-def _numeric(df: pd.DataFrame, has_header: bool, path: Path) -> np.ndarray:
-    """The frame as a float64 matrix; BnpviError naming the first non-numeric or missing cell."""
+def _numeric(df: pd.DataFrame, has_header: bool, path: Path, first: int = 0) -> np.ndarray:
+    """The frame (rows ``first, first + 1, ...`` of the file) as a float64 matrix; BnpviError naming the first
+    non-numeric or missing cell."""
     df = df.copy()
     for name in df.columns:
         col = df[name]
@@ -298,7 +321,7 @@ def _numeric(df: pd.DataFrame, has_header: bool, path: Path) -> np.ndarray:
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             shown = f"{name!r}" if has_header else f"{name}"
-            raise BnpviError(f"{path}: non-numeric value {str(col.iloc[row])!r} in row {row}, column {shown} "
+            raise BnpviError(f"{path}: non-numeric value {str(col.iloc[row])!r} in row {first + row}, column {shown} "
                              "(rows counted from 0, after any header)")
         df[name] = numeric
     X = df.to_numpy(dtype=np.float64)
@@ -307,7 +330,7 @@ def _numeric(df: pd.DataFrame, has_header: bool, path: Path) -> np.ndarray:
         row = int(np.flatnonzero(missing.any(axis=1))[0])
         col = df.columns[int(np.flatnonzero(missing[row])[0])]
         shown = f"{col!r}" if has_header else f"{col}"
-        raise BnpviError(f"{path}: missing value or NaN in row {row}, column {shown} "
+        raise BnpviError(f"{path}: missing value or NaN in row {first + row}, column {shown} "
                          "(rows counted from 0, after any header)")
     return X
 
@@ -334,14 +357,108 @@ def npz_layout(path) -> str | None:
     return None
 
 
-def read_npz_arrays(path: Path, labels: str | None, sequences: str | None = None) -> dict[str, np.ndarray]:
+class NpyStream:
+    """An array in ``.npy`` format read from a binary stream (a file, or a member of an ``.npz`` archive): its
+    header on opening, then its rows a block at a time (:meth:`blocks`).
+
+    Attributes
+    ----------
+    shape : tuple of int
+    dtype : numpy dtype
+    fortran_order : bool
+    offset : int
+        Where the data starts in the stream.
+    """
+
+    def __init__(self, fh, where: str):
+        self._fh, self._where = fh, where
+        try:
+            version = np.lib.format.read_magic(fh)
+            read = {(1, 0): np.lib.format.read_array_header_1_0,
+                    (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+            if read is None:
+                raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+            self.shape, self.fortran_order, self.dtype = read(fh)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+            raise BnpviError(f"{where}: {first_line(err)}") from None
+        if self.dtype.hasobject:
+            raise BnpviError(f"{where}: Object arrays cannot be loaded when allow_pickle=False")
+        self.offset = fh.tell()
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * self.dtype.itemsize
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Yield ``(first_row, rows)`` in order, about :func:`~bnpvi.data.base.block_values` values each
+        (an array stored column by column comes whole: its rows are not contiguous)."""
+        if self.fortran_order and len(self.shape) > 1:
+            yield 0, self._read(self.nbytes).reshape(self.shape, order="F")
+            return
+        step = block_rows(self.shape)
+        for lo in range(0, self.shape[0], step):
+            yield lo, self.take(min(step, self.shape[0] - lo))
+
+    def take(self, rows: int) -> np.ndarray:
+        """The next ``rows`` rows (of an array stored row by row)."""
+        row_bytes = self.nbytes // max(1, self.shape[0])
+        return self._read(rows * row_bytes).reshape((rows,) + tuple(self.shape[1:]))
+
+    def _read(self, nbytes: int) -> np.ndarray:
+        try:
+            data = self._fh.read(nbytes)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+            raise BnpviError(f"{self._where}: {first_line(err)}") from None
+        if len(data) < nbytes:
+            raise BnpviError(f"{self._where}: the data ends before the {self.shape} values its header announces")
+        return np.frombuffer(data, dtype=self.dtype)
+
+
+def map_npy(path: Path) -> MappedArray:
+    """The single array of an .npy file, memory-mapped (:class:`~bnpvi.data.mapped.MappedArray`)."""
+    where = f"{path}: cannot read as .npy"
+    try:
+        fh = open(path, "rb")
+    except OSError as err:
+        raise BnpviError(f"{where}: {err.strerror or err}") from None
+    with fh:
+        stream = NpyStream(fh, where)
+    if path.stat().st_size < stream.offset + stream.nbytes:
+        raise BnpviError(f"{where}: the file ends before the {stream.shape} values its header announces")
+    return MappedArray(path, stream.offset, stream.dtype, stream.shape, stream.fortran_order)
+
+
+def checked_rows(X, where: str, name: str = "X"):
+    """``X`` (an array read a block at a time) after one pass that checks every value finite (BnpviError naming
+    the first bad row, counted from 0, and its column)."""
+    step = block_rows(X.shape)
+    for first in range(0, X.shape[0], step):
+        check_finite(X[first:first + step], where, name, first)
+    return X
+
+
+def spool_rows(stream: NpyStream, scratch: Path, check: Callable[[np.ndarray, int], None]) -> MappedArray:
+    """The rows of an array stream, each block ``check``-ed and copied as float64 into a spool in ``scratch``."""
+    spool = Spool(scratch, np.float64, stream.shape[1])
+    for first, block in stream.blocks():
+        check(block, first)
+        spool.append(block)
+    return spool.mapped()
+
+
+def read_npz_arrays(path: Path, labels: str | None, scratch: Path, sequences: str | None = None) -> dict:
     """The arrays of a points or sequences .npz: ``X``; ``labels`` and ``seq_range`` read from the arrays
     named by ``labels`` and ``sequences`` when given; and ``Xprev`` when ``sequences`` is given and the
-    file holds it."""
+    file holds it.
+
+    X and Xprev are checked (2-D, finite real numbers) and spooled into ``scratch`` a block at a time
+    (:class:`~bnpvi.data.mapped.MappedArray`); the labels and boundaries are read whole.
+    """
+    where = f"{path}: cannot read as .npz"
     try:
         npz = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise BnpviError(f"{path}: cannot read as .npz: {first_line(err)}") from None
+        raise BnpviError(f"{where}: {first_line(err)}") from None
     if isinstance(npz, np.ndarray):
         raise BnpviError(f"{path} holds a single .npy array, not an .npz archive; rename it to .npy")
     try:
@@ -352,31 +469,24 @@ def read_npz_arrays(path: Path, labels: str | None, sequences: str | None = None
                                  "read_documents")
             raise BnpviError(f"{path}: no array 'X' (arrays: {', '.join(names) or 'none'}); expected X (points), "
                              f"{'/'.join(TRIPLET)} (bag of words) or a scipy.sparse.save_npz matrix")
-        arrays = {"X": npz["X"]}
+        arrays = {}
+        for name in ("X", "Xprev") if sequences is not None and "Xprev" in names else ("X",):
+            with npz.zip.open(f"{name}.npy") as fh:
+                stream = NpyStream(fh, where)
+                check_points_layout(stream, str(path), name)
+                arrays[name] = spool_rows(stream, scratch,
+                                          lambda block, first, name=name: check_finite(block, str(path), name, first))
         for key, what, name in (("labels", "label", labels), ("seq_range", "sequence range", sequences)):
             if name is None:
                 continue
             if name not in names:
                 raise BnpviError(f"{path}: no {what} array {name!r} (arrays: {', '.join(names)})")
             arrays[key] = npz[name]
-        if sequences is not None and "Xprev" in names:
-            arrays["Xprev"] = npz["Xprev"]
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise BnpviError(f"{path}: cannot read as .npz: {first_line(err)}") from None
+        raise BnpviError(f"{where}: {first_line(err)}") from None
     finally:
         npz.close()
     return arrays
-
-
-def load_npy(path: Path) -> np.ndarray:
-    """The single array of an .npy file."""
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as err:
-        raise BnpviError(f"{path}: cannot read as .npy: {first_line(err)}") from None
-    if not isinstance(arr, np.ndarray):
-        raise BnpviError(f"{path} is not an .npy array file")
-    return arr
 
 
 def no_columns_in_arrays(path: Path, columns) -> None:

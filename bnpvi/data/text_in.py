@@ -16,10 +16,8 @@ is ever held:
    ``max_vocab`` with the largest total counts (ties to the alphabetically first); word ids
    follow alphabetical order;
 3. every chunk is tokenised again and counted under that fixed vocabulary
-   (:func:`~bnpvi.data.tokens.count_texts`'s re-indexing), one CSR block per chunk.
-
-The blocks are then stacked for the writer, which takes the whole corpus at once (the held-out split
-and shuffling need every document), so memory is O(nnz) numbers, never a Python list of the corpus.
+   (:func:`~bnpvi.data.tokens.count_texts`'s re-indexing), one CSR block per chunk, spooled
+   (:class:`~bnpvi.data.documents_in.CorpusSpool`), so the counts are never held whole either.
 
 Documents left without a word of the vocabulary (blank lines, or only stop words and filtered
 words) are dropped: a bag-of-words file holds no empty documents, and an empty document tells a
@@ -40,8 +38,9 @@ import scipy.sparse as sp
 
 from bnpvi.data.bow import TextOrigin
 from bnpvi.data.checks import positive_int
-from bnpvi.data.documents_in import Documents
+from bnpvi.data.documents_in import CorpusSpool, Documents
 from bnpvi.data.labels import LabelCoder, one_source, source_labels
+from bnpvi.data.mapped import scratch_space
 from bnpvi.data.sources import Reader, existing_file, find_column, first_line, line_chunks, nonempty
 from bnpvi.data.tokens import TOKEN_PATTERN, TextSettings, restrict, tokenise, vocabulary_index
 from bnpvi.errors import BnpviError
@@ -201,7 +200,7 @@ class _WordTally:
 
 # -------------------------------------------------------------------- read
 def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=None, min_df=1, max_df=1.0,
-              max_vocab=None, lowercase: bool = True, token_pattern: str = TOKEN_PATTERN) -> Documents:
+              max_vocab=None, lowercase: bool = True, token_pattern: str = TOKEN_PATTERN, scratch=None) -> Documents:
     """Read raw text as a bag-of-words corpus (see the module docstring for the passes and the choices).
 
     Parameters
@@ -222,6 +221,9 @@ def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=
         Keep at most this many words (the most frequent).
     lowercase : bool, default True
     token_pattern : str, default scikit-learn's ``r"(?u)\\b\\w\\w+\\b"``
+    scratch : Path, optional
+        A scratch directory for the counts (:func:`text_documents`); default: a temporary one, and the counts
+        are returned in memory.
 
     Returns
     -------
@@ -240,11 +242,11 @@ def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=
     settings = TextSettings.make(stop_words, lowercase, token_pattern)
     limits = VocabularyLimits.make(min_df, max_df, max_vocab)
     source = _TextSource(path, text_column, labels)
-    return text_documents(source.chunks, settings, limits, str(path), labels_file)
+    return text_documents(source.chunks, settings, limits, str(path), labels_file, scratch)
 
 
 def text_documents(chunks: Callable[[], Iterable[tuple[list[str], np.ndarray | None]]], settings: TextSettings,
-                   limits: VocabularyLimits, where: str, labels_file=None) -> Documents:
+                   limits: VocabularyLimits, where: str, labels_file=None, scratch=None) -> Documents:
     """The two passes over the chunks of a text corpus (the module docstring): vocabulary, then counts.
 
     Parameters
@@ -259,6 +261,9 @@ def text_documents(chunks: Callable[[], Iterable[tuple[list[str], np.ndarray | N
         The source, in messages.
     labels_file : str or Path, optional
         One label per line, one line per document (when the chunks bring none).
+    scratch : Path, optional
+        A scratch directory: the counts are then spooled there a chunk at a time, never held whole.
+        Default: a temporary one, and they are returned in memory.
 
     Returns
     -------
@@ -266,6 +271,9 @@ def text_documents(chunks: Callable[[], Iterable[tuple[list[str], np.ndarray | N
         The documents left with a word of the vocabulary, with their labels, the vocabulary and the
         :class:`~bnpvi.data.bow.TextOrigin`.
     """
+    if scratch is None:
+        with scratch_space() as scratch:
+            return text_documents(chunks, settings, limits, where, labels_file, scratch).in_memory()
     analyzer = settings.analyzer()
     tally, coder, codes = _WordTally(), LabelCoder(), []
     for texts, y in chunks():
@@ -275,15 +283,22 @@ def text_documents(chunks: Callable[[], Iterable[tuple[list[str], np.ndarray | N
     if tally.n_docs == 0:
         raise BnpviError(f"{where} holds no documents (only a header row)")
     index = vocabulary_index(limits.choose(*tally.totals(), tally.n_docs, where))
-    counts = sp.vstack([restrict(*tokenise(texts, analyzer), index)[0] for texts, _ in chunks()], format="csr")
+    spool, kept = CorpusSpool(scratch, where, len(index)), np.ones(tally.n_docs, dtype=bool)
+    first = 0
+    for texts, _ in chunks():
+        counts = restrict(*tokenise(texts, analyzer), index)[0]
+        empty = np.diff(counts.indptr) == 0
+        kept[first + np.flatnonzero(empty)] = False
+        first += counts.shape[0]
+        if not empty.all():
+            counts = counts[~empty]
+            spool.add(counts.indices, counts.data, counts.indptr)
     y, names = (coder.labels(np.concatenate(codes), where) if codes
                 else source_labels(None, labels_file, tally.n_docs, where, f"{tally.n_docs} documents"))
-    kept = np.diff(counts.indptr) > 0
-    counts, y = counts[kept], None if y is None else y[kept]
     origin = TextOrigin(settings, limits.min_df, limits.max_df, limits.max_vocab, tally.n_docs,
                         np.flatnonzero(~kept).astype(np.int64))
-    return Documents(counts.indices.astype(np.int32), counts.data.astype(np.float64), counts.indptr.astype(np.int64),
-                     len(index), y, [str(word) for word in index], None, names, origin)
+    return Documents(*spool.corpus(), len(index), None if y is None else y[kept], [str(word) for word in index],
+                     None, names, origin)
 
 
 def count_text_file(path, vocab, settings: TextSettings, text_column=None) -> tuple[sp.csr_matrix, int]:
