@@ -6,7 +6,7 @@ the estimator's keywords (:mod:`bnpvi.api.keywords`), writes the file (``n_batch
 when unset), trains with :func:`bnpvi.learn.runner.train` and loads the run's model with
 :func:`bnpvi.api.load`, so a fit is the ``bnpvi-train`` run of the same config on the same file, to
 the last bit. In memory (a temporary directory removed after) unless ``output_dir`` is given,
-quiet unless ``verbose``.
+quiet unless ``verbose`` (then a progress bar over each lap's batches and one log line per lap, on stderr).
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from bnpvi.api.fitted import FittedModel, load
 from bnpvi.api.keywords import MODEL_KINDS, compose_train, keyword_paths, model_moves, obs_options, set_keys
 from bnpvi.config import SCHEMAS
 from bnpvi.errors import BnpviError
+from bnpvi.learn.progress import Progress
 from bnpvi.learn.runner import train
 
 DATA_FILE = "data.h5"
@@ -90,7 +91,8 @@ class Estimator(BaseEstimator):
     ``init`` ("kmeanspp"): the options of those groups; ``moves`` (models with moves only; None: the
     alg's default, all moves for memo, none otherwise), a list such as ``["birth", "merge"]`` or ``[]``;
     every leaf key of those options (the class attribute ``config_keys``); ``random_state`` (the
-    run's ``seed``; None: the config's, 0); ``verbose`` (log every lap as ``bnpvi-train`` does); and
+    run's ``seed``; None: the config's, 0); ``verbose`` (a progress bar over each lap's batches with the
+    last lap's K, ELBO and seconds, and one log line per lap as ``bnpvi-train`` prints, on stderr); and
     ``output_dir`` (None: train in a temporary directory removed after ``fit``; a path makes it the
     run directory, with ``data.h5`` and ``.hydra/config.yaml``, which ``bnpvi-train resume=DIR``
     continues and :func:`bnpvi.load` reads).
@@ -159,7 +161,7 @@ class Estimator(BaseEstimator):
             if self.output_dir is not None:  # what bnpvi-train resume=DIR reads
                 (run_dir / ".hydra").mkdir(exist_ok=True)
                 OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-            train(cfg, run_dir)
+            train(cfg, run_dir, Progress(show=bool(self.verbose)))
             fitted = load(run_dir)
         self.fitted_model_ = fitted
         self.n_components_ = fitted.n_components_

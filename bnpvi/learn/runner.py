@@ -40,6 +40,7 @@ from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
 from bnpvi.learn.init import initial_stats, saved_globals
 from bnpvi.learn.memo import MemoizedVB
+from bnpvi.learn.progress import Progress
 from bnpvi.learn.sovb import StochasticVB
 from bnpvi.learn.vb import FullVB
 from bnpvi.metrics import adjusted_rand_index, hamming_distance
@@ -375,8 +376,9 @@ class Run:
                         if np.isfinite(row.get(column, np.nan)))
         log.info("lap %4d  elbo %.10g  K %3d  %8.2f s%s%s", result.lap, elbo, result.K, row["elapsed_s"], score, moves)
 
-    def train(self) -> dict:
-        """Run laps until convergence or ``alg.n_laps``; write the final outputs."""
+    def train(self, progress: Progress | None = None) -> dict:
+        """Run laps until convergence or ``alg.n_laps``, showing ``progress`` (default: a bar on a terminal,
+        :mod:`bnpvi.learn.progress`); write the final outputs."""
         cfg = self.cfg
         n_laps, every, keep = int(cfg.alg.n_laps), int(cfg.checkpoint_every), self.keeps_checkpoints
         stop = {"signal": None}
@@ -389,6 +391,7 @@ class Run:
 
         handlers = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
         self._start = time.perf_counter()
+        bar = (progress or Progress()).bar(self.alg)
         try:
             while not self.converged and self.alg.lap < n_laps:
                 result = self.alg.step()
@@ -396,6 +399,7 @@ class Run:
                     self._record(result)
                     if keep and result.lap % every == 0 and not self.converged and result.lap < n_laps:
                         self.checkpoint()
+                bar.advance(self.alg, None if result is None else self.trace.rows)
                 if stop["signal"] is not None:
                     where = f"interrupted at lap {self.alg.lap} batch {self.alg.pos}"
                     hint = (f"continue with: bnpvi-train resume={self.run_dir}" if keep else
@@ -404,6 +408,7 @@ class Run:
                     raise Interrupted(f"{where}; checkpoint {checkpoint_path(self.run_dir)}; {hint}" if keep else
                                       f"{where}; {hint}")
         finally:
+            bar.close()
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
         return self.finish()
@@ -494,17 +499,18 @@ def reopen(run_dir: Path, cfg: DictConfig) -> Run:
     return run
 
 
-def run_to_end(run: Run) -> dict:
-    """Train ``run`` until it stops, then close its data file; the summary."""
+def run_to_end(run: Run, progress: Progress | None = None) -> dict:
+    """Train ``run`` until it stops (showing ``progress``: :meth:`Run.train`), then close its data file; the
+    summary."""
     try:
-        return run.train()
+        return run.train(progress)
     finally:
         run.close()
 
 
-def train(cfg: DictConfig, run_dir: Path) -> dict:
+def train(cfg: DictConfig, run_dir: Path, progress: Progress | None = None) -> dict:
     """A fresh run in ``run_dir`` (:func:`start`), trained to its end."""
-    return run_to_end(start(cfg, run_dir))
+    return run_to_end(start(cfg, run_dir), progress)
 
 
 def resume(run_dir: Path, cfg: DictConfig) -> dict:
