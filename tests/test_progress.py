@@ -1,5 +1,5 @@
 """Progress while a run trains: a bar over the batches of each lap on a terminal (or when an estimator is
-``verbose``), and the one log line per lap, unchanged, everywhere else."""
+``verbose``), and the one log line per lap, unchanged, everywhere else; a bar per pass of a conversion."""
 import io
 import logging
 import sys
@@ -9,7 +9,9 @@ import pytest
 
 import bnpvi
 from bnpvi.learn import runner
-from bnpvi.learn.progress import Progress, is_terminal
+from bnpvi.data.convert import convert
+from bnpvi.data.progress import is_terminal, shown_on
+from bnpvi.learn.progress import Progress
 
 
 class Terminal(io.StringIO):
@@ -68,3 +70,13 @@ def test_verbose_estimator_shows_the_bar(verbose, monkeypatch):
     bnpvi.DPMixture(n_laps=2, n_batches=2, verbose=verbose, random_state=0).fit(X)
     shown = stream.getvalue()
     assert ("lap 2:" in shown and "2/2" in shown and "elbo=" in shown) is verbose
+
+
+def test_conversion_shows_a_bar_per_pass_only_when_asked(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(50, 3)))
+    stream = Terminal()
+    with shown_on(stream):
+        convert(tmp_path / "x.npy", tmp_path / "x.h5", shuffle_seed=0)
+    assert "checking X" in stream.getvalue() and "writing X" in stream.getvalue()
+    convert(tmp_path / "x.npy", tmp_path / "y.h5")
+    assert capsys.readouterr().err == ""

@@ -119,17 +119,20 @@ def _parser() -> argparse.ArgumentParser:
 
 def _convert(args) -> None:
     from bnpvi.data.convert import convert
+    from bnpvi.data.progress import is_terminal, shown_on
     from bnpvi.data.store import BatchStore
 
     if args.heldout is None and args.heldout_seed is not None:
         raise BnpviError("--heldout-seed applies only with --heldout F")
-    path = convert(args.src, args.dst, n_batches=args.batches, shuffle_seed=args.shuffle, overwrite=args.overwrite,
-                   heldout=args.heldout, heldout_seed=0 if args.heldout_seed is None else args.heldout_seed,
-                   labels=args.labels, labels_file=args.labels_file, columns=args.columns, vocab=args.vocab,
-                   vocab_size=args.vocab_size, sequences=args.sequences, sequence_column=args.sequence_column,
-                   text=args.text or None, text_column=args.text_column, stop_words=args.stop_words,
-                   min_df=args.min_df, max_df=args.max_df, max_vocab=args.max_vocab,
-                   lowercase=False if args.keep_case else None, token_pattern=args.token_pattern)
+    with shown_on(sys.stderr if is_terminal(sys.stderr) else None):  # a bar per pass, on a terminal only
+        path = convert(args.src, args.dst, n_batches=args.batches, shuffle_seed=args.shuffle,
+                       overwrite=args.overwrite, heldout=args.heldout,
+                       heldout_seed=0 if args.heldout_seed is None else args.heldout_seed, labels=args.labels,
+                       labels_file=args.labels_file, columns=args.columns, vocab=args.vocab,
+                       vocab_size=args.vocab_size, sequences=args.sequences, sequence_column=args.sequence_column,
+                       text=args.text or None, text_column=args.text_column, stop_words=args.stop_words,
+                       min_df=args.min_df, max_df=args.max_df, max_vocab=args.max_vocab,
+                       lowercase=False if args.keep_case else None, token_pattern=args.token_pattern)
     with BatchStore.open(path) as store:
         info = store.info()
     if info["kind"] == "bow":

@@ -22,6 +22,7 @@ import numpy as np
 
 from bnpvi.data.checks import positive_int
 from bnpvi.data.moments import DataMoments
+from bnpvi.data.progress import meter
 from bnpvi.errors import BnpviError
 
 FORMAT = "bnpvi-batches"
@@ -138,11 +139,13 @@ def write_blocks(group: h5py.Group, name: str, source, dtype, check: Callable | 
     shape = tuple(int(s) for s in source.shape)
     dataset = group.create_dataset(name, shape=shape, dtype=dtype, **options)
     step = block_rows(shape, None if dataset.chunks is None else dataset.chunks[0])
-    for lo in range(0, shape[0], step):
-        block = np.asarray(source[lo:lo + step])
-        if check is not None:
-            check(block, lo)
-        dataset[lo:lo + block.shape[0]] = block.astype(dtype, copy=False)
+    with meter(f"writing {dataset.name.lstrip('/')}", shape[0]) as advance:
+        for lo in range(0, shape[0], step):
+            block = np.asarray(source[lo:lo + step])
+            if check is not None:
+                check(block, lo)
+            dataset[lo:lo + block.shape[0]] = block.astype(dtype, copy=False)
+            advance(block.shape[0])
     return dataset
 
 

@@ -44,6 +44,7 @@ from bnpvi.data.base import (BatchStore, block_values, chunk_1d, heldout_info, p
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.data.checks import (as_index_array, as_rows, check_doc_range, check_documents, check_label_names,
                                check_labels, check_n_batches, check_vocab, check_vocab_size)
+from bnpvi.data.progress import meter
 from bnpvi.data.tokens import TextSettings
 from bnpvi.errors import BnpviError
 
@@ -562,13 +563,16 @@ def _write_corpus(group: h5py.Group, ids, counts, dr: np.ndarray, V: int, where:
     counts_out = group.create_dataset("word_counts", shape=(nnz,), dtype=np.float64, chunks=(chunk_1d(nnz, 8),),
                                       compression=compression)
     tokens = 0.0
-    for lo, hi in range_groups(dr, block_values()):
-        first, last = int(dr[lo]), int(dr[hi])
-        block_ids, block_counts, _, _ = check_documents(ids[first:last], counts[first:last], dr[lo:hi + 1] - first, V,
-                                                        where, doc_name=lambda d, lo=lo: name(lo + d))
-        ids_out[first:last] = block_ids
-        counts_out[first:last] = block_counts
-        tokens += float(block_counts.sum())
+    with meter(f"writing {group.name.lstrip('/') or 'the'} documents", N, "docs") as advance:
+        for lo, hi in range_groups(dr, block_values()):
+            first, last = int(dr[lo]), int(dr[hi])
+            block_ids, block_counts, _, _ = check_documents(ids[first:last], counts[first:last],
+                                                            dr[lo:hi + 1] - first, V, where,
+                                                            doc_name=lambda d, lo=lo: name(lo + d))
+            ids_out[first:last] = block_ids
+            counts_out[first:last] = block_counts
+            tokens += float(block_counts.sum())
+            advance(hi - lo)
     group.create_dataset("doc_range", data=dr, chunks=(chunk_1d(N + 1, 8),))
     return tokens
 

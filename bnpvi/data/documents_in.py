@@ -24,6 +24,7 @@ from bnpvi.data.checks import as_index_array, check_doc_range, check_documents, 
 from bnpvi.data.labels import one_source, source_labels
 from bnpvi.data.ldac import ldac_documents
 from bnpvi.data.mapped import Spool, scratch_space
+from bnpvi.data.progress import meter
 from bnpvi.data.reorder import permuted_ranges, take_ranges, take_units
 from bnpvi.data.sources import TRIPLET, NpyStream, Reader, existing_file, first_line, listed_lines, npz_layout
 from bnpvi.errors import BnpviError
@@ -243,17 +244,24 @@ def _spool_csr(ids, counts, doc_range, spool: CorpusSpool, V: int | None, keep_z
         dr = check_doc_range(dr, nnz, spool.where)
     elif dr.shape[0] < 1 or dr[0] != 0 or dr[-1] != nnz or (np.diff(dr) < 0).any():
         raise BnpviError(f"{spool.where}: the sparse matrix has an invalid indptr")
-    for lo, hi in range_groups(dr, block_values()):
-        n = int(dr[hi] - dr[lo])
-        block_ids, block_counts = (_next(source, int(dr[lo]), n) for source in (ids, counts))
-        block_ids = as_index_array(block_ids, "word_id", spool.where)
-        block_dr = dr[lo:hi + 1] - dr[lo]
-        if not keep_zeros:
-            kept = block_counts != 0
-            block_ids, block_counts = block_ids[kept], block_counts[kept]
-            doc = np.repeat(np.arange(hi - lo), np.diff(block_dr))
-            block_dr = np.concatenate([[0], np.cumsum(np.bincount(doc[kept], minlength=hi - lo))])
-        spool.add(block_ids, block_counts, block_dr)
+    with meter("reading", dr.shape[0] - 1, "docs") as advance:
+        for lo, hi in range_groups(dr, block_values()):
+            _spool_group(ids, counts, dr, lo, hi, spool, keep_zeros)
+            advance(hi - lo)
+
+
+def _spool_group(ids, counts, dr: np.ndarray, lo: int, hi: int, spool: CorpusSpool, keep_zeros: bool) -> None:
+    """Spool documents ``lo:hi`` of :func:`_spool_csr`."""
+    n = int(dr[hi] - dr[lo])
+    block_ids, block_counts = (_next(source, int(dr[lo]), n) for source in (ids, counts))
+    block_ids = as_index_array(block_ids, "word_id", spool.where)
+    block_dr = dr[lo:hi + 1] - dr[lo]
+    if not keep_zeros:
+        kept = block_counts != 0
+        block_ids, block_counts = block_ids[kept], block_counts[kept]
+        doc = np.repeat(np.arange(hi - lo), np.diff(block_dr))
+        block_dr = np.concatenate([[0], np.cumsum(np.bincount(doc[kept], minlength=hi - lo))])
+    spool.add(block_ids, block_counts, block_dr)
 
 
 def _next(source, first: int, n: int) -> np.ndarray:
@@ -329,8 +337,10 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
             raise BnpviError(f"{path}: an .ldac file holds no labels, so labels={labels!r} cannot be read from it; "
                              "give them with --labels-file (one per line), or use a .npz file with word_id, "
                              "word_count, doc_range and a label array")
-        for ids, counts, lengths in ldac_documents(path, V):
-            spool.add(ids, counts, np.concatenate([[0], np.cumsum(lengths)]))
+        with meter("reading", None, "docs") as advance:
+            for ids, counts, lengths in ldac_documents(path, V):
+                spool.add(ids, counts, np.concatenate([[0], np.cumsum(lengths)]))
+                advance(lengths.shape[0])
         if spool.n_docs == 0:
             raise BnpviError(f"{path} is empty (no documents)")
     else:

@@ -18,6 +18,7 @@ import pandas as pd
 from bnpvi.data.base import block_rows, block_values
 from bnpvi.data.checks import check_finite, check_points_layout
 from bnpvi.data.mapped import MappedArray, Spool
+from bnpvi.data.progress import meter
 from bnpvi.errors import BnpviError
 
 #: Arrays of the CSR-triplet layout of a bag-of-words ``.npz``.
@@ -256,20 +257,22 @@ def spool_csv_table(path: Path, roles: dict[str, str | None], columns, scratch: 
     chunks, has_header = read_csv_chunks(path, skipinitialspace=True)
     named = {role: name for role, name in roles.items() if name is not None}
     spool, first = None, 0
-    for df in chunks:
-        if spool is None:
-            found, data_columns = _table_columns(df.columns, named, columns, has_header, path)
-            spool = Spool(scratch, np.float64, len(data_columns))
-        for role, column in found.items():
-            values = df[column].to_numpy()
-            if pd.isna(values).any():
-                row = first + int(np.flatnonzero(pd.isna(values))[0])
-                raise BnpviError(f"{path}: {role} column {named[role]!r} has a missing value in row {row}")
-            take[role](values, first)
-        block = _numeric(df[data_columns], has_header, path, first)
-        check_finite(block, str(path), "X", first)
-        spool.append(block)
-        first += len(df)
+    with meter("reading", None) as advance:
+        for df in chunks:
+            if spool is None:
+                found, data_columns = _table_columns(df.columns, named, columns, has_header, path)
+                spool = Spool(scratch, np.float64, len(data_columns))
+            for role, column in found.items():
+                values = df[column].to_numpy()
+                if pd.isna(values).any():
+                    row = first + int(np.flatnonzero(pd.isna(values))[0])
+                    raise BnpviError(f"{path}: {role} column {named[role]!r} has a missing value in row {row}")
+                take[role](values, first)
+            block = _numeric(df[data_columns], has_header, path, first)
+            check_finite(block, str(path), "X", first)
+            spool.append(block)
+            first += len(df)
+            advance(len(df))
     if first == 0:
         raise BnpviError(f"{path} has no data rows" + (" (only a header)" if has_header else ""))
     return spool.mapped()
@@ -432,17 +435,21 @@ def checked_rows(X, where: str, name: str = "X"):
     """``X`` (an array read a block at a time) after one pass that checks every value finite (BnpviError naming
     the first bad row, counted from 0, and its column)."""
     step = block_rows(X.shape)
-    for first in range(0, X.shape[0], step):
-        check_finite(X[first:first + step], where, name, first)
+    with meter(f"checking {name}", X.shape[0]) as advance:
+        for first in range(0, X.shape[0], step):
+            check_finite(X[first:first + step], where, name, first)
+            advance(min(step, X.shape[0] - first))
     return X
 
 
 def spool_rows(stream: NpyStream, scratch: Path, check: Callable[[np.ndarray, int], None]) -> MappedArray:
     """The rows of an array stream, each block ``check``-ed and copied as float64 into a spool in ``scratch``."""
     spool = Spool(scratch, np.float64, stream.shape[1])
-    for first, block in stream.blocks():
-        check(block, first)
-        spool.append(block)
+    with meter("reading", stream.shape[0]) as advance:
+        for first, block in stream.blocks():
+            check(block, first)
+            spool.append(block)
+            advance(block.shape[0])
     return spool.mapped()
 
 

@@ -41,6 +41,7 @@ from bnpvi.data.checks import positive_int
 from bnpvi.data.documents_in import CorpusSpool, Documents
 from bnpvi.data.labels import LabelCoder, one_source, source_labels
 from bnpvi.data.mapped import scratch_space
+from bnpvi.data.progress import meter
 from bnpvi.data.sources import Reader, existing_file, find_column, first_line, line_chunks, nonempty
 from bnpvi.data.tokens import TOKEN_PATTERN, TextSettings, restrict, tokenise, vocabulary_index
 from bnpvi.errors import BnpviError
@@ -276,23 +277,27 @@ def text_documents(chunks: Callable[[], Iterable[tuple[list[str], np.ndarray | N
             return text_documents(chunks, settings, limits, where, labels_file, scratch).in_memory()
     analyzer = settings.analyzer()
     tally, coder, codes = _WordTally(), LabelCoder(), []
-    for texts, y in chunks():
-        tally.add(*tokenise(texts, analyzer))
-        if y is not None:
-            codes.append(coder.add(y))
+    with meter("counting words", None, "docs") as advance:
+        for texts, y in chunks():
+            tally.add(*tokenise(texts, analyzer))
+            if y is not None:
+                codes.append(coder.add(y))
+            advance(len(texts))
     if tally.n_docs == 0:
         raise BnpviError(f"{where} holds no documents (only a header row)")
     index = vocabulary_index(limits.choose(*tally.totals(), tally.n_docs, where))
     spool, kept = CorpusSpool(scratch, where, len(index)), np.ones(tally.n_docs, dtype=bool)
     first = 0
-    for texts, _ in chunks():
-        counts = restrict(*tokenise(texts, analyzer), index)[0]
-        empty = np.diff(counts.indptr) == 0
-        kept[first + np.flatnonzero(empty)] = False
-        first += counts.shape[0]
-        if not empty.all():
-            counts = counts[~empty]
-            spool.add(counts.indices, counts.data, counts.indptr)
+    with meter("counting documents", tally.n_docs, "docs") as advance:
+        for texts, _ in chunks():
+            counts = restrict(*tokenise(texts, analyzer), index)[0]
+            empty = np.diff(counts.indptr) == 0
+            kept[first + np.flatnonzero(empty)] = False
+            first += counts.shape[0]
+            if not empty.all():
+                counts = counts[~empty]
+                spool.add(counts.indices, counts.data, counts.indptr)
+            advance(len(texts))
     y, names = (coder.labels(np.concatenate(codes), where) if codes
                 else source_labels(None, labels_file, tally.n_docs, where, f"{tally.n_docs} documents"))
     origin = TextOrigin(settings, limits.min_df, limits.max_df, limits.max_vocab, tally.n_docs,

@@ -16,15 +16,9 @@ from dataclasses import dataclass
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from bnpvi.data.progress import is_terminal
+
 _log = logging.getLogger("bnpvi")
-
-
-def is_terminal(stream) -> bool:
-    """Whether ``stream`` is an interactive terminal (False for files, pipes and closed streams)."""
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 class LapBar:
