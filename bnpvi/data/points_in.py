@@ -17,8 +17,8 @@ from bnpvi.data.labels import LabelCoder, one_source, row_labels
 from bnpvi.data.mapped import scratch_space
 from bnpvi.data.points import HeldoutPoints, write_points
 from bnpvi.data.reorder import take_units
-from bnpvi.data.sources import (Reader, checked_rows, existing_file, map_npy, no_columns_in_arrays, nonempty, read_npz_arrays,
-                                show_suffix, spool_csv_table)
+from bnpvi.data.sources import (Reader, checked_rows, existing_file, map_npy, no_columns_in_arrays, nonempty,
+                                read_npz_arrays, show_suffix, spool_csv_table)
 from bnpvi.errors import BnpviError
 
 POINT_SUFFIXES = (".csv", ".npz", ".npy")
