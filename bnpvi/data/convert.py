@@ -174,30 +174,35 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
 
 def _write(data, src: Path, dst: Path, count: int, batches_fixed: bool, shuffle_seed: int | None, heldout,
            heldout_seed: int) -> Path:
-    """Hold out, shuffle (both by index arrays, :mod:`bnpvi.data.reorder`) and write what a reader read."""
+    """Hold out, shuffle (both by one index array of the units to write, :mod:`bnpvi.data.reorder`: 8 bytes a
+    unit) and write what a reader read."""
     n = data.n_units
     source = str(src)
-    write_options = {}
+    order = held = None  # the source units written for training, in order (None: all, as they come)
     if heldout is not None:
         if n < 2:
             raise BnpviError(f"{src} has N={n} {data.unit[:-1]}; --heldout needs at least 2")
-        train_index, heldout_index = choose_heldout(n, heldout, heldout_seed)
-        held, data = data.permuted(heldout_index), data.permuted(train_index)
+        order, heldout_index = choose_heldout(n, heldout, heldout_seed)
+        held = data.permuted(heldout_index)
         source += (f" ({heldout_index.shape[0]} of {n} {data.unit} held out: fraction {heldout:g}, "
                    f"seed {heldout_seed})")
-        if count > data.n_units:
-            raise BnpviError(f"{src} has N={n} {data.unit}, {data.n_units} of them for training after holding out "
-                             f"{heldout_index.shape[0]}; the number of batches must be between 1 and "
-                             f"{data.n_units}, got {count}")
+        if count > order.shape[0]:
+            raise BnpviError(f"{src} has N={n} {data.unit}, {order.shape[0]} of them for training after holding "
+                             f"out {heldout_index.shape[0]}; the number of batches must be between 1 and "
+                             f"{order.shape[0]}, got {count}")
     elif count > n:
         raise BnpviError(f"{src} has {data.count_name}={n} {data.unit}; the number of batches must be between 1 "
                          f"and {n}, got {count}")
     if shuffle_seed is not None:
-        perm = np.random.default_rng(shuffle_seed).permutation(data.n_units)
-        data = data.permuted(perm)
-        if heldout is not None:
-            train_index = train_index[perm]
+        rng = np.random.default_rng(shuffle_seed)
+        if order is None:
+            order = rng.permutation(n)
+        else:  # in place, the same as order[rng.permutation(len(order))]
+            rng.shuffle(order)
         source += f" ({data.unit} shuffled, seed {shuffle_seed})"
-    if heldout is not None:
-        write_options["heldout"] = held.heldout_part(heldout_index, train_index, heldout, heldout_seed)
+    write_options = {}
+    if held is not None:
+        write_options["heldout"] = held.heldout_part(heldout_index, order, heldout, heldout_seed)
+    if order is not None:
+        data = data.permuted(order)
     return data.write(dst, n_batches=count, batches_fixed=batches_fixed, source=source, **write_options)

@@ -1,6 +1,7 @@
-"""Arrays in files, read a block at a time: :class:`MappedArray` maps an array stored in a file (an ``.npy``
-file's data, or a spool) and keeps only the block it reads resident; :class:`Spool` collects blocks in a
-scratch file and reads them back as a :class:`MappedArray`; :func:`scratch_space` is the directory they live in.
+"""Arrays in files, read a block at a time: :class:`RowReader` is what the converter's writers read (rows by
+slices or by index arrays); :class:`MappedArray` maps an array stored in a file (an ``.npy`` file's data, or a
+spool) and keeps only the block it reads resident; :class:`Spool` collects blocks in a scratch file and reads
+them back as a :class:`MappedArray`; :func:`scratch_space` is the directory they live in.
 
 Pages of a memory-mapped file that a process has touched count in its resident memory until it unmaps them
 or tells the kernel it no longer needs them, so reading a large map from end to end would hold the whole file.
@@ -25,7 +26,37 @@ import numpy as np
 _GATHER_ROWS = 2**8
 
 
-class MappedArray:
+class RowReader:
+    """An array read by rows along its leading axis: ``a[lo:hi]`` (step 1) and ``a[index]`` (a 1-D integer
+    array, any order) return new arrays. Subclasses set ``shape`` and ``dtype`` and read with ``_take``
+    (and ``_slice``, when contiguous rows are cheaper than any)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key) -> np.ndarray:
+        if isinstance(key, slice):
+            lo, hi, step = key.indices(self.shape[0])
+            if step != 1:
+                raise IndexError(f"a {type(self).__name__} reads slices of step 1 only")
+            return self._slice(lo, hi)
+        return self._take(np.asarray(key, dtype=np.int64))
+
+    def _slice(self, lo: int, hi: int) -> np.ndarray:
+        return self._take(np.arange(lo, hi, dtype=np.int64))
+
+    def _take(self, index: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class MappedArray(RowReader):
     """A read-only array stored in a file from byte ``offset`` on, read through a memory map.
 
     Reading ``a[lo:hi]`` or ``a[index]`` (a 1-D integer array, any order) returns a copy and releases the
@@ -56,23 +87,12 @@ class MappedArray:
         self._array = np.ndarray(self.shape, self.dtype, buffer=self._map, offset=int(offset),
                                  order="F" if fortran_order else "C")
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
+    def _slice(self, lo: int, hi: int) -> np.ndarray:
+        block = np.array(self._array[lo:hi])
+        self._release()
+        return block
 
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __getitem__(self, key) -> np.ndarray:
-        """Rows ``lo:hi`` (a slice of step 1) or the rows at an integer index array, as a new array."""
-        if isinstance(key, slice):
-            lo, hi, step = key.indices(self.shape[0])
-            if step != 1:
-                raise IndexError("a MappedArray reads slices of step 1 only")
-            block = np.array(self._array[lo:hi])
-            self._release()
-            return block
-        index = np.asarray(key, dtype=np.int64)
+    def _take(self, index: np.ndarray) -> np.ndarray:
         order = np.argsort(index, kind="stable")
         block = np.empty((index.shape[0],) + self.shape[1:], dtype=self.dtype)
         for lo in range(0, index.shape[0], _GATHER_ROWS):

@@ -13,8 +13,10 @@ from typing import Callable
 
 import numpy as np
 
+from bnpvi.data.mapped import RowReader
 
-class Reordered:
+
+class Reordered(RowReader):
     """The array ``source`` with entry ``i`` (along the leading axis) read from ``source[positions(i)]``.
 
     ``view[lo:hi]`` and ``view[index]`` return new arrays; ``shape`` and ``dtype`` are those of the view.
@@ -35,18 +37,8 @@ class Reordered:
         self.shape = (int(length),) + tuple(source.shape[1:])
         self.dtype = source.dtype
 
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __getitem__(self, key) -> np.ndarray:
-        if isinstance(key, slice):
-            lo, hi, step = key.indices(self.shape[0])
-            key = np.arange(lo, hi, step, dtype=np.int64)
-        return np.asarray(self.source[self.positions(np.asarray(key, dtype=np.int64))])
+    def _take(self, index: np.ndarray) -> np.ndarray:
+        return np.asarray(self.source[self.positions(index)])
 
 
 def take_units(source, order: np.ndarray) -> Reordered:
