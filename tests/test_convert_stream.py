@@ -3,10 +3,15 @@ dataset, its dtype, shape, chunks and compression, and every attribute but the t
 of source with and without batches, shuffling and held-out parts, read in blocks of the usual size and of a few
 rows (so every block boundary is crossed)."""
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from bnpvi.data.convert import convert
+from bnpvi.data.mapped import Spool
+from bnpvi.errors import BnpviError
 from convert_cases import CASES, REFERENCE, _source_free, convert_case, dump, make_sources
 
 
@@ -40,3 +45,40 @@ def test_output_equals_the_reference(name, small_blocks, reference, sources, tmp
     for key, value in expected.items():
         assert got_arrays[key].dtype == value.dtype, key
         np.testing.assert_array_equal(got_arrays[key], value, err_msg=key, strict=True)
+
+
+@pytest.mark.parametrize("content", ["x,y\n1,2\n3,4\n", "x,y\n1,2\n3,oops\n"])
+def test_spools_go_beside_the_output_and_are_removed(tmp_path, content, monkeypatch):
+    monkeypatch.setattr("bnpvi.data.base._SCAN_VALUES", 2)  # one row per chunk: the spool has rows when it fails
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "p.csv").write_text(content)
+    seen = []
+    monkeypatch.setattr("bnpvi.data.mapped.Spool.mapped",
+                        lambda spool, mapped=Spool.mapped: seen.append(spool.path) or mapped(spool))
+    try:
+        convert(tmp_path / "src" / "p.csv", tmp_path / "p.h5", shuffle_seed=0)
+    except BnpviError as err:
+        assert "row 1" in str(err)
+    assert all(path.parent.parent == tmp_path for path in seen)
+    assert sorted(path.name for path in tmp_path.iterdir()) == (["p.h5", "src"] if "oops" not in content
+                                                                  else ["src"])
+
+
+def peak_rss_mb(script: str) -> float:
+    """Peak RSS of a Python child running ``script``."""
+    wrapper = ("import resource, subprocess, sys\n"
+               "subprocess.check_call([sys.executable, '-c', sys.argv[1]])\n"
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    out = subprocess.run([sys.executable, "-c", wrapper, script], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1]) / 1024
+
+
+@pytest.mark.slow
+def test_peak_memory_is_flat_in_n(tmp_path):
+    """Converting 2e6 rows peaks within 10 % of converting 2e5 (scripts/bench_convert.py goes to 2e7)."""
+    peaks = []
+    for n in (200_000, 2_000_000):
+        src = tmp_path / f"x{n}.npy"
+        np.save(src, np.random.default_rng(0).standard_normal((n, 16)))
+        peaks.append(peak_rss_mb(f"from bnpvi.cli.data import main; main(['convert', '{src}', '{src}.h5'])"))
+    assert peaks[1] < 1.1 * peaks[0], peaks
