@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bnpvi.errors import BnpviError, check_int
 from bnpvi.learn.work import BatchResult, process_batch
 
 
@@ -38,3 +39,19 @@ class LocalPool:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def open_pool(alg_cfg, store):
+    """The pool that ``alg.workers``, ``alg.threads_per_worker`` and ``alg.scheduler`` ask for: this process
+    (1 worker and no scheduler, the default) or Dask (:class:`bnpvi.learn.dask_pool.DaskPool`, imported only then)."""
+    workers = check_int(alg_cfg.get("workers", 1), "alg.workers", 1)
+    threads = check_int(alg_cfg.get("threads_per_worker", 1), "alg.threads_per_worker", 1)
+    scheduler = alg_cfg.get("scheduler")
+    if workers == 1 and scheduler is None:
+        return LocalPool(store)
+    try:
+        from bnpvi.learn.dask_pool import DaskPool
+    except ImportError:
+        what = f"alg.scheduler={scheduler}" if scheduler is not None else f"alg.workers={workers}"
+        raise BnpviError(f"{what} needs Dask's distributed scheduler: pip install 'bnpvi[cluster]'") from None
+    return DaskPool.start(store, workers, threads, None if scheduler is None else str(scheduler))
