@@ -14,7 +14,9 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import signal
 import threading
+import time
 
 import distributed
 from threadpoolctl import threadpool_limits
@@ -27,6 +29,8 @@ log = logging.getLogger("bnpvi")
 
 CONNECT_TIMEOUT = 10
 """Seconds to reach a scheduler, and for it to have a worker."""
+SCATTER_TRIES = 5
+"""Tries of a scatter that a dying worker cuts short (the scheduler drops the worker, the next try skips it)."""
 BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 """Thread counts a worker process reads when its BLAS and OpenMP runtimes load."""
 
@@ -58,6 +62,15 @@ class ThreadCap(distributed.WorkerPlugin):
         self.limits = threadpool_limits(limits=worker.state.nthreads)
 
 
+class IgnoreCtrlC(distributed.WorkerPlugin):
+    """A worker of the run's own local cluster ignores SIGINT: Ctrl-C in a terminal reaches every process of
+    the group, and the driver, which stops after the current round and closes the cluster, is the one to act."""
+
+    def setup(self, worker) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class DaskPool:
     """Batch work on Dask workers (module docstring); start one with :meth:`start`.
 
@@ -73,7 +86,7 @@ class DaskPool:
         self.client, self.cluster = client, cluster
         threads = [w["nthreads"] for w in client.scheduler_info(n_workers=-1)["workers"].values()]
         self.workers, self.slots = len(threads), sum(threads)
-        self._store = client.scatter(store, broadcast=True, hash=False)
+        self._store = self._scatter(store)
         self._shared: dict[str, tuple[object, object]] = {}  # name -> (object, its future)
         self._rounds = itertools.count()
 
@@ -94,6 +107,7 @@ class DaskPool:
                     dashboard_address=None, silence_logs=logging.ERROR,
                     env=dict.fromkeys(BLAS_VARIABLES, str(threads_per_worker)))
                 client = distributed.Client(cluster)
+                client.register_plugin(IgnoreCtrlC(), name="bnpvi-ignore-ctrl-c")
             else:
                 client = _connect(scheduler)
             client.register_plugin(ThreadCap(), name="bnpvi-thread-cap")
@@ -104,11 +118,22 @@ class DaskPool:
                 cluster.close()
             raise
 
+    def _scatter(self, value):
+        """``value`` on every worker (a list: each item); its future(s)."""
+        for attempt in range(1, SCATTER_TRIES + 1):
+            try:
+                return self.client.scatter(value, broadcast=True, hash=False)
+            except OSError:  # a worker died under it
+                if attempt == SCATTER_TRIES:
+                    raise
+                log.debug("scatter cut short by a lost worker; trying again")
+                time.sleep(0.2 * attempt)
+
     def _shared_future(self, name: str, value):
         """The future of ``value`` on the workers, scattered when ``value`` is not the object shared last as ``name``."""
         held = self._shared.get(name)
         if held is None or held[0] is not value:
-            held = (value, self.client.scatter(value, broadcast=True, hash=False))
+            held = (value, self._scatter(value))
             self._shared[name] = held
         return held[1]
 
@@ -119,7 +144,7 @@ class DaskPool:
         if schedule is not None:
             tracker_f = self._shared_future("tracker", self._tracker(schedule))
         plans = {job.b: job.plans for job in jobs if job.plans}
-        globals_f, plans_f = self.client.scatter([globals_, plans], broadcast=True, hash=False)
+        globals_f, plans_f = self._scatter([globals_, plans])
         round_ = next(self._rounds)
         futures = [self.client.submit(work_on_batch, self._store, model_f, globals_f, tracker_f, plans_f, job.b,
                                       job.warm, key=f"bnpvi-batch-{round_}-{job.b}", pure=False)
