@@ -199,6 +199,7 @@ class DiskCaches:
             return
         for b, stats in saved_caches(tree, self.folder):  # a run with caches in memory, resumed on disk
             self[b] = stats
+        self.seal()  # not a partial write: the resume removes those once it has started
 
     def committed(self) -> None:
         """After a checkpoint: remove the sealed files no batch's cache is in any more."""
