@@ -11,6 +11,7 @@ jobs. The Dask import lives here alone; the cluster and the client close with :m
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -33,6 +34,9 @@ SCATTER_TRIES = 5
 """Tries of a scatter that a dying worker cuts short (the scheduler drops the worker, the next try skips it)."""
 BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 """Thread counts a worker process reads when its BLAS and OpenMP runtimes load."""
+
+THREAD_CAP = "bnpvi-thread-cap"
+"""The name of the :class:`ThreadCap` plugin on the workers."""
 
 _read_lock = threading.Lock()  # the threads of one worker share its handle of the store
 
@@ -61,6 +65,9 @@ class ThreadCap(distributed.WorkerPlugin):
     def setup(self, worker) -> None:
         self.limits = threadpool_limits(limits=worker.state.nthreads)
 
+    def teardown(self, worker) -> None:
+        self.limits.restore_original_limits()
+
 
 class IgnoreCtrlC(distributed.WorkerPlugin):
     """A worker of the run's own local cluster ignores SIGINT: Ctrl-C in a terminal reaches every process of
@@ -82,20 +89,26 @@ class DaskPool:
         Task threads over all workers then (batches worked on at once).
     """
 
-    def __init__(self, client, cluster, store):
+    def __init__(self, client, cluster=None):
         self.client, self.cluster = client, cluster
+        client.register_plugin(ThreadCap(), name=THREAD_CAP)
         threads = [w["nthreads"] for w in client.scheduler_info(n_workers=-1)["workers"].values()]
         self.workers, self.slots = len(threads), sum(threads)
-        self._store = self._scatter(store)
+        self._store = None
         self._shared: dict[str, tuple[object, object]] = {}  # name -> (object, its future)
+        self._schedule = self._tracker = None  # the run's MoveSchedule and its copy for the workers
         self._rounds = itertools.count()
+
+    def share_store(self, store) -> None:
+        """Send the batch store to the workers (its path and split: each opens the file itself)."""
+        self._store = self._scatter(store)
 
     @classmethod
     def start(cls, store, workers: int = 1, threads_per_worker: int = 1, scheduler: str | None = None) -> "DaskPool":
         """A pool on ``workers`` local worker processes of ``threads_per_worker`` threads each, or on the workers of
         the running ``scheduler``; one-line errors for a scheduler that cannot be reached or has no worker, and
         for workers that cannot read the data file."""
-        cluster = None
+        cluster = client = None
         try:
             if scheduler is None:
                 cores = available_cores()
@@ -110,13 +123,20 @@ class DaskPool:
                 client.register_plugin(IgnoreCtrlC(), name="bnpvi-ignore-ctrl-c")
             else:
                 client = _connect(scheduler)
-            client.register_plugin(ThreadCap(), name="bnpvi-thread-cap")
             _check_workers(client, store, scheduler)
-            return cls(client, cluster, store)
         except BaseException:
+            if client is not None:
+                client.close()
             if cluster is not None:
                 cluster.close()
             raise
+        pool = cls(client, cluster)
+        try:
+            pool.share_store(store)
+        except BaseException:
+            pool.close()
+            raise
+        return pool
 
     def _scatter(self, value):
         """``value`` on every worker (a list: each item); its future(s)."""
@@ -142,7 +162,9 @@ class DaskPool:
         model_f = self._shared_future("model", model)
         tracker_f = None
         if schedule is not None:
-            tracker_f = self._shared_future("tracker", self._tracker(schedule))
+            if schedule is not self._schedule:  # the moves track on the workers with a copy without state
+                self._schedule, self._tracker = schedule, schedule.tracker()
+            tracker_f = self._shared_future("tracker", self._tracker)
         plans = {job.b: job.plans for job in jobs if job.plans}
         globals_f, plans_f = self._scatter([globals_, plans])
         round_ = next(self._rounds)
@@ -151,16 +173,13 @@ class DaskPool:
                    for job in jobs]
         return self.client.gather(futures)
 
-    def _tracker(self, schedule):
-        """The stateless copy of ``schedule`` that the workers track with (made once per schedule)."""
-        held = self._shared.get("schedule")
-        if held is None or held[0] is not schedule:
-            self._shared["schedule"] = held = (schedule, schedule.tracker())
-        return held[1]
-
     def close(self) -> None:
-        """Close the client, and the local cluster if the pool started one."""
+        """Close the client, and the local cluster if the pool started one (a running scheduler's workers get
+        their thread counts back for the runs that come after)."""
         try:
+            if self.cluster is None:
+                with contextlib.suppress(OSError, TimeoutError):  # a scheduler that is gone keeps nothing
+                    self.client.unregister_worker_plugin(THREAD_CAP)
             self.client.close()
         finally:
             if self.cluster is not None:
