@@ -371,6 +371,8 @@ class TrainConfig:
     moves: MovesConfig = field(default_factory=MovesConfig)
     seed: int = key("seeds every random choice of the run")
     checkpoint_every: int = key("laps between checkpoints (one is always written at the end)")
+    checkpoints: bool = key("write checkpoints; false: none, and the run cannot be resumed (the estimators' "
+                            "fits without an output_dir)")
     eval_every: int = key("laps between evaluations (sequences: Hamming; held-out data: log-likelihood)")
     plots: bool = key("draw elbo_K.png (and segmentation.png for sequences) when the run ends")
     heldout_split: str = key("halves | types: document-completion split of held-out documents")

@@ -53,7 +53,6 @@ sequence has probability 0 (a forward normaliser n_t = 0, or every Viterbi score
 """
 import numpy as np
 
-from cpython.pycapsule cimport PyCapsule_GetName, PyCapsule_GetPointer
 from cython.parallel cimport prange
 from libc.math cimport exp, log, INFINITY
 
@@ -81,33 +80,7 @@ cdef double EXP_ZERO = -745.2
 
 
 # ------------------------------------------------------------------------- BLAS
-ctypedef void (*dgemv_t)(char*, int*, int*, double*, double*, int*, double*, int*,
-                         double*, double*, int*) noexcept nogil
-ctypedef void (*dgemm_t)(char*, char*, int*, int*, int*, double*, double*, int*, double*,
-                         int*, double*, double*, int*) noexcept nogil
-
-cdef dgemv_t _dgemv = NULL
-cdef dgemm_t _dgemm = NULL
-
-
-def _load_blas():
-    global _dgemv, _dgemm
-    try:
-        from scipy.linalg import cython_blas
-        capi = cython_blas.__pyx_capi__
-        _dgemv = <dgemv_t>PyCapsule_GetPointer(capi["dgemv"], PyCapsule_GetName(capi["dgemv"]))
-        _dgemm = <dgemm_t>PyCapsule_GetPointer(capi["dgemm"], PyCapsule_GetName(capi["dgemm"]))
-    except Exception:  # pragma: no cover - SciPy is a dependency; plain loops still work
-        _dgemv = NULL
-        _dgemm = NULL
-
-
-_load_blas()
-
-
-def have_blas():
-    """True when SciPy's BLAS was found."""
-    return _dgemv != NULL and _dgemm != NULL
+include "blas.pxi"
 
 
 cdef inline void _matvec_t(const double* P, const double* x, double* y, Py_ssize_t K,

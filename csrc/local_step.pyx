@@ -26,7 +26,9 @@ first invalid row (smallest row index over all chunks).
 import numpy as np
 
 from cython.parallel cimport prange, threadid
-from libc.math cimport exp, log, log1p, INFINITY
+from libc.math cimport exp, fabs, fmax, log, log1p, sqrt, INFINITY, NAN
+
+include "blas.pxi"
 
 
 cdef extern from *:
@@ -578,6 +580,167 @@ def sparse_pair_entropy_change(const double[:, ::1] values, const int[:, ::1] in
                         part[c, m] = part[c, m] + d
         _reduce_chunks(part, n_chunks, change, 1.0)
     return _first_bad(bad, n_chunks)
+
+
+# --------------------------------------------------------- most responsible cluster
+# For Gaussian families E ln π_k + E ln p(y | φ_k) = f(y)·W_k + c_k over the quadratic features
+# f(y) = [y_d y_e (d ≤ e, row-major upper triangle), y_d (when W has those rows)]. A block of rows'
+# features goes through one float32 BLAS product (twice the speed of float64, and the block's
+# features never leave the cache); a row's winner is kept when its float32 margin exceeds the
+# product's worst-case error, otherwise the row is scored again in float64. So the labels are
+# those of the float64 scores: |fl32(f·W_k) − f·W_k| ≤ γ_{F+2} Σ_j |f_j W_jk| ≤ γ_{F+2} ‖f‖ ‖W_k‖
+# (Higham 2002, Eq. 3.5, with the rounding of f and W to float32), γ_m = m u / (1 − m u), u = 2⁻²⁴.
+cdef enum:
+    FEATURE_BLOCK = 1024   # rows whose float32 features and scores a thread holds at once
+
+cdef double F32_UNIT = 5.9604644775390625e-08   # 2⁻²⁴
+cdef double F64_UNIT = 1.1102230246251565e-16   # 2⁻⁵³
+cdef double F32_SAFE = 1.0e30                   # larger features would overflow the float32 product
+
+
+cdef inline bint _has_nonfinite(const double* y, Py_ssize_t D) noexcept nogil:
+    cdef Py_ssize_t d
+    for d in range(D):
+        if not (y[d] - y[d] == 0.0):
+            return True
+    return False
+
+
+cdef inline void _block_features(const double* X, const double* shift, Py_ssize_t m, Py_ssize_t D, bint linear,
+                                 Py_ssize_t F, double* y, float* f, double* norm) noexcept nogil:
+    """Rows y = x − shift of rows 0..m-1 of X as float32 features f (m × F) and their norms ‖f‖₂ (−1: too
+    large for float32; NaN: the row holds a NaN or an infinity). ‖f‖² = ((Σ_d y_d²)² + Σ_d y_d⁴) / 2
+    (+ Σ_d y_d² with the linear features), from the coordinates alone, so the feature loops are plain
+    stores. y: scratch of D doubles."""
+    cdef Py_ssize_t i, d, e
+    cdef float* row
+    cdef double yd, s2, s4, sq
+    for i in range(m):
+        for d in range(D):
+            y[d] = X[i * D + d] - shift[d]
+        row = f + i * F
+        s2 = 0.0
+        s4 = 0.0
+        for d in range(D):
+            yd = y[d] * y[d]
+            s2 = s2 + yd
+            s4 = s4 + yd * yd
+        if not (s2 - s2 == 0.0):  # a NaN or an infinity, or squares beyond float64
+            norm[i] = NAN if _has_nonfinite(y, D) else -1.0
+            for e in range(F):
+                row[e] = 0.0
+            continue
+        sq = 0.5 * (s2 * s2 + s4) + (s2 if linear else 0.0)
+        norm[i] = sqrt(sq) * (1.0 + 8.0 * F64_UNIT) if sq < F32_SAFE * F32_SAFE else -1.0
+        for d in range(D):
+            yd = y[d]
+            for e in range(D - d):
+                row[e] = <float>(yd * y[d + e])
+            row = row + (D - d)
+        if linear:
+            for d in range(D):
+                row[d] = <float>y[d]
+
+
+cdef inline long long _argmax_f64(const double* x, const double* shift, Py_ssize_t D, bint linear,
+                                  const double* W, const double* c, Py_ssize_t K, double* y,
+                                  double* s) noexcept nogil:
+    """argmax_k f(y)·W_k + c_k at y = x − shift in float64 (features formed on the fly; ties to the first).
+    y: scratch of D doubles, s of K."""
+    cdef Py_ssize_t d, e, k, j = 0
+    cdef long long best = 0
+    cdef double v
+    for d in range(D):
+        y[d] = x[d] - shift[d]
+    for k in range(K):
+        s[k] = 0.0
+    for d in range(D):
+        for e in range(d, D):
+            v = y[d] * y[e]
+            for k in range(K):
+                s[k] = s[k] + v * W[j * K + k]
+            j = j + 1
+    if linear:
+        for d in range(D):
+            v = y[d]
+            for k in range(K):
+                s[k] = s[k] + v * W[j * K + k]
+            j = j + 1
+    for k in range(K):
+        s[k] = s[k] + c[k]
+        if s[k] > s[best]:
+            best = k
+    return best
+
+
+cdef Py_ssize_t _argmax_block(const double* X, const double* shift, Py_ssize_t m, Py_ssize_t D, bint linear,
+                              const double* W, float* W32, const double* c, Py_ssize_t F, Py_ssize_t K,
+                              double err, float* f, float* s, double* norm, double* exact,
+                              long long* labels) noexcept nogil:
+    """Labels of rows 0..m-1 of X − shift (see above; −1 for a row with a NaN or an infinity); the number of
+    rows scored again in float64. exact: scratch of D + K doubles."""
+    cdef Py_ssize_t i, k, n_exact = 0
+    cdef long long best
+    cdef double v, top, second
+    cdef int Kc = <int>K, mc = <int>m, Fc = <int>F
+    cdef float one = 1.0, zero = 0.0
+    cdef char no = b'N'
+    _block_features(X, shift, m, D, linear, F, exact, f, norm)
+    # row-major (m × F)·(F × K) as column-major (K × F)·(F × m)
+    _sgemm(&no, &no, &Kc, &mc, &Fc, &one, W32, &Kc, f, &Fc, &zero, s, &Kc)
+    for i in range(m):
+        best = 0
+        top = -INFINITY
+        second = -INFINITY
+        for k in range(K):
+            v = <double>s[i * K + k] + c[k]
+            if v > top:
+                second = top
+                top = v
+                best = k
+            elif v > second:
+                second = v
+        if norm[i] != norm[i]:
+            labels[i] = -1
+            continue
+        if norm[i] < 0.0 or not (top - second > 2.0 * err * norm[i] + 4.0 * F64_UNIT * (fabs(top) + fabs(second))):
+            best = _argmax_f64(X + i * D, shift, D, linear, W, c, K, exact, exact + D)
+            n_exact = n_exact + 1
+        labels[i] = best
+    return n_exact
+
+
+def quad_argmax(const double[:, ::1] X, const double[::1] shift, const double[:, ::1] W, float[:, ::1] W32,
+                const double[::1] c, double w_norm, long long[::1] labels, float[:, ::1] f_scratch,
+                float[:, ::1] s_scratch, double[:, ::1] d_scratch, Py_ssize_t[::1] n_exact, int n_threads):
+    """labels_n = argmax_k f(y_n)·W_k + c_k at y_n = x_n − shift (ties to the first; −1 for a row of X with a
+    NaN or an infinity); n_exact[b]: rows of block b scored in float64.
+
+    W: (F, K) with F = D(D+1)/2 (+ D with the linear features); W32 its float32 copy; w_norm = max_k ‖W_k‖₂.
+    Scratch per thread: f (FEATURE_BLOCK·F), s (FEATURE_BLOCK·K), d (FEATURE_BLOCK + D + K). BLAS must be
+    on one thread during the call.
+    """
+    cdef Py_ssize_t N = X.shape[0], D = X.shape[1], F = W.shape[0], K = W.shape[1]
+    cdef Py_ssize_t n_blocks = (N + FEATURE_BLOCK - 1) // FEATURE_BLOCK
+    cdef Py_ssize_t b, t, start, m
+    cdef bint linear = F > D * (D + 1) // 2
+    cdef double err = (F + 2) * F32_UNIT / (1.0 - (F + 2) * F32_UNIT) * w_norm
+    cdef int nt = n_threads
+    if N == 0:
+        return
+    with nogil:
+        for b in prange(n_blocks, schedule="static", num_threads=nt):
+            t = threadid()
+            start = b * FEATURE_BLOCK
+            m = N - start if N - start < FEATURE_BLOCK else FEATURE_BLOCK
+            n_exact[b] = _argmax_block(&X[start, 0], &shift[0], m, D, linear, &W[0, 0], &W32[0, 0], &c[0], F, K, err,
+                                       &f_scratch[t, 0], &s_scratch[t, 0], &d_scratch[t, 0],
+                                       &d_scratch[t, FEATURE_BLOCK], &labels[start])
+
+
+def feature_block():
+    """Rows per block of :func:`quad_argmax` (its scratch sizes)."""
+    return FEATURE_BLOCK
 
 
 # -------------------------------------------------------------------------- helpers

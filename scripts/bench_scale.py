@@ -28,7 +28,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import distributed
@@ -38,9 +37,10 @@ from threadpoolctl import threadpool_limits
 from bnpvi.config import register_configs
 from bnpvi.data.convert import convert
 from bnpvi.data.store import write_points
-from bnpvi.learn import pool, runner
+from bnpvi.learn import runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_floor import batch_times  # noqa: E402  (process_batch's time, as bench_floor measures it)
 from bench_moves import make_data  # noqa: E402  (the scale benchmark's data)
 
 WIKI = Path(__file__).resolve().parents[2] / "shared" / "data" / "wiki"
@@ -115,6 +115,13 @@ def section_topics(args, tmp: Path, cluster_1x2: str) -> None:
         speed_table(f"wiki, K={K}, {batches} batches", tmp, base, args.laps, cluster_1x2)
 
 
+def training_totals(run_dir: Path) -> tuple[float, int]:
+    """Seconds of training and batches worked on, over the whole run (the trace's last row)."""
+    with open(run_dir / "trace.csv") as fh:
+        last = list(csv.DictReader(fh))[-1]
+    return float(last["elapsed_s"]), int(last["batches_seen"])
+
+
 def busy_seconds(stream: list[dict]) -> float:
     """Seconds the workers spent on the run's batch tasks."""
     return sum(s["stop"] - s["start"] for task in stream if str(task["key"]).startswith("bnpvi-batch-")
@@ -132,28 +139,13 @@ def section_overhead(args, tmp: Path) -> None:
                 run = tmp / f"overhead-{workers}"
                 runner.train(config(*base, f"alg.scheduler={cluster.scheduler_address}",
                                     f"alg.batches_per_round={workers}"), run)
-                with open(run / "trace.csv") as fh:
-                    rows = list(csv.DictReader(fh))
-                wall, batches = float(rows[-1]["elapsed_s"]), int(rows[-1]["batches_seen"])
+            wall, batches = training_totals(run)
             around = (wall - busy_seconds(stream.data) / workers) / batches
             print(f"{'driver overhead':<24} {f'Dask, {workers} worker(s), P={workers}':<28} {1e3 * around:>8.2f} ms/batch",
                   flush=True)
-        times, inner = [], pool.process_batch
-
-        def timed(*a, **k):
-            start = time.perf_counter()
-            out = inner(*a, **k)
-            times.append(time.perf_counter() - start)
-            return out
-
-        pool.process_batch = timed
-        try:
+        with batch_times() as times:
             run = train(tmp / "overhead-plain", 1, *base)
-        finally:
-            pool.process_batch = inner
-        with open(run / "trace.csv") as fh:
-            rows = list(csv.DictReader(fh))
-        wall, batches = float(rows[-1]["elapsed_s"]), int(rows[-1]["batches_seen"])
+        wall, batches = training_totals(run)
         print(f"{'driver overhead':<24} {'this process, P=1':<28} {1e3 * (wall - sum(times)) / batches:>8.2f} ms/batch",
               flush=True)
 

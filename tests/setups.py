@@ -1,4 +1,9 @@
-"""What several test modules share: running laps; for the HMM tests, toy sequence files and a model with initial globals."""
+"""What several test modules share: running laps; for the HMM tests, toy sequence files and a model with initial
+globals; running bnpvi-train."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 from omegaconf import OmegaConf
 
@@ -38,3 +43,17 @@ def run_laps(alg, laps):
         if result is not None:
             elbos.append(result.elbo)
     return np.array(elbos)
+
+
+def train_command(args, cwd, env, timeout=600):
+    """``bnpvi-train ARGS`` run in ``cwd`` with ``env``; the finished process, which must have exited with 0."""
+    proc = subprocess.run([sys.executable, "-m", "bnpvi.cli.train", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, \
+        f"bnpvi-train {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    return proc
+
+
+def cli_env(cache_dir):
+    """The environment of a command-line run: toy data cached in ``cache_dir``, no warnings, plots by Agg."""
+    return {**os.environ, "BNPVI_CACHE": str(cache_dir), "PYTHONWARNINGS": "ignore", "MPLBACKEND": "Agg"}

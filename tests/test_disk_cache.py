@@ -72,7 +72,9 @@ def test_a_sealed_generation_is_never_written_again_and_goes_once_no_checkpoint_
     caches.committed()
     assert second["generation"].tolist() == [1, 1, 1] and sealed_generations(folder) == {1}
     caches[0] = stats(3, 9)
-    caches.close()  # killed before the next checkpoint: its live file is a partial write
+    caches.close()  # a run that stops without a checkpoint: no one needs the live file
+    assert not (folder / ".caches.2.h5.tmp").exists()
+    (folder / ".caches.2.h5.tmp").write_bytes(b"cut short")  # what a run killed mid-write leaves
     assert remove_partial_writes(tmp_path) == [folder / ".caches.2.h5.tmp"]
     resumed = DiskCaches(3, folder)
     resumed.load(second)
@@ -81,6 +83,11 @@ def test_a_sealed_generation_is_never_written_again_and_goes_once_no_checkpoint_
     in_memory.load(second)
     assert all(a.allclose(b, rtol=0, atol=0) for a, b in zip(in_memory, resumed))
     resumed.close()
+
+
+def test_without_checkpoints_disk_caches_leave_nothing_behind(compose_cfg, tmp_path):
+    runner.train(compose_cfg(*COMMON, *CASES["dp_mix"], "alg.cache=disk", "checkpoints=false"), tmp_path / "run")
+    assert not checkpoint_path(tmp_path / "run").parent.exists()
 
 
 def test_a_resume_may_move_the_caches_between_memory_and_disk(compose_cfg, tmp_path):

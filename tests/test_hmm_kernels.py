@@ -378,7 +378,8 @@ def test_blas_thread_limit_is_restored():
     with pytest.raises(KernelInputError):
         hmm.forward_backward(C, sr, a, W)
     assert [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"] == before
-    assert hmm._blas_users == 0
+    from bnpvi.kernels import blas
+    assert blas._blas_users == 0
 
 
 # ---------------------------------------------------------------- validation

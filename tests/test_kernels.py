@@ -451,3 +451,78 @@ def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise(giv
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
                          cwd=tmp_path).stdout
     assert out.strip() == (given or "PASSIVE")
+
+
+# ------------------------------------------------------------ quad_argmax
+def make_quad(N: int, D: int, K: int, linear: bool, seed: int = 0):
+    """Points, and the weights and constants of K Gaussians' log densities over the quadratic features."""
+    rng = np.random.default_rng(seed)
+    Y = rng.standard_normal((N, D)) * 3.0
+    A = rng.standard_normal((K, D, D))
+    P = np.einsum("kde,kfe->kdf", A, A) / D + np.eye(D)
+    rows, cols = np.triu_indices(D)
+    quad = -0.5 * P[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
+    W = np.hstack([quad, np.einsum("kde,ke->kd", P, rng.standard_normal((K, D)))]).T if linear else quad.T
+    return Y, np.ascontiguousarray(W), rng.standard_normal(K)
+
+
+@pytest.mark.parametrize("N, D, K, linear", [(5000, 16, 25, True), (3000, 5, 7, False), (1, 3, 1, True),
+                                             (1100, 8, 40, True), (0, 4, 3, True)])
+def test_quad_argmax_matches_reference(N, D, K, linear):
+    Y, W, c = make_quad(N, D, K, linear)
+    expected = ref.quad_argmax(Y, W, c)
+    for nt in (1, 2):
+        labels, n_exact = kernels.quad_argmax(Y, W, c, n_threads=nt)
+        assert labels.dtype == np.int64 and labels.shape == (N,)
+        np.testing.assert_array_equal(labels, expected)
+        assert 0 <= n_exact <= N
+
+
+def test_quad_argmax_decides_near_ties_in_float64():
+    """Two clusters 1e-9 apart in every weight: float32 cannot tell them apart, the labels still follow float64."""
+    Y, W, c = make_quad(4000, 6, 4, True, seed=3)
+    nudge = 1e-9 * np.random.default_rng(0).standard_normal(W.shape[0])
+    W = np.ascontiguousarray(np.column_stack([W, W[:, 0] + nudge]))  # cluster 4 ~ cluster 0
+    c = np.append(c, c[0])
+    expected = ref.quad_argmax(Y, W, c)
+    assert np.any(expected == 4) and np.any(expected == 0)
+    labels, n_exact = kernels.quad_argmax(Y, W, c)
+    np.testing.assert_array_equal(labels, expected)
+    assert n_exact >= np.count_nonzero(np.isin(expected, [0, 4]))
+
+
+def test_quad_argmax_exact_ties_go_to_the_first():
+    Y, W, c = make_quad(500, 4, 3, True, seed=4)
+    W, c = np.hstack([W, W]), np.concatenate([c, c])
+    labels, _ = kernels.quad_argmax(Y, W, c)
+    np.testing.assert_array_equal(labels, ref.quad_argmax(Y, W, c))
+    assert labels.max() < 3
+
+
+def test_quad_argmax_shift_is_subtracted_first():
+    Y, W, c = make_quad(2000, 5, 9, True, seed=6)
+    shift = np.linspace(-300.0, 300.0, 5)
+    labels, _ = kernels.quad_argmax(Y + shift, W, c, shift)
+    np.testing.assert_array_equal(labels, ref.quad_argmax(Y + shift - shift, W, c))
+
+
+def test_quad_argmax_rows_too_large_for_float32():
+    Y, W, c = make_quad(300, 4, 5, True, seed=5)
+    Y[7] *= 1e18  # products 1e37·9: beyond float32's range, scored in float64
+    labels, n_exact = kernels.quad_argmax(Y, W, c)
+    np.testing.assert_array_equal(labels, ref.quad_argmax(Y, W, c))
+    assert n_exact >= 1
+
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda Y, W, c: (Y.astype(np.float32), W, c), "X must have dtype float64"),
+    (lambda Y, W, c: (Y, W[:-1], c), r"weights must have shape \(10 or 14, K >= 1\) for D = 4"),
+    (lambda Y, W, c: (Y, W, c[:-1]), r"const must have shape \(5,\)"),
+    (lambda Y, W, c: (Y, np.where(W == W[0, 0], np.nan, W), c), "weights and const must be finite"),
+    (lambda Y, W, c: (np.where(np.arange(Y.size).reshape(Y.shape) == 9, np.inf, Y), W, c),
+     "X row 2 has a NaN or an infinity"),
+    (lambda Y, W, c: (Y, W, c, np.zeros(3)), r"shift must be a finite \(4,\) array"),
+])
+def test_quad_argmax_rejects_bad_input(mutate, match):
+    with pytest.raises(kernels.KernelInputError, match=match):
+        kernels.quad_argmax(*mutate(*make_quad(20, 4, 5, True)))

@@ -320,6 +320,19 @@ def test_atom_divergences_equal_divergence_to_atom_posteriors(name, dim):
     assert np.all(got[idx, np.arange(idx.size)] < 1e-8)
 
 
+@pytest.mark.parametrize("dim, K", [(3, 40), (8, 30), (20, 5)])  # compiled features pass; dense scores (K < F/D)
+def test_argmax_clusters_is_argmax_of_expected_log_lik(name, dim, K):
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(3000, dim)) @ rng.normal(size=(dim, dim)) + 2.0
+    fam = make_obs({"name": name, "nu": dim + 1.5, "kappa": 0.7, "sF": 0.5, "prior_cov": "cov"}, dim,
+                   DataMoments(len(X), X.mean(0), np.cov(X.T, bias=True)))
+    batch = PointBatch(X)
+    post = fam.posterior(np.full(K, 3000 / K), fam.summarize(batch, resp_of(soft_resp(3000, K, seed=2))))
+    log_w = np.log(rng.dirichlet(np.ones(K)))
+    want = np.argmax(fam.expected_log_lik(post, batch) + log_w, axis=1)
+    np.testing.assert_array_equal(fam.argmax_clusters(post, batch, log_w), want)
+
+
 def test_point_log_lik_is_expected_log_lik_of_centers(name):
     X = make_data(n=10)
     fam = make_family(name, X)

@@ -60,7 +60,7 @@ def test_the_readme_has_a_walk_per_data_kind_and_keeps_the_two_commands():
 
 
 def test_the_console_scripts_are_found():
-    assert {"bnpvi-train", "bnpvi-data", "bnpvi-apply"} <= set(console_scripts())
+    assert {"bnpvi-train", "bnpvi-data", "bnpvi-apply", "bnpvi-report"} <= set(console_scripts())
 
 
 def test_the_marks_skip_what_they_mark():

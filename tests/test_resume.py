@@ -99,3 +99,21 @@ def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, case):
         assert trace["birth_accepted"].sum() > 0
     if case == "hdp_hmm_moves":
         assert trace["merge_tried"].iloc[1] + trace["delete_tried"].iloc[1] > 0 and trace["birth_tried"].iloc[1] > 0
+
+
+def test_checkpoints_false_writes_none_and_says_the_run_cannot_continue(compose_cfg, tmp_path):
+    cfg = compose_cfg(*COMMON, *CASES["memo_moves"], "checkpoints=false")
+    ref = runner.train(compose_cfg(*COMMON, *CASES["memo_moves"]), tmp_path / "ref")
+    assert runner.train(cfg, tmp_path / "plain")["elbo"] == ref["elbo"]  # the same run, without checkpoints
+    assert not (tmp_path / "plain" / "checkpoints").exists() and (tmp_path / "plain" / "model.h5").exists()
+    (tmp_path / "cut").mkdir()
+    run = runner.Run(cfg, tmp_path / "cut")
+    stop_mid_lap(run, 2, 1)
+    with pytest.raises(runner.Interrupted, match="checkpoints=false: this run cannot be continued"):
+        try:
+            run.train()
+        finally:
+            run.close()
+    assert not (tmp_path / "cut" / "checkpoints").exists()
+    with pytest.raises(Exception, match="checkpoint"):
+        runner.resume(tmp_path / "cut", cfg)

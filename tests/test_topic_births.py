@@ -116,3 +116,30 @@ def test_births_from_one_topic_find_the_six_reference_bars(compose_cfg, tmp_path
     summary = births_run(compose_cfg, tmp_path, seed, "data=hdf5", f"data.path={path}")
     true_topics = np.load(shared_data / "bars_one_per_doc" / "dataset.npz")["true_topics"]
     assert_found(summary, tmp_path / f"run{seed}", true_topics)
+
+
+def test_a_joint_birth_of_several_targets_gains_exactly_the_elbo_difference(compose_cfg, tmp_path, monkeypatch):
+    """From one topic on the bars corpus, a lap's fresh proposals are also judged together, and the joint one is
+    accepted in some lap: each of its targets is logged accepted with the joint gain, which is the ELBO
+    difference, and the model's summaries are then those of the joint candidate's local step on every batch."""
+    seen = []
+    decide = TopicBirthMove.decide
+
+    def recording(self, run, schedule):
+        before, start = run.elbo(), len(schedule.events)
+        joint = self.candidates[-1] if self.joint_members.size else None
+        decide(self, run, schedule)
+        accepted = [e for e in schedule.events[start:] if e.accepted and e.move == "birth"]
+        if len(accepted) >= 2 and not seen:
+            total = None
+            for b in range(run.store.n_batches):
+                batch = run.store.read_batch(b)
+                part = run.model.summarize(batch, run.model.local_step(batch, joint.globals(run.model))[1])
+                total = part if total is None else total + part
+            seen.append((run.elbo() - before, accepted, run.globals.stats, total))
+    monkeypatch.setattr(TopicBirthMove, "decide", recording)
+    runner.train(compose_cfg("model=hdp_topic", "init.K=1", "moves=[birth,merge,delete]", "seed=1"), tmp_path / "run")
+    assert seen, "no lap accepted the births of several targets"
+    gain, accepted, stats, total = seen[0]
+    assert all(e.gain == pytest.approx(gain, rel=1e-9) for e in accepted) and gain > 0
+    np.testing.assert_allclose(stats.N, total.N, rtol=1e-9)

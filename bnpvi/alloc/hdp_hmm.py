@@ -34,7 +34,7 @@ from bnpvi.alloc import hdp_top
 from bnpvi.alloc.base import Params
 from bnpvi.alloc.hmm import HMMAlloc, expected_log_probs
 from bnpvi.errors import check_number
-from bnpvi.kernels.hmm import blas_single_thread
+from bnpvi.kernels.blas import blas_single_thread
 from bnpvi.special import c_dir
 from bnpvi.stats import SuffStats
 

@@ -41,7 +41,7 @@ from bnpvi.alloc import hdp_top
 from bnpvi.alloc.base import AllocModel, Local, Params
 from bnpvi.errors import BnpviError, check_int, check_number
 from bnpvi.kernels import topic as topic_kernel
-from bnpvi.kernels.hmm import blas_single_thread
+from bnpvi.kernels.blas import blas_single_thread
 from bnpvi.special import c_dir
 from bnpvi.stats import ENTROPY, PER_CLUSTER, TOTAL, FieldSpec, Responsibilities, SuffStats
 

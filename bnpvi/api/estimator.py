@@ -154,7 +154,7 @@ class Estimator(BaseEstimator):
         the loaded model."""
         cfg = self.train_config()
         with _logging(self.verbose), _run_directory(self.output_dir) as (run_dir, data):
-            cfg.plots = self.output_dir is not None  # no figures for a run directory removed after the fit
+            cfg.plots = cfg.checkpoints = self.output_dir is not None  # nothing to see or resume in a removed run
             cfg.data.path = str(write(data, cfg.alg.n_batches or 1, f"{type(self).__name__}.fit"))
             if self.output_dir is not None:  # what bnpvi-train resume=DIR reads
                 (run_dir / ".hydra").mkdir(exist_ok=True)

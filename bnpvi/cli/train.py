@@ -28,8 +28,10 @@ from pathlib import Path
 
 import hydra
 from hydra import compose, initialize_config_module
+from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, OmegaConf
 
 from bnpvi.cli.errors import config_error
@@ -119,9 +121,24 @@ def compose_checked(overrides: list[str]) -> DictConfig:
     return cfg
 
 
+def _check_launcher(args: list[str]) -> None:
+    """``hydra/launcher=NAME`` must name a launcher whose plugin is installed (Hydra finds the plugins in the
+    ``hydra_plugins`` namespace package, which register their configs when it loads them)."""
+    for arg in args:
+        key, _, name = arg.partition("=")
+        if key.lstrip("+") != "hydra/launcher":
+            continue
+        Plugins.instance()
+        options = sorted(option.removesuffix(".yaml") for option in ConfigStore.instance().list("hydra/launcher"))
+        if name not in options:
+            _fail(f"hydra/launcher={name} is not an installed launcher (the launchers: {', '.join(options)}); the "
+                  f"extra bnpvi[cluster] adds joblib, submitit_local and submitit_slurm")
+
+
 def _validate_overrides(args: list[str]) -> None:
-    """Check the command line before anything is written: compose the config once (first value of
-    each sweep), and check every ``resume`` directory of a sweep."""
+    """Check the command line before anything is written: the launcher, the config composed once (first value
+    of each sweep), and every ``resume`` directory of a sweep."""
+    _check_launcher(args)
     plain, keys, resume = _first_values(args)
     if resume:
         _check_resume(resume, keys)

@@ -22,8 +22,10 @@ def first_nonfinite(X: np.ndarray) -> tuple[int, int, str] | None:
     (row, column, what) or None
         ``what`` is ``"NaN"``, ``"inf"`` or ``"-inf"``; None when all entries are finite.
     """
+    if np.isfinite(np.sum(X)):  # a NaN or an infinity anywhere makes the sum NaN or infinite (one cheap pass)
+        return None
     bad = ~np.isfinite(X)
-    if not bad.any():
+    if not bad.any():  # finite entries whose sum overflowed
         return None
     row = int(np.flatnonzero(bad.any(axis=1))[0])
     col = int(np.flatnonzero(bad[row])[0])

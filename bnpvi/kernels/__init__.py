@@ -19,6 +19,8 @@ import os
 import numpy as np
 
 from bnpvi.errors import BnpviError
+from bnpvi.kernels.blas import blas_single_thread
+from bnpvi.kernels.features import n_quad_features
 
 # OpenMP threads that wait (at the end of a parallel loop, or for the next one) sleep instead of spinning,
 # unless the environment says otherwise. The kernels' parallel loops are short (one block of documents or
@@ -47,6 +49,7 @@ __all__ = [
     "dense_local_step",
     "entropy_of",
     "pair_merge_entropy",
+    "quad_argmax",
     "sparse_local_step",
     "sparse_pair_entropy",
 ]
@@ -375,6 +378,61 @@ def sparse_pair_entropy(values: np.ndarray, indices: np.ndarray, entropy: np.nda
     if bad >= 0:
         raise KernelInputError(f"values row {bad} has a negative, NaN or infinite entry: {_row_preview(values[bad])}")
     return entropy[pairs[:, 0]] + entropy[pairs[:, 1]] - change[which.ravel()]
+
+
+def quad_argmax(X: np.ndarray, weights: np.ndarray, const: np.ndarray, shift: np.ndarray | None = None, *,
+                n_threads=None) -> tuple[np.ndarray, int]:
+    """argmax_k f(y_n)·W_k + c_k at y_n = x_n − shift for every row, over the quadratic features f of
+    :func:`bnpvi.kernels.features.quad_features`, without forming the (N, K) scores.
+
+    The most responsible cluster of a Gaussian mixture (``bnpvi.obs.Gauss.best_clusters``). Blocks of
+    rows go through a float32 product; a row whose float32 margin is within the product's worst-case
+    error is scored again in float64, so the labels are those of the float64 scores (ties to the first).
+
+    Parameters
+    ----------
+    X : (N, D) ndarray of float64, C-contiguous (a row with a NaN or an infinity is an error)
+    weights : (F, K) ndarray of float64, C-contiguous: F = D(D+1)/2 (products only) or D(D+1)/2 + D
+    const : (K,) ndarray of float64
+    shift : (D,) ndarray of float64, optional
+        Subtracted from every row first (a data mean: the features of centred rows lose less to rounding);
+        default 0.
+    n_threads : int, optional
+        OpenMP threads (results do not depend on it).
+
+    Returns
+    -------
+    labels : (N,) int64 ndarray
+    n_exact : int
+        Rows scored again in float64.
+    """
+    _check_array(X, "X", 2)
+    _check_array(weights, "weights", 2)
+    _check_array(const, "const", 1)
+    N, D = X.shape
+    shift = np.zeros(D) if shift is None else _check_array(shift, "shift", 1)
+    if shift.shape != (D,) or not np.all(np.isfinite(shift)):
+        raise KernelInputError(f"shift must be a finite ({D},) array, got shape {shift.shape}")
+    F, K = weights.shape
+    if K < 1 or F not in (n_quad_features(D, False), n_quad_features(D)):
+        raise KernelInputError(f"weights must have shape ({n_quad_features(D, False)} or {n_quad_features(D)}, K >= 1) "
+                               f"for D = {D}, got {weights.shape}")
+    if const.shape != (K,):
+        raise KernelInputError(f"const must have shape ({K},) to match weights {weights.shape}, got {const.shape}")
+    if not (np.all(np.isfinite(weights)) and np.all(np.isfinite(const))):
+        raise KernelInputError("weights and const must be finite")
+    block = _ext.feature_block()
+    labels = np.empty(N, dtype=np.int64)
+    n_exact = np.zeros(-(-N // block), dtype=np.intp)
+    nt = min(_threads(n_threads, N * F * K // 8), max(1, len(n_exact)))
+    with blas_single_thread():
+        _ext.quad_argmax(X, shift, weights, weights.astype(np.float32), const, float(np.linalg.norm(weights, axis=0).max()),
+                         labels, np.empty((nt, block * F), dtype=np.float32), np.empty((nt, block * K), dtype=np.float32),
+                         np.empty((nt, block + D + K)), n_exact, nt)
+    bad = np.flatnonzero(labels < 0)
+    if bad.size:
+        raise KernelInputError(f"X row {bad[0]} has a NaN or an infinity: {_row_preview(X[bad[0]])}")
+    return labels, int(n_exact.sum())
 
 
 # ---------------------------------------------------------------------- messages

@@ -14,61 +14,24 @@ order, so every result is bit-identical from call to call and for any
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import threading
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from bnpvi.kernels import KernelInputError, _check_array, _row_preview, _threads, compiled
+from bnpvi.kernels.blas import blas_single_thread
 
 _ext = compiled("_hmm", "HMM kernels")
 
-__all__ = ["ForwardBackward", "blas_single_thread", "forward_backward", "merge_pair_terms", "viterbi"]
+__all__ = ["ForwardBackward", "forward_backward", "merge_pair_terms", "viterbi"]
 
 BLAS_MIN_K = 12
 """From this many states on, forward-backward's K × K products use SciPy's BLAS."""
 
-_controller = None
-_blas_lock = threading.Lock()
-_blas_users = 0
-_blas_limiter = None
-
 
 def _use_blas(K: int) -> bool:
     return K >= BLAS_MIN_K and _ext.have_blas()
-
-
-@contextlib.contextmanager
-def blas_single_thread(use_blas: bool = True):
-    """Keep BLAS on one thread during a kernel call that uses it (or any block of small BLAS calls).
-
-    The kernel's own OpenMP threads call BLAS concurrently (BLAS threads on top would
-    oversubscribe the cores), and BLAS results may depend on BLAS's thread count,
-    which would break bit-identical results for every ``n_threads``. The limit is
-    process-wide (threadpoolctl) and held while any such call runs, also when
-    several Python threads call the kernels at once.
-    """
-    global _controller, _blas_users, _blas_limiter
-    if not use_blas:
-        yield
-        return
-    with _blas_lock:
-        if _blas_users == 0:
-            if _controller is None:
-                _controller = ThreadpoolController()
-            _blas_limiter = _controller.limit(limits=1, user_api="blas")
-        _blas_users += 1
-    try:
-        yield
-    finally:
-        with _blas_lock:
-            _blas_users -= 1
-            if _blas_users == 0:
-                _blas_limiter.restore_original_limits()
-                _blas_limiter = None
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from bnpvi.kernels.features import quad_features
+
 __all__ = ["dense_local_step", "doc_topic_step", "entropy_of", "forward_backward", "pair_merge_entropy",
-           "sparse_local_step", "viterbi"]
+           "quad_argmax", "sparse_local_step", "viterbi"]
 
 
 def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray):
@@ -488,3 +490,9 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     if pairs is not None:
         pair_entropy = counts @ entr(resp[:, pairs[:, 0]] + resp[:, pairs[:, 1]])
     return resp, doc_counts, iters, objective, accepted, entropy, word_topic, pair_entropy
+
+
+def quad_argmax(Y: np.ndarray, weights: np.ndarray, const: np.ndarray) -> np.ndarray:
+    """argmax_k f(y_n)·W_k + c_k in float64 over the quadratic features f (ties to the first)."""
+    linear = weights.shape[0] > Y.shape[1] * (Y.shape[1] + 1) // 2
+    return np.argmax(quad_features(Y, linear) @ weights + const, axis=1)

@@ -83,9 +83,7 @@ def best_labels(model, globals_, batch) -> np.ndarray:
     """The position of every atom's most responsible cluster under a mixture's ``globals_``:
     argmax_k E ln π_k + E ln p(x_n | φ_k), the argmax of r_nk (Hughes 2016 thesis Eq. 3.47-3.49) without
     forming the responsibilities (equal to :func:`best_clusters`' positions, ties to the first)."""
-    scores = model.alloc.expected_log_lik(model.obs, globals_.obs, batch)
-    scores += model.alloc.expected_log_pi(globals_.alloc)
-    return np.argmax(scores, axis=1)
+    return model.obs.argmax_clusters(globals_.obs, model.alloc.atoms(batch), model.alloc.expected_log_pi(globals_.alloc))
 
 
 def best_clusters(model, globals_, batch) -> tuple[np.ndarray, np.ndarray]:

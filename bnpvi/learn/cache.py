@@ -15,6 +15,7 @@ checkpoint no longer names are removed after it (:meth:`DiskCaches.committed`).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from pathlib import Path
@@ -209,10 +210,16 @@ class DiskCaches:
         remove_sealed(self.folder, keep)
 
     def close(self) -> None:
-        """Close the files (the live one stays a temporary file until a checkpoint seals it)."""
+        """Close the files. The live one is removed: no checkpoint names it (a run that ends writes its last
+        checkpoint first, which seals it; ``checkpoints=false`` writes none), and a folder left empty goes too."""
         for f in self._files.values():
             f.close()
         self._files = {}
+        if self.live is not None:
+            self._live_path(self.live).unlink(missing_ok=True)
+            self.live = None
+            with contextlib.suppress(OSError):  # not empty: the checkpoints are there
+                self.folder.rmdir()
 
 
 def make_caches(kind: str, n_batches: int, folder: Path) -> MemoryCaches | DiskCaches:

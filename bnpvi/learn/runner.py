@@ -319,6 +319,11 @@ class Run:
         """Seconds of training so far, summed over the processes that ran this run."""
         return self.elapsed_before + (0.0 if self._start is None else time.perf_counter() - self._start)
 
+    @property
+    def keeps_checkpoints(self) -> bool:
+        """``checkpoints`` (configs saved before the key: true)."""
+        return bool(OmegaConf.select(self.cfg, "checkpoints", default=True))
+
     def checkpoint(self) -> Path:
         path = save_checkpoint(self.run_dir, self.state())
         self.alg.checkpointed()
@@ -403,7 +408,7 @@ class Run:
     def train(self) -> dict:
         """Run laps until convergence or ``alg.n_laps``; write the final outputs."""
         cfg = self.cfg
-        n_laps, every = int(cfg.alg.n_laps), int(cfg.checkpoint_every)
+        n_laps, every, keep = int(cfg.alg.n_laps), int(cfg.checkpoint_every), self.keeps_checkpoints
         stop = {"signal": None}
 
         def request_stop(signum, frame):
@@ -419,13 +424,15 @@ class Run:
                 result = self.alg.step()
                 if result is not None:
                     self._record(result)
-                    if result.lap % every == 0 and not self.converged and result.lap < n_laps:
+                    if keep and result.lap % every == 0 and not self.converged and result.lap < n_laps:
                         self.checkpoint()
                 if stop["signal"] is not None:
                     where = f"interrupted at lap {self.alg.lap} batch {self.alg.pos}"
-                    hint = f"continue with: bnpvi-train resume={self.run_dir}"
+                    hint = (f"continue with: bnpvi-train resume={self.run_dir}" if keep else
+                            "checkpoints=false: this run cannot be continued")
                     self.finish(f"{where} (signal {stop['signal']}); {hint}")
-                    raise Interrupted(f"{where}; checkpoint {checkpoint_path(self.run_dir)}; {hint}")
+                    raise Interrupted(f"{where}; checkpoint {checkpoint_path(self.run_dir)}; {hint}" if keep else
+                                      f"{where}; {hint}")
         finally:
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
@@ -435,7 +442,8 @@ class Run:
         """Write the checkpoint, the model files and summary.json for the current globals; ``stop_reason``
         when the run stops for another reason than convergence or the lap limit (an interruption: the
         files then describe the run where it stopped, which is where a resume continues)."""
-        self.checkpoint()
+        if self.keeps_checkpoints:
+            self.checkpoint()
         globals_ = self.alg.globals
         if stop_reason is None:
             stop_reason = ("converged: ELBO change below alg.converge_thr, counts stable, no move accepted or "

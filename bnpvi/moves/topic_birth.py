@@ -18,16 +18,22 @@ Every batch of the lap (the first included) is then summarised a second time, by
 document-level step under the candidate globals. At the end of the lap these summaries describe a
 valid q for every document of the data set with K + J' − 1 topics, so the candidate's ELBO (at
 its own optimal globals) is the exact whole-data ELBO, and the birth is accepted iff it beats
-the current one. Of several proposals of a lap, only the best is accepted: each one changes every
+the current one. Of several proposals of a lap, only one is accepted: each one changes every
 document's q, so the others' summaries no longer apply, and for the same reason a lap whose
-merge or delete was accepted drops its births untried. Extra pieces are left to the next laps'
-merges and deletes, which are exact for topic models.
+merge or delete was accepted drops its births untried. So that a lap can still add the pieces of
+several targets, the lap's freshly seeded proposals (two or more) are also proposed together: one
+more candidate whose globals hold every one of their targets' pieces (each target's row replaced,
+the pieces appended in turn, the sticks split in turn), tracked and judged like the others, and
+accepted instead of the best single one when it gains more (moves.csv then logs each of its
+targets as accepted, with the gain of the whole). Extra pieces are left to the next
+laps' merges and deletes, which are exact for topic models.
 
 When no proposal of a lap gains, each one whose gain rose is judged again at the next lap (up to
 ``refine_laps`` laps), its candidate globals made from its own whole-data summaries, as long as
 the model's topics stay the same (``birth.LapBirths``).
 
-This costs one more document-level step per batch and proposal, during the laps with births.
+This costs one more document-level step per batch and proposal (the joint one included), during the
+laps with births.
 Retry rules: ``birth.TargetedBirths``; planning: ``birth.LapBirths``.
 """
 from __future__ import annotations
@@ -81,6 +87,26 @@ class Candidate:
                    {n: np.asarray(v) for n, v in state["alloc"].items()})
 
 
+def joint_candidate(model, globals_, targets: list[int], singles: list[Candidate]) -> Candidate:
+    """The births of several targets at once: each single candidate (made from ``globals_``, target row
+    replaced by its first piece and the others appended) contributes its target's row and its appended
+    pieces, appended in turn, and the sticks are split target by target (``split_params``)."""
+    K = globals_.K
+    base = globals_.stats
+    N = np.maximum(base.N, 0.0).copy()
+    fields = {n: np.array(v) for n, v in base.select(model.obs_fields).items()}
+    alloc = globals_.alloc
+    for target, single in zip(targets, singles):
+        pieces = np.concatenate([[target], np.arange(K, single.N.shape[0])])
+        N[target] = single.N[target]
+        N = np.concatenate([N, single.N[K:]])
+        for n in fields:
+            fields[n][target] = single.fields[n][target]
+            fields[n] = np.concatenate([fields[n], single.fields[n][K:]])
+        alloc = model.alloc.split_params(alloc, target, single.N[pieces] / single.N[pieces].sum())
+    return Candidate(N, fields, alloc)
+
+
 class TopicBirthMove(LapBirths):
     """Whole-data births of topics (module docstring)."""
 
@@ -92,7 +118,8 @@ class TopicBirthMove(LapBirths):
         self.seed = 0
         self.seeded = False
         self.target_uids = np.zeros(0, dtype=np.int64)
-        self.candidates: list[Candidate] = []
+        self.candidates: list[Candidate] = []  # one per target, then the joint one (if any)
+        self.joint_members = np.zeros(0, dtype=np.intp)  # the targets (positions in target_uids) of the joint one
         self.tracked: dict[int, list[tuple]] = {}  # per batch, per proposal: summaries, warm start (or None)
 
     def carried_valid(self, run, carried) -> bool:
@@ -153,8 +180,15 @@ class TopicBirthMove(LapBirths):
             candidates.append(candidate)
             ages.append(1)
             room -= candidate.N.shape[0] - globals_.K
+        members = np.array([i for i, age in enumerate(ages) if age == 1], dtype=np.intp)
+        if members.size >= 2:
+            candidates = candidates + [joint_candidate(model, globals_, [targets[i] for i in members],
+                                                       [candidates[i] for i in members])]
+        else:
+            members = members[:0]
         return {"targets": np.array(targets, dtype=np.intp), "candidates": candidates, "ages": ages,
-                "failed": np.array(failed, dtype=np.intp), "small": np.array(small, dtype=np.intp)}
+                "joint_members": members, "failed": np.array(failed, dtype=np.intp),
+                "small": np.array(small, dtype=np.intp)}
 
     def _propose(self, model, globals_, batch, share: np.ndarray, target: int, batch_mass: float, room: int,
                  rng: np.random.Generator) -> Candidate | None:
@@ -212,11 +246,13 @@ class TopicBirthMove(LapBirths):
 
     def keep_seeds(self, tracked: dict) -> None:
         self.candidates = tracked["candidates"]
+        self.joint_members = tracked["joint_members"]
         self.take_carried(tracked["ages"])
 
     # --------------------------------------------------------------- decide
     def decide(self, run, schedule) -> None:
-        """Judge every proposal by the exact whole-data ELBO; accept the best one if it gains. When none
+        """Judge every proposal by the exact whole-data ELBO; accept the best one (a single target's or the
+        joint one) if it gains. When none
         gains, each one whose gain rose is carried into the next lap (``LapBirths``), its candidate
         globals those of its own whole-data summaries: one more round of its refinement."""
         if self.active(schedule.lap):
@@ -228,17 +264,21 @@ class TopicBirthMove(LapBirths):
         stats, K = run.globals.stats, run.globals.K
         current = run.elbo()
         judged = []
-        for i in range(self.target_uids.shape[0]):
+        for i in range(len(self.candidates)):
             total = ordered_sum(self.tracked[b][i][0] for b in batches)
             sources = [[k] for k in range(K)] + [[] for _ in range(total.K - K)]
             value, globals_ = run.evaluate(total, sources)
             judged.append((value - current, sources, globals_))
-        best = int(np.argmax([gain for gain, _, _ in judged]))
+        n = self.target_uids.shape[0]
+        best = int(np.argmax([gain for gain, _, _ in judged]))  # the joint proposal (position n) when it gains most
         any_accepted = accepts(judged[best][0], current)
+        winners = set(self.joint_members.tolist()) if best == n else {best}
         for i, (uid, (gain, sources, globals_)) in enumerate(zip(self.target_uids, judged)):
             target = int(run.ids.positions([uid])[0])
-            accepted = i == best and any_accepted
+            accepted = i in winners and any_accepted
             fresh = len(sources) - K + 1
+            if accepted and best == n:  # a member of the joint proposal: the gain of all of them together
+                gain = judged[n][0]
             schedule.event(self.name, str(int(uid)), gain, accepted, fresh=fresh, kept=fresh)
             if not any_accepted:
                 total = globals_.stats
@@ -258,6 +298,7 @@ class TopicBirthMove(LapBirths):
     # ---------------------------------------------------------------- state
     def state(self) -> dict:
         return dict(super().state(), seeded=np.int64(self.seeded), target_uids=self.target_uids,
+                    joint_members=np.asarray(self.joint_members, dtype=np.int64),
                     **self.carried_state(lambda kept: {"uids": kept[0], "candidate": kept[1].state()}),
                     candidates={str(i): c.state() for i, c in enumerate(self.candidates)},
                     tracked={str(b): {str(i): dict({"stats": s.to_tree()}, **({} if w is None else {"warm": w}))
@@ -267,6 +308,7 @@ class TopicBirthMove(LapBirths):
         super().load_state(state)
         self.seeded = bool(int(state["seeded"]))
         self.target_uids = np.asarray(state["target_uids"], dtype=np.int64).reshape(-1)
+        self.joint_members = np.asarray(state.get("joint_members", np.zeros(0)), dtype=np.intp).reshape(-1)
         candidates = state.get("candidates", {})
         self.candidates = [Candidate.from_state(candidates[str(i)]) for i in range(len(candidates))]
         self.load_carried(state, lambda tree: (np.asarray(tree["uids"], dtype=np.int64),

@@ -29,6 +29,8 @@ import scipy.sparse as sp
 from scipy.special import digamma
 
 from bnpvi.errors import BnpviError
+from bnpvi.kernels import quad_argmax
+from bnpvi.kernels.features import quad_features
 from bnpvi.special import LOG_2PI, multigammaln
 
 LOG_2 = float(np.log(2.0))
@@ -42,7 +44,7 @@ _CHUNK_ELEMS = 1 << 22
 _CHUNK_ELEMS_SMALL = 1 << 20
 """The same for the per-cluster weighted rows of ``weighted_outer_sum`` (8 MB: faster, measured)."""
 _CHUNK_ELEMS_FEATURES = 1 << 18
-"""The same for a block of :func:`quad_features` (2 MB, near the cache: 1,024 rows at D = 16)."""
+"""The same for a block of :func:`~bnpvi.kernels.features.quad_features` (2 MB, near the cache: 1,024 rows at D = 16)."""
 
 
 # ====================================================================== config
@@ -293,13 +295,18 @@ def scaled_sq_norms(Y: np.ndarray, L: np.ndarray, mu: np.ndarray | None, scale: 
     when the features pay)."""
     Linv = chol_inverse(L)
     if _features_pay(Y.shape[1], Linv.shape[0]):
-        return quad_forms(Y, np.einsum("kfd,kfe->kde", Linv, Linv), mu, scale, offset)
+        return quad_forms(Y, _gram(Linv), mu, scale, offset)
     out = map_sq_norms(Y, Linv, None if mu is None else np.einsum("kde,ke->kd", Linv, mu))
     if scale is not None:
         out *= scale
     if offset is not None:
         out += offset
     return out
+
+
+def _gram(Linv: np.ndarray) -> np.ndarray:
+    """(K, D, D) B_k⁻¹ = L_k⁻ᵀ L_k⁻¹ from the inverse Cholesky factors."""
+    return np.einsum("kfd,kfe->kde", Linv, Linv)
 
 
 def _features_pay(D: int, K: int) -> bool:
@@ -309,36 +316,24 @@ def _features_pay(D: int, K: int) -> bool:
     return D * (D + 1) // 2 + D < K * D
 
 
-def quad_features(Y: np.ndarray) -> np.ndarray:
-    """(N, D(D+1)/2 + D) rows [y_d y_e for d ≤ e (row-major upper triangle), y_d]: a quadratic form's
-    features, so that (y − m)ᵀP(y − m) is one dot product with :func:`quad_weights`."""
-    N, D = Y.shape
-    out = np.empty((N, D * (D + 1) // 2 + D))
-    col = 0
-    for d in range(D):
-        np.multiply(Y[:, d:d + 1], Y[:, d:], out=out[:, col:col + D - d])
-        col += D - d
-    out[:, col:] = Y
-    return out
-
-
 def quad_weights(P: np.ndarray, m: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """((D(D+1)/2 + D, K) weights, (K,) constants) with (y − m_k)ᵀP_k(y − m_k) = f(y)·w_k + c_k for
-    symmetric (K, D, D) P_k and (K, D) centers m_k (None: 0): yᵀP_k y − 2 yᵀP_k m_k + m_kᵀP_k m_k."""
+    """((F, K) weights, (K,) constants) with (y − m_k)ᵀP_k(y − m_k) = f(y)·w_k + c_k for symmetric (K, D, D)
+    P_k and (K, D) centers m_k: yᵀP_k y − 2 yᵀP_k m_k + m_kᵀP_k m_k over the F = D(D+1)/2 + D features of
+    :func:`~bnpvi.kernels.features.quad_features`; centers None: 0, and the D(D+1)/2 products alone."""
     K, D = P.shape[:2]
     rows, cols = np.triu_indices(D)
     quad = P[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
     if m is None:
-        return np.hstack([quad, np.zeros((K, D))]).T, np.zeros(K)
+        return np.ascontiguousarray(quad.T), np.zeros(K)
     Pm = np.einsum("kde,ke->kd", P, m)
-    return np.hstack([quad, -2.0 * Pm]).T, np.einsum("kd,kd->k", Pm, m)
+    return np.hstack([quad, -2.0 * Pm]).T.copy(), np.einsum("kd,kd->k", Pm, m)
 
 
 def quad_forms(Y: np.ndarray, P: np.ndarray, m: np.ndarray | None = None, scale: np.ndarray | None = None,
                offset: np.ndarray | None = None) -> np.ndarray:
     """(N, K) c_k + s_k (y_n − m_k)ᵀP_k(y_n − m_k) for symmetric (K, D, D) P_k (s = 1, c = 0 when not given):
     one (n × F)·(F × K) BLAS product per block of n rows over the F = D(D+1)/2 + D features of
-    :func:`quad_features` (half the multiplications of y ↦ L_k⁻¹y, and no (N, K, D) temporary)."""
+    :func:`~bnpvi.kernels.features.quad_features` (half the multiplications of y ↦ L_k⁻¹y, and no (N, K, D) temporary)."""
     N, D = Y.shape
     weights, const = quad_weights(P, m)
     if scale is not None:
@@ -348,7 +343,7 @@ def quad_forms(Y: np.ndarray, P: np.ndarray, m: np.ndarray | None = None, scale:
     out = np.empty((N, P.shape[0]))
     chunk = max(1, _CHUNK_ELEMS_FEATURES // weights.shape[0])
     for s in range(0, N, chunk):
-        np.dot(quad_features(Y[s:s + chunk]), weights, out=out[s:s + chunk])
+        np.dot(quad_features(Y[s:s + chunk], linear=m is not None), weights, out=out[s:s + chunk])
     out += const
     return out
 
@@ -379,7 +374,7 @@ def weighted_outer_sum(resp, Y: np.ndarray) -> np.ndarray:
     ``resp`` is an (N, K) ndarray or sparse matrix (``Responsibilities.matrix()``).
 
     Dense, K ≥ D: (resp_cᵀ) @ [y_nd y_ne]_{d ≤ e} over chunks of atoms, the D(D+1)/2 distinct
-    products of :func:`quad_features` (half the multiplications of the full y_n ⊗ y_n). Measured at
+    products of :func:`~bnpvi.kernels.features.quad_features` (half the multiplications of the full y_n ⊗ y_n). Measured at
     one thread: D=16, K=25, N=10⁵ 0.051 s against 0.079 s for the full outer products; D=64, K=200,
     N=9,000 0.16 s against 0.27 s. Dense, K < D: :func:`_weighted_outer_sum_by_cluster`.
 
@@ -495,6 +490,24 @@ def wishart_expected_log_lik(Y: np.ndarray, post, D: int, mu=None, kappa=None) -
     −(D/2) ln 2π + ½ E ln|Λ_k| − ½[D/κ̂_k + ν̂_k (y − μ_k)ᵀ B̂_k⁻¹ (y − μ_k)], in one pass (:func:`scaled_sq_norms`)."""
     return scaled_sq_norms(Y, post["B_chol"], mu, -0.5 * np.asarray(post["nu"], dtype=np.float64),
                            gauss_log_lik_const(post["E_logdet_Lambda"], D, kappa))
+
+
+def wishart_best_clusters(X: np.ndarray, post, D: int, log_weights: np.ndarray, mu=None, kappa=None,
+                          shift=None) -> np.ndarray:
+    """(N,) argmax_k log_weights_k + E_q log N(y_n | m_k, Λ_k⁻¹) at y_n = x_n − shift
+    (:func:`wishart_expected_log_lik`; ties to the first). Where the features pay, the expectation is
+    f(y)·W_k + c_k with W_k = −½ν̂_k w_k and c_k = −½ν̂_k c'_k + const_k (:func:`quad_weights` of B̂_k⁻¹) and
+    the argmax is one compiled pass (:func:`bnpvi.kernels.quad_argmax`), without the (N, K) scores."""
+    log_weights = np.asarray(log_weights, dtype=np.float64)
+    if not (_features_pay(D, len(log_weights)) and np.all(np.isfinite(log_weights))):
+        scores = wishart_expected_log_lik(X if shift is None else X - shift, post, D, mu, kappa)
+        scores += log_weights
+        return np.argmax(scores, axis=1)
+    weights, const = quad_weights(_gram(chol_inverse(post["B_chol"])), mu)
+    scale = -0.5 * np.asarray(post["nu"], dtype=np.float64)
+    const = const * scale + gauss_log_lik_const(post["E_logdet_Lambda"], D, kappa) + log_weights
+    return quad_argmax(np.ascontiguousarray(X, dtype=np.float64), weights * scale, const,
+                       None if shift is None else np.asarray(shift, dtype=np.float64))[0]
 
 
 def wishart_posterior(nu: np.ndarray, B: np.ndarray) -> dict[str, np.ndarray]:

@@ -75,6 +75,13 @@ class ObsFamily(ABC):
     def expected_log_lik(self, post: Posterior, batch: PointBatch) -> np.ndarray:
         """(N_atoms, K) matrix E_q log p(x_n | φ_k), including all constants."""
 
+    def argmax_clusters(self, post: Posterior, batch: PointBatch, log_weights: np.ndarray) -> np.ndarray:
+        """(N_atoms,) int: argmax_k log_weights_k + E_q log p(x_n | φ_k), ties to the first (a mixture's most
+        responsible cluster with log_weights_k = E ln π_k, Hughes 2016 thesis Eq. 3.47-3.49)."""
+        scores = self.expected_log_lik(post, batch)
+        scores += log_weights
+        return np.argmax(scores, axis=1)
+
     @abstractmethod
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
         """(K,) L_data,k*(N_k, S_k): the ELBO data term at the optimal q.

@@ -81,6 +81,10 @@ class ZeroMeanGauss(ObsFamily):
         """E_q log p(x_n | Λ_k) = −(D/2) ln 2π + ½ E ln|Λ| − ½ ν̂ xᵀ B̂⁻¹ x."""
         return W.wishart_expected_log_lik(self._data(batch), post, self.D)
 
+    def argmax_clusters(self, post: Posterior, batch: PointBatch, log_weights: np.ndarray) -> np.ndarray:
+        """argmax_k log_weights_k + E_q log p(x_n | Λ_k), by one compiled pass where it pays."""
+        return W.wishart_best_clusters(self._data(batch), post, self.D, log_weights)
+
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
         """L_data,k* = −(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂|.
 

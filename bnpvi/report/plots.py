@@ -1,0 +1,79 @@
+"""PNGs of many runs' traces: ELBO per atom and K, against seconds and against laps, one line per run,
+coloured by the value of a swept setting; runs that did not finish dashed."""
+from __future__ import annotations
+
+import numbers
+from pathlib import Path
+
+import pandas as pd
+
+FIGURES = {"elbo_K_time.png": ("elapsed_s", "seconds"), "elbo_K_laps.png": ("lap", "laps")}
+"""File name -> (trace column, axis label) of the x axis."""
+MANY = 10
+"""Up to this many distinct values get the distinct colours of ``tab10``; more get ``viridis`` by rank."""
+
+
+def _ordered(values: list) -> list:
+    """The distinct ``values``, numbers in numeric order before text in text order."""
+    distinct = list(dict.fromkeys(values))
+    numeric = sorted(v for v in distinct if isinstance(v, numbers.Number) and not isinstance(v, bool))
+    return numeric + sorted((v for v in distinct if v not in numeric), key=str)
+
+
+def _colours(labels: list) -> dict:
+    import matplotlib
+
+    distinct = _ordered(labels)
+    if len(distinct) <= MANY:
+        palette = matplotlib.colormaps["tab10"]
+        return {value: palette(i) for i, value in enumerate(distinct)}
+    palette = matplotlib.colormaps["viridis"]
+    return {value: palette(i / (len(distinct) - 1)) for i, value in enumerate(distinct)}
+
+
+def plot_traces(traces: list[pd.DataFrame], labels: list, finished: list[bool], key: str | None,
+                out_dir: Path) -> list[Path]:
+    """Write the :data:`FIGURES` into ``out_dir``, each two stacked panels (ELBO per atom, K) with one line
+    per trace; the paths written.
+
+    Parameters
+    ----------
+    traces : list of DataFrame
+        Each run's trace.csv (an empty one draws nothing).
+    labels : list
+        What colours each run: its value of ``key``, or its name when ``key`` is None.
+    finished : list of bool
+        Whether each run finished; the others are dashed.
+    key : str or None
+        The setting the legend names.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    drawn = [(trace, label, done) for trace, label, done in zip(traces, labels, finished) if not trace.empty]
+    colours = _colours([label for _, label, _ in drawn])
+    handles = [Line2D([], [], color=colours[value], label=value if key is None else f"{key}={value}")
+               for value in colours]
+    if not all(done for _, _, done in drawn):
+        handles.append(Line2D([], [], color="grey", linestyle="--", label="not finished"))
+    written = []
+    for name, (column, axis_label) in FIGURES.items():
+        fig, (ax_elbo, ax_k) = plt.subplots(2, 1, sharex=True, figsize=(7, 6))
+        for trace, label, done in drawn:
+            style = {"color": colours[label], "linestyle": "-" if done else "--", "linewidth": 1.2}
+            elbo = trace["elbo_per_atom"] if "elbo_per_atom" in trace else trace["elbo"]
+            ax_elbo.plot(trace[column], elbo, **style)
+            ax_k.step(trace[column], trace["K"], where="post", **style)
+        ax_elbo.set_ylabel("ELBO per atom")
+        ax_k.set_ylabel("K (clusters)")
+        ax_k.set_xlabel(axis_label)
+        ax_elbo.legend(handles=handles, fontsize="small", loc="lower right")
+        fig.tight_layout()
+        path = Path(out_dir) / name
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
