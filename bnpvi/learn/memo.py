@@ -72,20 +72,21 @@ class MemoizedVB(Algorithm):
         mid-lap decisions and the refresh of the batches they rewrote."""
         start = self.pos
         jobs = []
-        for self.pos in range(start, min(start + self.batches_per_round, self.n_batches)):
-            jobs.append(self.plan_batch(int(self.order[self.pos])))
+        for pos in range(start, min(start + self.batches_per_round, self.n_batches)):
+            jobs.append(self._planned_at(pos))
             if self.moves is not None and self.moves.ends_round(jobs[-1].plans):
                 break
         self.round = [job.b for job in jobs]
         rewritten = self._visit(start, jobs)
         if rewritten:  # a move rewrote these batches' caches mid-lap: refresh them
-            refresh = []
-            for b in rewritten:
-                self.pos = start + self.round.index(b)
-                refresh.append(self.plan_batch(b))
-            self._visit(start, refresh)
+            self._visit(start, [self._planned_at(start + self.round.index(b)) for b in rewritten])
         self.pos = start
         return len(jobs)
+
+    def _planned_at(self, pos: int) -> BatchJob:
+        """The job of the batch at position ``pos`` of the lap's order (its plans see that position)."""
+        self.pos = pos
+        return self.plan_batch(int(self.order[pos]))
 
     def _visit(self, start: int, jobs: list[BatchJob]) -> list[int]:
         """Work on ``jobs`` (batches of the round that starts at position ``start``) under the current
