@@ -191,6 +191,12 @@ class AlgConfig:
                            "that still counts as converged")
     n_batches: Optional[int] = key("split a file converted without fixed batches into this many")
     sparse_L: Optional[int] = key("keep at most L responsibilities per atom (null: dense; mixtures, topics)")
+    workers: int = key("worker processes for the batches' work: 1 works in this process, more start a local Dask "
+                       "cluster (pip install 'bnpvi[cluster]'); may change on resume")
+    threads_per_worker: int = key("threads of each worker, its BLAS and OpenMP threads capped to match "
+                                  "(workers x threads <= cores); may change on resume")
+    scheduler: Optional[str] = key("ADDRESS (tcp://host:8786) of a running Dask scheduler whose workers do the "
+                                   "batches' work, instead of alg.workers; may change on resume")
 
 
 @dataclass
@@ -202,6 +208,11 @@ class VBConfig(AlgConfig):
 class MemoConfig(AlgConfig):
     """Memoized VB: a global step after every batch from exact cached summaries; births, merges and deletes
     (Hughes 2016 thesis §3.5.3)."""
+
+    batches_per_round: Optional[int] = key("P: batches worked on at once under the same globals, one global step "
+                                           "per round (null: alg.workers; 1: plain memo); kept on resume")
+    cache: str = key("memory | disk: where the per-batch caches live (disk: HDF5 files beside the checkpoints, "
+                     "read and written one batch at a time); may change on resume")
 
 
 @dataclass

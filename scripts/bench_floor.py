@@ -39,7 +39,7 @@ from threadpoolctl import threadpool_limits
 
 from bnpvi.config import register_configs
 from bnpvi.data.store import write_points
-from bnpvi.learn import memo, runner
+from bnpvi.learn import pool, runner
 from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.init import initial_stats
 from bnpvi.data.base import BatchStore
@@ -101,7 +101,7 @@ def seconds_per_lap(run_dir: Path) -> float:
 @contextmanager
 def batch_times() -> Iterator[list[float]]:
     """The seconds of every ``process_batch`` call of memoized VI in the block, in order."""
-    times, inner = [], memo.process_batch
+    times, inner = [], pool.process_batch
 
     def timed(*args, **kwargs):
         start = time.perf_counter()
@@ -109,11 +109,11 @@ def batch_times() -> Iterator[list[float]]:
         times.append(time.perf_counter() - start)
         return result
 
-    memo.process_batch = timed
+    pool.process_batch = timed
     try:
         yield times
     finally:
-        memo.process_batch = inner
+        pool.process_batch = inner
 
 
 def case_files(name: str, tmp: Path, quick: bool) -> tuple[Path, str, int, list[str]]:

@@ -299,13 +299,13 @@ def test_after_moves_the_caches_are_the_summaries_of_a_fresh_pass(tmp_path, monk
     write_points(tmp_path / "d.h5", X, n_batches=3)
     store, alg = memo_run(tmp_path / "d.h5", K, moves)
     visits = {}
-    original = MemoizedVB.visit
+    original = MemoizedVB.plan_batch
 
-    def visit(self, b, batch):
+    def plan_batch(self, b):  # each batch is planned under the globals its work runs with
         visits[b] = (self.globals, self.ids.uids.copy())
-        original(self, b, batch)
+        return original(self, b)
 
-    monkeypatch.setattr(MemoizedVB, "visit", visit)
+    monkeypatch.setattr(MemoizedVB, "plan_batch", plan_batch)
     decide = {}
     original_birth, original_delete = BirthMove.decide, DeleteMove.decide
 

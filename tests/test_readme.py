@@ -77,7 +77,9 @@ def workdir(tmp_path_factory):
     for name, target in console_scripts().items():
         module, func = target.split(":")
         wrapper = bin_dir / name
-        wrapper.write_text(f"#!{sys.executable}\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n")
+        # guarded as pip's console scripts are: worker processes (alg.workers) import the main module again
+        wrapper.write_text(f"#!{sys.executable}\nimport sys\nfrom {module} import {func}\n"
+                           f"if __name__ == '__main__':\n    sys.exit({func}())\n")
         wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "BNPVI_CACHE": str(work / ".cache"),
            "PYTHONWARNINGS": "ignore", "MPLBACKEND": "Agg"}

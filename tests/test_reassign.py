@@ -81,18 +81,18 @@ def test_an_accepted_reassignment_installs_the_brute_force_state(tmp_path, monke
     alg = MemoizedVB(model, store, {}, np.random.default_rng(0), model.global_step(stats), ClusterIds.first(4),
                      moves=moves)
     visits, before = {}, {}  # globals at each batch's visit; the ELBO just before and after the decision
-    original_visit, original_decide = MemoizedVB.visit, ReassignMove.decide
+    original_plan, original_decide = MemoizedVB.plan_batch, ReassignMove.decide
 
-    def visit(self, b, batch):
+    def plan_batch(self, b):  # each batch is planned under the globals its work runs with
         visits[b] = (self.globals, self.ids.uids.copy())
-        original_visit(self, b, batch)
+        return original_plan(self, b)
 
     def decide(self, run, schedule):
         before["elbo"] = run.elbo()
         original_decide(self, run, schedule)
         before["after"] = run.elbo()
 
-    monkeypatch.setattr(MemoizedVB, "visit", visit)
+    monkeypatch.setattr(MemoizedVB, "plan_batch", plan_batch)
     monkeypatch.setattr(ReassignMove, "decide", decide)
     accepted = 0
     for _ in range(6):

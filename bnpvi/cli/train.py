@@ -41,8 +41,11 @@ from bnpvi.errors import BnpviError
 from bnpvi.learn import runner
 
 PROG = "bnpvi-train"
-# Settings that may change when a run is resumed; anything else would break exactness.
-RESUMABLE_KEYS = {"alg.n_laps", "alg.converge_thr", "alg.count_thr", "checkpoint_every"}
+# Settings that may change when a run is resumed; anything else would break exactness. (Where the work
+# runs and where memo's caches live do not change the result; alg.batches_per_round is checked against
+# the checkpoint by the runner, which refuses a different one.)
+RESUMABLE_KEYS = {"alg.n_laps", "alg.converge_thr", "alg.count_thr", "checkpoint_every", "alg.workers",
+                  "alg.threads_per_worker", "alg.scheduler", "alg.cache", "alg.batches_per_round"}
 HELP_FLAGS = {"-h", "--help"}
 # Hydra's own command-line flags that need no validation by us.
 HYDRA_FLAGS = {"--hydra-help", "--info", "-i", "--cfg", "-c", "--resolve", "--package", "-p",

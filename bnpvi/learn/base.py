@@ -1,7 +1,8 @@
 """The algorithm seam: an object the runner drives batch by batch and lap by lap.
 
-Every algorithm visits the batches of a lap in an order fixed at the lap's start,
-can stop after any batch and save its whole state (``state``/``load_state``) so
+Every algorithm visits the batches of a lap in an order fixed at the lap's start, a batch
+or a round of batches at a time (their work runs in a :mod:`~bnpvi.learn.pool`), can stop
+after any step and save its whole state (``state``/``load_state``) so
 that a resumed run continues bit for bit, and reports the whole-data ELBO at the
 end of each lap. It owns the global parameters (one ``Globals`` object), the
 cluster ids and, for memoized VI, the memo caches; every change of the cluster set
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bnpvi.learn.cache import MemoryCaches
+from bnpvi.learn.pool import LocalPool
 from bnpvi.moves import Edit
 from bnpvi.stats import ClusterIds, SuffStats
 
@@ -47,19 +50,22 @@ class Algorithm(ABC):
         The initial global parameters.
     ids : ClusterIds
         Ids of the initial clusters.
+    pool : LocalPool or DaskPool, optional
+        Where the batches' work runs (default: in this process, one batch per step).
     """
 
     name = ""
     shuffles = True  # whether each lap visits the batches in a fresh random order
 
-    def __init__(self, model, store, cfg, rng: np.random.Generator, globals_, ids: ClusterIds):
+    def __init__(self, model, store, cfg, rng: np.random.Generator, globals_, ids: ClusterIds, pool=None):
         self.model = model
         self.store = store
         self.cfg = cfg
         self.rng = rng
         self.globals = globals_
         self.ids = ids
-        self.caches: list[SuffStats | None] = []
+        self.pool = LocalPool(store) if pool is None else pool
+        self.caches = MemoryCaches(0)
         self.warm: list = [None] * store.n_batches  # per batch: AllocModel.warm_state of its last local step
         self.n_batches = store.n_batches
         self.lap = 0  # number of completed laps
@@ -69,14 +75,13 @@ class Algorithm(ABC):
         self.rejected_sort: tuple[int, np.ndarray] | None = None  # (lap, wanted id order) of the last rejected sort
 
     def step(self) -> LapResult | None:
-        """Process the next batch; at the end of a lap return its LapResult."""
+        """Process the next batch (or round of batches); at the end of a lap return its LapResult."""
         if self.pos == 0:
             self.order = self.rng.permutation(self.n_batches) if self.shuffles else np.arange(self.n_batches)
             self.start_lap()
-        b = int(self.order[self.pos])
-        self.visit(b, self.store.read_batch(b))
-        self.pos += 1
-        self.batches_seen += 1
+        done = self.visit_next()
+        self.pos += done
+        self.batches_seen += done
         if self.pos < self.n_batches:
             return None
         self.pos = 0
@@ -88,8 +93,13 @@ class Algorithm(ABC):
         """Hook run before the first batch of every lap."""
 
     @abstractmethod
-    def visit(self, b: int, batch) -> None:
-        """Local step (and whatever the algorithm does) on batch ``b``."""
+    def visit_next(self) -> int:
+        """Local steps (and whatever the algorithm does) on the batches from position ``pos`` of the lap's
+        order on; returns how many it did (at least one, at most those left in the lap)."""
+
+    def next_batches(self, count: int) -> list[int]:
+        """The next ``count`` batches of the lap's order (fewer at the lap's end)."""
+        return [int(b) for b in self.order[self.pos:self.pos + count]]
 
     @abstractmethod
     def finish_lap(self) -> tuple[float, np.ndarray]:
@@ -98,6 +108,12 @@ class Algorithm(ABC):
     def lap_moves(self) -> dict:
         """Counts of moves tried and accepted in the lap just finished."""
         return {}
+
+    def checkpointed(self) -> None:
+        """Hook run after a checkpoint of :meth:`state` was written (memo: cache files no longer needed go)."""
+
+    def close(self) -> None:
+        """Release what the algorithm holds open (memo: its cache files)."""
 
     # ----------------------------------------------------------- the globals
     def elbo(self) -> float:
@@ -121,7 +137,7 @@ class Algorithm(ABC):
         self.warm = [None if w is None or w.shape[1] != K else
                      (edit.warm(b, w) if edit.warm is not None else remap_columns(w, edit.sources))
                      for b, w in enumerate(self.warm)]
-        self.caches = [None if c is None else edit.rewrite(b, c.pad_to(K)) for b, c in enumerate(self.caches)]
+        self.caches.rewrite(lambda b, cache: edit.rewrite(b, cache.pad_to(K)))
         self.globals = edit.globals
         self.ids.remap(edit.sources)
 

@@ -1,8 +1,11 @@
-"""Memoized VB (Hughes 2016 thesis §3.5.3, Alg. 3.3): exact per-batch cache swap, global step after every batch."""
+"""Memoized VB (Hughes 2016 thesis §3.5.3, Alg. 3.3): exact per-batch cache swap, global step after every
+batch, or after every round of P batches (parallel memoized VI, thesis §8.1; docs/parallel.md)."""
 from __future__ import annotations
 
+from bnpvi.errors import check_int
 from bnpvi.learn.base import Algorithm
-from bnpvi.learn.work import process_batch
+from bnpvi.learn.cache import MemoryCaches
+from bnpvi.learn.pool import BatchJob
 from bnpvi.moves import Edit, MoveSchedule
 from bnpvi.stats import SuffStats
 
@@ -22,38 +25,90 @@ class MemoizedVB(Algorithm):
     Local steps start from the batch's previous one where the model allows it
     (``Algorithm.warm_for``).
 
+    Rounds: the batches are visited P at a time (``batches_per_round``). The P
+    batches of a round are planned in turn and worked on under the same globals
+    (in parallel, by the pool); then their caches are swapped in batch order and
+    one global step follows. Each swap keeps the aggregate the sum of the caches and
+    each local step is optimal for its batch given the round's globals, so the ELBO
+    still never decreases after lap 1; the run depends on P but not on the pool nor
+    on the order in which the work finishes. A round ends early after a batch whose
+    plan the next batch's plan depends on (``MoveSchedule.ends_round``, e.g. the batch
+    that seeds births). The moves' mid-lap decisions (``MoveSchedule.after_batch``)
+    come after the round's global step, batch by batch; a batch whose cache a decision
+    rewrote is visited again (a refresh, itself a round). P = 1 is plain memoized VI.
+
     Parameters
     ----------
     moves : the ``moves`` config node, or None for no moves.
+    pool : where the batches' work runs (``Algorithm``).
+    caches : MemoryCaches or DiskCaches, optional
+        The per-batch caches (default: in memory).
+    batches_per_round : int
+        P, batches worked on under the same globals.
     """
 
     name = "memo"
 
-    def __init__(self, model, store, cfg, rng, globals_, ids, moves=None):
-        super().__init__(model, store, cfg, rng, globals_, ids)
-        self.caches = [None] * self.n_batches
+    def __init__(self, model, store, cfg, rng, globals_, ids, moves=None, pool=None, caches=None,
+                 batches_per_round: int = 1):
+        super().__init__(model, store, cfg, rng, globals_, ids, pool)
+        self.caches = MemoryCaches(self.n_batches) if caches is None else caches
         self.aggregate: SuffStats = model.empty_stats(globals_.K)
         self.moves = MoveSchedule(moves, rng, model.alloc.birth_kind) if moves is not None else None
+        self.batches_per_round = check_int(batches_per_round, "alg.batches_per_round", 1)
+        self.round: list[int] = []  # the batches of the round being visited
 
     def start_lap(self) -> None:
         if self.moves is not None:
             self.moves.start_lap(self)
 
-    def visit(self, b, batch) -> None:
-        if self._visit_once(b, batch):
-            self._visit_once(b, batch)  # a move rewrote this batch's cache mid-lap: refresh it
-
-    def _visit_once(self, b, batch) -> bool:
-        """One memoized update of batch b; whether a move then rewrote its cache."""
+    def plan_batch(self, b: int) -> BatchJob:
+        """Batch b's job under the current globals: what the moves track in it and where its local step starts."""
         plans = self.moves.batch_plans(self, b) if self.moves is not None else {}
-        result = process_batch(self.model, self.globals, batch, plans, self.moves, self.warm_for(b))
-        self.warm[b] = result.warm
-        new, old = result.stats, self.caches[b]
-        self.aggregate = self.aggregate + new if old is None else self.aggregate - old.pad_to(new.K) + new
-        self.caches[b] = new
-        if self.lap > 0 or not self.model.alloc.full_first_pass or self.pos == self.n_batches - 1:
+        return BatchJob(b, plans, self.warm_for(b))
+
+    def visit_next(self) -> int:
+        """One round (class docstring): plan, work, swaps in batch order, one global step, then the moves'
+        mid-lap decisions and the refresh of the batches they rewrote."""
+        start = self.pos
+        jobs = []
+        for pos in range(start, min(start + self.batches_per_round, self.n_batches)):
+            jobs.append(self._planned_at(pos))
+            if self.moves is not None and self.moves.ends_round(jobs[-1].plans):
+                break
+        self.round = [job.b for job in jobs]
+        rewritten = self._visit(start, jobs)
+        if rewritten:  # a move rewrote these batches' caches mid-lap: refresh them
+            self._visit(start, [self._planned_at(start + self.round.index(b)) for b in rewritten])
+        self.pos = start
+        return len(jobs)
+
+    def _planned_at(self, pos: int) -> BatchJob:
+        """The job of the batch at position ``pos`` of the lap's order (its plans see that position)."""
+        self.pos = pos
+        return self.plan_batch(int(self.order[pos]))
+
+    def _visit(self, start: int, jobs: list[BatchJob]) -> list[int]:
+        """Work on ``jobs`` (batches of the round that starts at position ``start``) under the current
+        globals, swap their caches in order, one global step, the moves' mid-lap decisions; returns the
+        batches whose caches a decision rewrote."""
+        results = self.pool.run(self.model, self.globals, jobs, self.moves)
+        for job, result in zip(jobs, results):
+            self.warm[job.b] = result.warm
+            new, old = result.stats, self.caches[job.b]
+            self.aggregate = self.aggregate + new if old is None else self.aggregate - old.pad_to(new.K) + new
+            self.caches[job.b] = new
+        last = start + len(self.round) - 1
+        if self.lap > 0 or not self.model.alloc.full_first_pass or last == self.n_batches - 1:
             self.globals = self.model.global_step(self.aggregate, self.globals.alloc)
-        return self.moves is not None and self.moves.after_batch(self, b, result.tracked)
+        if self.moves is None:
+            return []
+        rewritten = []
+        for job, result in zip(jobs, results):
+            self.pos = start + self.round.index(job.b)
+            if self.moves.after_batch(self, job.b, result.tracked):
+                rewritten.append(job.b)
+        return rewritten
 
     def apply(self, edit: Edit) -> None:
         super().apply(edit)
@@ -80,7 +135,8 @@ class MemoizedVB(Algorithm):
         state = super().state()
         if self.aggregate is not self.globals.stats:
             state["aggregate"] = self.aggregate.to_tree()
-        state["caches"] = {str(b): c.to_tree() for b, c in enumerate(self.caches) if c is not None}
+        state["caches"] = self.caches.state()
+        state["batches_per_round"] = self.batches_per_round
         if self.moves is not None:
             state["moves"] = self.moves.state()
         return state
@@ -88,8 +144,12 @@ class MemoizedVB(Algorithm):
     def load_state(self, state: dict) -> None:
         super().load_state(state)
         self.aggregate = SuffStats.from_tree(state["aggregate"]) if "aggregate" in state else self.globals.stats
-        caches = state.get("caches", {})
-        self.caches = [SuffStats.from_tree(caches[str(b)]) if str(b) in caches else None
-                       for b in range(self.n_batches)]
+        self.caches.load(state.get("caches", {}))
         if self.moves is not None:
             self.moves.load_state(state["moves"])
+
+    def checkpointed(self) -> None:
+        self.caches.committed()
+
+    def close(self) -> None:
+        self.caches.close()

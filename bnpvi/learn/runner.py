@@ -7,6 +7,8 @@ held-out documents, by document completion (:mod:`bnpvi.learn.heldout`), and res
 from a checkpoint so that the resumed run ends exactly where the uninterrupted one would have.
 A run starts from K seeds or from a saved run's globals (``init=from_run``); an interrupted run
 writes its files for the state it stopped in; a run that cannot start leaves no run directory.
+The batches' work runs in this process or on Dask workers (:func:`bnpvi.learn.pool.open_pool`),
+which the run closes whatever way it ends.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from bnpvi.config import schema_of
 from bnpvi.data.heldout import check_seed
 from bnpvi.data.store import BatchStore
 from bnpvi.data.toy import ensure_toy, ensure_toy_bars, ensure_toy_sequences
-from bnpvi.errors import BnpviError
+from bnpvi.errors import BnpviError, check_int
 from bnpvi.io.assignments import write_assignments
 from bnpvi.io.checkpoint import checkpoint_path, load_checkpoint, remove_partial_writes, save_checkpoint
 from bnpvi.io.model_file import write_model
@@ -37,9 +39,11 @@ from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, MOVES, TRACE_COLUMNS, 
 from bnpvi.learn.assign import assign_file, marks_heldout, topic_weights
 from bnpvi.learn.base import LapResult
 from bnpvi.learn.build import build_model, make_alloc
+from bnpvi.learn.cache import make_caches
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
 from bnpvi.learn.init import initial_stats, saved_globals
 from bnpvi.learn.memo import MemoizedVB
+from bnpvi.learn.pool import open_pool
 from bnpvi.learn.progress import Progress
 from bnpvi.learn.sovb import StochasticVB
 from bnpvi.learn.vb import FullVB
@@ -180,15 +184,21 @@ class Run:
         self.heldout_seed = check_seed(OmegaConf.select(cfg, "heldout_seed", default=0), "heldout_seed")
         alloc = make_alloc(cfg)
         self.store = open_store(cfg, alloc)
+        self.pool = self.alg = None
         try:
-            self.moments = moments = self.store.scan()
-            self.model = build_model(cfg, alloc, self.store.kind, self.store.D, moments)
-            if cfg.init.name == "from_run":  # the saved globals describe all the data: memo's lap 1 keeps them
-                self.model.alloc.full_first_pass = True  # until every batch has been summarised under them
-            self.moves = self._moves()
+            self._prepare(cfg, alloc, checkpoint)
         except BaseException:
-            self.store.close()
+            self.close()
             raise
+
+    def _prepare(self, cfg: DictConfig, alloc, checkpoint: dict | None) -> None:
+        """Everything after opening the data file: model, moves, the pool, and the algorithm's start (or restored)
+        state."""
+        self.moments = moments = self.store.scan()
+        self.model = build_model(cfg, alloc, self.store.kind, self.store.D, moments)
+        if cfg.init.name == "from_run":  # the saved globals describe all the data: memo's lap 1 keeps them
+            self.model.alloc.full_first_pass = True  # until every batch has been summarised under them
+        self.moves = self._moves()
         self.labels = self.store.labels()
         # sequences in the HMM sense (a topic model's grouped vectors are documents, scored by ARI per token)
         self.sequences = self.store.kind == "seq" and not isinstance(self.model.alloc, TopicAlloc)
@@ -202,6 +212,7 @@ class Run:
         self._start: float | None = None  # perf_counter() when this process started training
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
             + (["heldout_loglik"] if self.heldout else [])
+        self.pool = open_pool(cfg.alg, self.store)
         if checkpoint is None:
             self.alg = self._algorithm(*self._initial_globals())
             self.trace = CsvTable(self.run_dir / "trace.csv", columns)
@@ -241,10 +252,27 @@ class Run:
                         " or ".join(m for m in chosen if m not in kept), kept)
         return OmegaConf.masked_copy(moves, kept) if kept else None
 
-    def _algorithm(self, globals_, ids):
+    def _algorithm(self, globals_, ids, saved_rounds: int | None = None):
+        """The algorithm from ``globals_`` and ``ids``; for memo, its caches (``alg.cache``) and P, the one saved
+        with a resumed run (``saved_rounds``) if it has one."""
         cls = ALGORITHMS[self.cfg.alg.name]
         extra = {"moves": self.moves} if self.moves is not None else {}
-        return cls(self.model, self.store, self.cfg.alg, self.rng, globals_, ids, **extra)
+        if cls is MemoizedVB:
+            cache = OmegaConf.select(self.cfg, "alg.cache", default="memory")
+            extra.update(caches=make_caches(cache, self.store.n_batches, checkpoint_path(self.run_dir).parent),
+                         batches_per_round=self._batches_per_round(saved_rounds))
+        return cls(self.model, self.store, self.cfg.alg, self.rng, globals_, ids, pool=self.pool, **extra)
+
+    def _batches_per_round(self, saved: int | None) -> int:
+        """P of memoized VI: the one saved with a resumed run (a different ``alg.batches_per_round`` is refused),
+        else ``alg.batches_per_round``, else the pool's number of workers."""
+        given = OmegaConf.select(self.cfg, "alg.batches_per_round", default=None)
+        if saved is not None:
+            if given is not None and int(given) != saved:
+                raise BnpviError(f"alg.batches_per_round={given} differs from the {saved} batches per round this run "
+                                 "was started with; a resumed run keeps its rounds (leave the key out)")
+            return saved
+        return self.pool.workers if given is None else check_int(given, "alg.batches_per_round", 1)
 
     def _open_move_log(self) -> None:
         schedule = getattr(self.alg, "moves", None)
@@ -277,7 +305,7 @@ class Run:
         state = ckpt["alg"]
         saved = state["globals"]
         self.alg = self._algorithm(self.model.restore(SuffStats.from_tree(saved["stats"]), saved["alloc"]),
-                                   ClusterIds.from_state(state["ids"]))
+                                   ClusterIds.from_state(state["ids"]), int(state.get("batches_per_round", 1)))
         self.alg.load_state(state)
         self.trace = CsvTable(self.run_dir / "trace.csv", columns, CsvTable.rows_from_arrays(ckpt["trace"], columns))
         self.clusters = CsvTable(self.run_dir / "clusters.csv", CLUSTER_COLUMNS,
@@ -298,7 +326,9 @@ class Run:
         return bool(OmegaConf.select(self.cfg, "checkpoints", default=True))
 
     def checkpoint(self) -> Path:
-        return save_checkpoint(self.run_dir, self.state())
+        path = save_checkpoint(self.run_dir, self.state())
+        self.alg.checkpointed()
+        return path
 
     # ------------------------------------------------------------ evaluation
     def scores(self, segmentation: Segmentation | None = None) -> dict:
@@ -466,7 +496,16 @@ class Run:
         return summary
 
     def close(self) -> None:
-        self.store.close()
+        """Close what the run holds open: the algorithm's cache files, the pool (a Dask cluster), the data file."""
+        try:
+            if self.alg is not None:
+                self.alg.close()
+        finally:
+            try:
+                if self.pool is not None:
+                    self.pool.close()
+            finally:
+                self.store.close()
 
 
 def _discard(run_dir: Path) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from bnpvi.errors import BnpviError
 from bnpvi.learn.base import Algorithm
-from bnpvi.learn.work import process_batch
+from bnpvi.learn.pool import BatchJob
 
 
 class StochasticVB(Algorithm):
@@ -18,13 +18,14 @@ class StochasticVB(Algorithm):
     The ELBO reported at the end of a lap is exact for the current globals: one
     extra pass computes every batch's responsibilities and evaluates the general
     ELBO (``Model.elbo`` at summaries the globals were not made from) without
-    changing the globals.
+    changing the globals; its batches run as many at once as the pool has slots,
+    their summaries added in batch order. The steps themselves run one at a time.
     """
 
     name = "sovb"
 
-    def __init__(self, model, store, cfg, rng, globals_, ids):
-        super().__init__(model, store, cfg, rng, globals_, ids)
+    def __init__(self, model, store, cfg, rng, globals_, ids, pool=None):
+        super().__init__(model, store, cfg, rng, globals_, ids, pool)
         self.delay = float(cfg.get("rate_delay"))
         self.exponent = float(cfg.get("rate_exponent"))
         if self.delay < 0:
@@ -38,19 +39,24 @@ class StochasticVB(Algorithm):
         """ξ_t = (δ + t)^(−κ) for step t = 1, 2, ..."""
         return (self.delay + self.t + 1.0) ** (-self.exponent)
 
-    def visit(self, b, batch) -> None:
-        stats = process_batch(self.model, self.globals, batch).stats
+    def visit_next(self) -> int:
+        b = self.next_batches(1)[0]
+        stats = self.pool.run(self.model, self.globals, [BatchJob(b)])[0].stats
         rate = self.rate()
-        target = stats.scaled(self.n_atoms / batch.n_atoms)
+        target = stats.scaled(self.n_atoms / float(stats["n_atoms"]))  # N / N_b
         eff = self.globals.stats.scaled(1.0 - rate) + target.scaled(rate)
         self.globals = self.model.global_step(eff, self.globals.alloc)
         self.t += 1
+        return 1
 
     def finish_lap(self):
         self.sort_clusters()
         total = self.model.empty_stats(self.globals.K)
-        for b in range(self.n_batches):
-            total = total + process_batch(self.model, self.globals, self.store.read_batch(b)).stats
+        slots = self.pool.slots
+        for start in range(0, self.n_batches, slots):
+            jobs = [BatchJob(b) for b in range(start, min(start + slots, self.n_batches))]
+            for result in self.pool.run(self.model, self.globals, jobs):
+                total = total + result.stats
         return self.model.elbo(total, self.globals), total.N.copy()
 
     def state(self) -> dict:

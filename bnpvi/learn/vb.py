@@ -2,32 +2,36 @@
 from __future__ import annotations
 
 from bnpvi.learn.base import Algorithm
-from bnpvi.learn.work import process_batch
+from bnpvi.learn.pool import BatchJob
 from bnpvi.stats import SuffStats
 
 
 class FullVB(Algorithm):
     """Block coordinate ascent; the ELBO never decreases from one lap to the next.
 
-    A lap reads the batches one at a time with the globals fixed and adds their
-    summaries, so memory is O(batch), not O(N); the global step and the ELBO come
-    at the end of the lap.
+    A lap reads the batches one at a time (or as many at once as the pool has
+    slots) with the globals fixed and adds their summaries in batch order, so
+    memory is O(batch), not O(N), and the result does not depend on the pool; the
+    global step and the ELBO come at the end of the lap.
     """
 
     name = "vb"
     shuffles = False
 
-    def __init__(self, model, store, cfg, rng, globals_, ids):
-        super().__init__(model, store, cfg, rng, globals_, ids)
+    def __init__(self, model, store, cfg, rng, globals_, ids, pool=None):
+        super().__init__(model, store, cfg, rng, globals_, ids, pool)
         self.accum: SuffStats | None = None
 
     def start_lap(self) -> None:
         self.accum = self.model.empty_stats(self.globals.K)
 
-    def visit(self, b, batch) -> None:
-        result = process_batch(self.model, self.globals, batch, warm=self.warm_for(b))
-        self.warm[b] = result.warm
-        self.accum = self.accum + result.stats
+    def visit_next(self) -> int:
+        batches = self.next_batches(self.pool.slots)
+        results = self.pool.run(self.model, self.globals, [BatchJob(b, warm=self.warm_for(b)) for b in batches])
+        for b, result in zip(batches, results):
+            self.warm[b] = result.warm
+            self.accum = self.accum + result.stats
+        return len(batches)
 
     def finish_lap(self):
         self.globals = self.model.global_step(self.accum, self.globals.alloc)

@@ -91,8 +91,9 @@ class Move(ABC):
 
     The driver ("run") passed to the hooks exposes ``model``, ``globals``, ``caches``,
     ``ids`` (ClusterIds), ``n_batches``, ``lap`` (completed laps), ``pos`` (batches done
-    in this lap), ``elbo()``, ``evaluate(stats, sources)`` and ``apply(edit)``; the
-    schedule exposes ``event(...)``.
+    in this lap), ``round`` (the batches of the current round of memoized VI: all their
+    caches are swapped before the first of their ``after_batch``), ``elbo()``,
+    ``evaluate(stats, sources)`` and ``apply(edit)``; the schedule exposes ``event(...)``.
     """
 
     name = ""
@@ -127,6 +128,11 @@ class Move(ABC):
     @abstractmethod
     def batch_plan(self, run, b: int):
         """What batch ``b``'s work must track for this move (positions, seeds), or None."""
+
+    def ends_round(self, plan) -> bool:
+        """Whether a round of memoized VI must end after the batch given ``plan``: the plans of the
+        batches after it depend on what it tracks (none do by default)."""
+        return False
 
     @abstractmethod
     def track(self, model, globals_, batch, log_lik: np.ndarray, local, plan):

@@ -287,6 +287,10 @@ class LapBirths(TargetedBirths):
             return plan
         return self.tracking_plan(run) if self.target_uids.size else None
 
+    def ends_round(self, plan) -> bool:
+        """The seeding batch ends its round: the batches after it track the proposals it seeds."""
+        return not self.seeded
+
     def carried_plan(self, kept):
         """What the seeding batch needs of a carried proposal, from what ``carry`` kept of it."""
         return kept

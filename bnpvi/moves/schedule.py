@@ -47,6 +47,7 @@ class MoveSchedule:
     def __init__(self, cfg, rng: np.random.Generator, birth_kind: str = "split"):
         classes = dict(MOVES, birth=BIRTHS[birth_kind])
         self.moves = [cls(cfg.get(name)) for name, cls in classes.items() if cfg.get(name) is not None]
+        self.cfg, self.birth_kind = cfg, birth_kind
         self.rng = rng
         self.events: list[MoveEvent] = []
         self.lap = 0
@@ -85,6 +86,15 @@ class MoveSchedule:
                 plans[move.name] = plan
         return plans
 
+    def tracker(self) -> "MoveSchedule":
+        """A copy without state, for the per-batch work in other processes (``track`` depends only on each
+        move's config and its plan)."""
+        return MoveSchedule(self.cfg, None, self.birth_kind)
+
+    def ends_round(self, plans: dict) -> bool:
+        """Whether a round of memoized VI ends after the batch of ``plans`` (``Move.ends_round``)."""
+        return any(move.ends_round(plans[move.name]) for move in self.moves if move.name in plans)
+
     def track(self, model, globals_, batch, log_lik, local, plans: dict) -> dict:
         """Inside the per-batch work: each planned move's tracked data."""
         return {move.name: move.track(model, globals_, batch, log_lik, local, plans[move.name])
@@ -120,10 +130,12 @@ class MoveSchedule:
         (beyond float noise). For a DP mixture the exact gain is ln(1 + N^>_k/γ) ≥ 0 (thesis §3.4.3).
         """
         K = run.globals.K
-        if any(c is None for c in run.caches):
-            return
-        caches = [c.pad_to(K) for c in run.caches]
-        empty = np.flatnonzero(np.all([c.N == 0 for c in caches], axis=0))
+        used = np.zeros(K, dtype=bool)
+        for cache in run.caches:  # one at a time (caches on disk)
+            if cache is None:
+                return
+            used[:cache.K] |= cache.N != 0
+        empty = np.flatnonzero(~used)
         if empty.size == 0 or empty.size == K:
             return
         drop = set(empty.tolist())

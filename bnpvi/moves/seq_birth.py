@@ -20,6 +20,8 @@ At a visit of batch b in memoized VI, after the ordinary local step:
    birth is accepted iff it beats the ELBO after batch b's ordinary local step (the
    memoized objective the driver reaches next), and the rest of the lap uses the new
    states (thesis §6.5.2: "the expanded state set is used for all remaining updates").
+   In a round of parallel memoized VI the births are applied at the round's end, judged
+   again against the caches of the whole round (``SequenceBirthMove.judged_again``).
 
 Up to ``max_per_lap`` proposals per lap, spread over the lap's batches in visiting
 order; a target is tried at most once per batch visit. The retry rules are those of
@@ -264,7 +266,7 @@ class SequenceBirthMove(TargetedBirths):
                 room -= kept
                 born = True
         return {"events": events, "stats": stats if born else None, "globals": state if born else None,
-                "usable": usable}
+                "usable": usable, "K": globals_.K}
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         self.outcome = tracked
@@ -275,6 +277,8 @@ class SequenceBirthMove(TargetedBirths):
         outcome, self.outcome = self.outcome, None
         if outcome is None:
             return False
+        if outcome["stats"] is not None and len(run.round) > 1:
+            outcome = self.judged_again(run, b, outcome)
         sizes = run.globals.stats.N
         uids = run.ids.uids.copy()
         self.usable |= {int(u) for u in uids[outcome["usable"]]}
@@ -293,6 +297,25 @@ class SequenceBirthMove(TargetedBirths):
         self.born = True
         self.stuck = 0
         return True
+
+    def judged_again(self, run, b: int, outcome: dict) -> dict:
+        """Batch b's accepted births judged again, together, at the end of its round of parallel memoized VI
+        (``MemoizedVB``): the other batches of the round swapped their caches after the births were judged.
+        The candidate is every other batch's current cache (no mass on the fresh states, nor on states
+        born at earlier batches of the round) and batch b's summaries with the fresh states, so its ELBO is
+        again the exact whole-data ELBO; the batch's accepted events take this judgement's gain and verdict."""
+        born, K_plan = outcome["stats"], int(outcome["K"])
+        K, J = run.globals.K, born.K - K_plan
+        stats_b = born.remap([[k] for k in range(K_plan)] + [[] for _ in range(K - K_plan)]
+                             + [[K_plan + j] for j in range(J)])
+        whole = run.aggregate.pad_to(K + J) - run.caches[b].pad_to(K + J) + stats_b
+        current = run.elbo()
+        value, globals_ = run.evaluate(whole, [[k] for k in range(K)] + [[] for _ in range(J)])
+        gain = value - current
+        accepted = K + J <= int(self.cfg.Kmax) and accepts(gain, current)
+        events = [(t, gain, accepted, f, k) if a else (t, g, a, f, k) for t, g, a, f, k in outcome["events"]]
+        return dict(outcome, events=events, stats=stats_b if accepted else None,
+                    globals=globals_ if accepted else None)
 
     def decide(self, run, schedule) -> None:
         """Births were decided at their batches; count a lap without one towards ``max_stuck``. An

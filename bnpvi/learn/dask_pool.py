@@ -1,0 +1,208 @@
+"""Batch work on a Dask cluster: a :class:`distributed.LocalCluster` of worker processes (``alg.workers`` > 1),
+or a running scheduler (``alg.scheduler=ADDRESS``).
+
+Each task reads its own batch (every worker opens the HDF5 file itself, once) and returns only
+its :class:`~bnpvi.learn.work.BatchResult`. What every task of a round shares goes out once:
+the store and the model when they first appear (the model again if another one comes), the
+moves' tracking code once, and the globals and the moves' plans once per round, scattered to
+every worker (so a worker that dies loses nothing the others lack; the scheduler re-runs its
+tasks elsewhere, with the same result). The driver gets the results back in the order of the
+jobs. The Dask import lives here alone; the cluster and the client close with :meth:`DaskPool.close`.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import signal
+import threading
+import time
+
+import distributed
+from threadpoolctl import threadpool_limits
+
+from bnpvi.errors import BnpviError
+from bnpvi.learn.pool import BatchJob
+from bnpvi.learn.work import BatchResult, process_batch
+
+log = logging.getLogger("bnpvi")
+
+CONNECT_TIMEOUT = 10
+"""Seconds to reach a scheduler, and for it to have a worker."""
+SCATTER_TRIES = 5
+"""Tries of a scatter that a dying worker cuts short (the scheduler drops the worker, the next try skips it)."""
+BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+"""Thread counts a worker process reads when its BLAS and OpenMP runtimes load."""
+
+THREAD_CAP = "bnpvi-thread-cap"
+"""The name of the :class:`ThreadCap` plugin on the workers."""
+
+_read_lock = threading.Lock()  # the threads of one worker share its handle of the store
+
+
+def available_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def work_on_batch(store, model, globals_, schedule, plans: dict, b: int, warm) -> BatchResult:
+    """A task: batch b read from the worker's own handle of ``store``, and its work (``process_batch``)."""
+    with _read_lock:
+        batch = store.read_batch(b)
+    return process_batch(model, globals_, batch, plans.get(b, {}), schedule, warm)
+
+
+def read_first_batch(store) -> None:
+    """Run on every worker before the first lap: the data file can be opened and read there."""
+    with store:
+        store.read_batch(0)
+
+
+class ThreadCap(distributed.WorkerPlugin):
+    """Caps a worker's BLAS and OpenMP threads at its number of task threads (also on a restarted worker)."""
+
+    def setup(self, worker) -> None:
+        self.limits = threadpool_limits(limits=worker.state.nthreads)
+
+    def teardown(self, worker) -> None:
+        self.limits.restore_original_limits()
+
+
+class IgnoreCtrlC(distributed.WorkerPlugin):
+    """A worker of the run's own local cluster ignores SIGINT: Ctrl-C in a terminal reaches every process of
+    the group, and the driver, which stops after the current round and closes the cluster, is the one to act."""
+
+    def setup(self, worker) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class DaskPool:
+    """Batch work on Dask workers (module docstring); start one with :meth:`start`.
+
+    Attributes
+    ----------
+    workers : int
+        Worker processes when the pool started (the default P of memoized VI).
+    slots : int
+        Task threads over all workers then (batches worked on at once).
+    """
+
+    def __init__(self, client, cluster=None):
+        self.client, self.cluster = client, cluster
+        client.register_plugin(ThreadCap(), name=THREAD_CAP)
+        threads = [w["nthreads"] for w in client.scheduler_info(n_workers=-1)["workers"].values()]
+        self.workers, self.slots = len(threads), sum(threads)
+        self._store = None
+        self._shared: dict[str, tuple[object, object]] = {}  # name -> (object, its future)
+        self._schedule = self._tracker = None  # the run's MoveSchedule and its copy for the workers
+        self._rounds = itertools.count()
+
+    def share_store(self, store) -> None:
+        """Send the batch store to the workers (its path and split: each opens the file itself)."""
+        self._store = self._scatter(store)
+
+    @classmethod
+    def start(cls, store, workers: int = 1, threads_per_worker: int = 1, scheduler: str | None = None) -> "DaskPool":
+        """A pool on ``workers`` local worker processes of ``threads_per_worker`` threads each, or on the workers of
+        the running ``scheduler``; one-line errors for a scheduler that cannot be reached or has no worker, and
+        for workers that cannot read the data file."""
+        cluster = client = None
+        try:
+            if scheduler is None:
+                cores = available_cores()
+                if workers * threads_per_worker > cores:
+                    raise BnpviError(f"alg.workers={workers} x alg.threads_per_worker={threads_per_worker} threads "
+                                     f"exceed the {cores} cores of this machine")
+                cluster = distributed.LocalCluster(
+                    n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
+                    dashboard_address=None, silence_logs=logging.ERROR,
+                    env=dict.fromkeys(BLAS_VARIABLES, str(threads_per_worker)))
+                client = distributed.Client(cluster)
+                client.register_plugin(IgnoreCtrlC(), name="bnpvi-ignore-ctrl-c")
+            else:
+                client = _connect(scheduler)
+            _check_workers(client, store, scheduler)
+        except BaseException:
+            if client is not None:
+                client.close()
+            if cluster is not None:
+                cluster.close()
+            raise
+        pool = cls(client, cluster)
+        try:
+            pool.share_store(store)
+        except BaseException:
+            pool.close()
+            raise
+        return pool
+
+    def _scatter(self, value):
+        """``value`` on every worker (a list: each item); its future(s)."""
+        for attempt in range(1, SCATTER_TRIES + 1):
+            try:
+                return self.client.scatter(value, broadcast=True, hash=False)
+            except OSError:  # a worker died under it
+                if attempt == SCATTER_TRIES:
+                    raise
+                log.debug("scatter cut short by a lost worker; trying again")
+                time.sleep(0.2 * attempt)
+
+    def _shared_future(self, name: str, value):
+        """The future of ``value`` on the workers, scattered when ``value`` is not the object shared last as ``name``."""
+        held = self._shared.get(name)
+        if held is None or held[0] is not value:
+            held = (value, self._scatter(value))
+            self._shared[name] = held
+        return held[1]
+
+    def run(self, model, globals_, jobs: list[BatchJob], schedule=None) -> list[BatchResult]:
+        """The results of ``jobs`` under ``globals_``, in order (``schedule`` dispatches the moves' tracking)."""
+        model_f = self._shared_future("model", model)
+        tracker_f = None
+        if schedule is not None:
+            if schedule is not self._schedule:  # the moves track on the workers with a copy without state
+                self._schedule, self._tracker = schedule, schedule.tracker()
+            tracker_f = self._shared_future("tracker", self._tracker)
+        plans = {job.b: job.plans for job in jobs if job.plans}
+        globals_f, plans_f = self._scatter([globals_, plans])
+        round_ = next(self._rounds)
+        futures = [self.client.submit(work_on_batch, self._store, model_f, globals_f, tracker_f, plans_f, job.b,
+                                      job.warm, key=f"bnpvi-batch-{round_}-{job.b}", pure=False)
+                   for job in jobs]
+        return self.client.gather(futures)
+
+    def close(self) -> None:
+        """Close the client, and the local cluster if the pool started one (a running scheduler's workers get
+        their thread counts back for the runs that come after)."""
+        try:
+            if self.cluster is None:
+                with contextlib.suppress(OSError, TimeoutError):  # a scheduler that is gone keeps nothing
+                    self.client.unregister_worker_plugin(THREAD_CAP)
+            self.client.close()
+        finally:
+            if self.cluster is not None:
+                self.cluster.close()
+
+
+def _connect(address: str):
+    try:
+        return distributed.Client(address, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError) as err:
+        raise BnpviError(f"cannot reach the Dask scheduler at alg.scheduler={address}: "
+                         f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+
+
+def _check_workers(client, store, scheduler: str | None) -> None:
+    """One line if the scheduler has no worker, or a worker cannot read the data file."""
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+    except TimeoutError:
+        raise BnpviError(f"the Dask scheduler at alg.scheduler={scheduler} has no workers "
+                         f"(none joined within {CONNECT_TIMEOUT} s)") from None
+    for worker, outcome in client.run(read_first_batch, store, on_error="return").items():
+        if isinstance(outcome, BaseException):
+            raise BnpviError(f"Dask worker {worker} cannot read the data file {store.path}: "
+                             f"{str(outcome).splitlines()[0] if str(outcome) else type(outcome).__name__}")
+
