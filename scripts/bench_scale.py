@@ -5,8 +5,9 @@ Sections (``--sections``):
 * ``points``: 2,000,000 × 16 points (``bench_moves.make_data(2_000_000, 16, 25, seed=0)``, 200 batches), full
   Gaussian, memo without moves from Bregman k-means++ at K = 25: seconds per lap (laps 2-6) in this
   process at 1 thread (plain memo, P = 1), on 2 local Dask workers of 1 thread (P = 2), in this process
-  at 2 BLAS/OpenMP threads (P = 1), and on 1 Dask worker of 2 threads (P = 2); the speed-ups of
-  2 workers over 1 process and of 2 workers × 1 thread over 1 worker × 2 threads.
+  at 2 BLAS/OpenMP threads (P = 1), on 1 Dask worker of 2 threads (P = 2), and on 2 workers in rounds of
+  P = 8 batches; the speed-ups of 2 workers over 1 process (P = 2 and 8) and of 2 workers × 1 thread
+  over 1 worker × 2 threads.
 * ``topics``: the HDP topic model on the wiki corpus of ../shared/data (converted here, 5 and 20
   batches), K = 100, no moves, laps 2-6: the same rows and ratios.
 * ``overhead``: the driver's time per batch on the Dask path: the training time of 6 laps minus the
@@ -70,7 +71,8 @@ def setups(cluster_1x2: str) -> list[tuple[str, int, list[str]]]:
     return [("1 process x 1 thread, P=1", 1, []),
             ("2 workers x 1 thread, P=2", 1, ["alg.workers=2", "alg.batches_per_round=2"]),
             ("1 process x 2 threads, P=1", 2, []),
-            ("1 worker x 2 threads, P=2", 1, [f"alg.scheduler={cluster_1x2}", "alg.batches_per_round=2"])]
+            ("1 worker x 2 threads, P=2", 1, [f"alg.scheduler={cluster_1x2}", "alg.batches_per_round=2"]),
+            ("2 workers x 1 thread, P=8", 1, ["alg.workers=2", "alg.batches_per_round=8"])]
 
 
 def speed_table(name: str, tmp: Path, base: list[str], laps: int, cluster_1x2: str) -> None:
@@ -83,6 +85,7 @@ def speed_table(name: str, tmp: Path, base: list[str], laps: int, cluster_1x2: s
     print(f"{name:<24} {'2 workers vs 1 process':<28} {seconds[rows[0]] / seconds[rows[1]]:>8.2f} x")
     print(f"{name:<24} {'2 workers x 1 vs 1 worker x 2':<28} {seconds[rows[3]] / seconds[rows[1]]:>8.2f} x",
           flush=True)
+    print(f"{name:<24} {'2 workers (P=8) vs 1 process':<28} {seconds[rows[0]] / seconds[rows[4]]:>8.2f} x", flush=True)
 
 
 def points_file(tmp: Path, quick: bool, n_batches: int | None = None) -> Path:
@@ -124,7 +127,7 @@ def training_totals(run_dir: Path) -> tuple[float, int]:
 
 def busy_seconds(stream: list[dict]) -> float:
     """Seconds the workers spent on the run's batch tasks."""
-    return sum(s["stop"] - s["start"] for task in stream if str(task["key"]).startswith("bnpvi-batch-")
+    return sum(s["stop"] - s["start"] for task in stream if str(task["key"]).startswith("bnpvi-round-")
                for s in task["startstops"] if s["action"] == "compute")
 
 
@@ -140,9 +143,10 @@ def section_overhead(args, tmp: Path) -> None:
                 runner.train(config(*base, f"alg.scheduler={cluster.scheduler_address}",
                                     f"alg.batches_per_round={workers}"), run)
             wall, batches = training_totals(run)
-            around = (wall - busy_seconds(stream.data) / workers) / batches
-            print(f"{'driver overhead':<24} {f'Dask, {workers} worker(s), P={workers}':<28} {1e3 * around:>8.2f} ms/batch",
-                  flush=True)
+            busy = busy_seconds(stream.data)
+            around = (wall - busy / workers) / batches
+            print(f"{'driver overhead':<24} {f'Dask, {workers} worker(s), P={workers}':<28} {1e3 * around:>8.2f} ms/batch"
+                  f"  (workers busy {1e3 * busy / batches:.2f} ms/batch)", flush=True)
         with batch_times() as times:
             run = train(tmp / "overhead-plain", 1, *base)
         wall, batches = training_totals(run)
