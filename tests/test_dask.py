@@ -86,6 +86,22 @@ def test_memo_in_rounds_of_two_is_the_same_on_one_and_two_workers_and_twice(comp
     assert np.all(np.diff(trace["elbo"].to_numpy()[1:]) >= -1e-9 * np.abs(trace["elbo"].to_numpy()[2:]))
 
 
+def test_scattered_globals_give_the_same_run_as_globals_inside_the_tasks(compose_cfg, tmp_path, scheduler,
+                                                                       monkeypatch):
+    """Large globals are scattered to the workers first, small ones travel in the tasks: the same run."""
+    from bnpvi.learn import dask_pool
+    cfg = compose_cfg(*COMMON, "alg.batches_per_round=2", "model=hdp_topic", "init.K=1", "data.n_docs=300",
+                      f"alg.scheduler={scheduler}")
+    runner.train(cfg, tmp_path / "inline")
+    scattered = []
+    monkeypatch.setattr(dask_pool, "INLINE_BYTES", -1)
+    monkeypatch.setattr(dask_pool.DaskPool, "_scatter", lambda self, value, scatter=dask_pool.DaskPool._scatter:
+                        scattered.append(type(value).__name__) or scatter(self, value))
+    runner.train(cfg, tmp_path / "scattered")
+    assert "Globals" in scattered
+    assert_same_runs(tmp_path / "inline", tmp_path / "scattered")
+
+
 def test_rounds_of_one_on_two_workers_are_plain_memo(compose_cfg, tmp_path, scheduler):
     runner.train(compose_cfg(*COMMON, "init.K=1"), tmp_path / "plain")
     runner.train(compose_cfg(*COMMON, "init.K=1", f"alg.scheduler={scheduler}", "alg.batches_per_round=1"),

@@ -5,10 +5,10 @@ Each task reads its own batch (every worker opens the HDF5 file itself, once) an
 its :class:`~bnpvi.learn.work.BatchResult`. What every task of a round shares goes out once:
 the store and the model when they first appear (the model again if another one comes), the
 moves' tracking code once. A round's batches are dealt out to one task per task thread of the
-cluster, each carrying the round's globals and its batches' plans (so the globals go to each
-worker thread once a round, as a broadcast would send them, in one round trip instead of two; a
-worker that dies loses nothing the others lack, the scheduler re-runs its task elsewhere, with
-the same result). The driver gets the results back in the order of the jobs. The Dask import lives here alone; the cluster and the client close with :meth:`DaskPool.close`.
+cluster, each carrying its batches' plans and the round's globals: inside the task when they are
+small (one round trip instead of two), scattered to every worker first when they are large
+(``INLINE_BYTES``). A worker that dies loses nothing the others lack; the scheduler re-runs its
+task elsewhere, with the same result. The driver gets the results back in the order of the jobs. The Dask import lives here alone; the cluster and the client close with :meth:`DaskPool.close`.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import time
 
 import dask
 import distributed
+import numpy as np
 from threadpoolctl import threadpool_limits
 
 from bnpvi.errors import BnpviError
@@ -37,10 +38,20 @@ SCATTER_TRIES = 5
 BLAS_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 """Thread counts a worker process reads when its BLAS and OpenMP runtimes load."""
 
+INLINE_BYTES = 1 << 20
+"""Globals up to this size travel inside a round's tasks (one per worker thread: as many copies as a broadcast,
+in one round trip); larger ones are scattered to the workers first (one more round trip, but not through the
+scheduler: the topics of a topic model are megabytes)."""
 THREAD_CAP = "bnpvi-thread-cap"
 """The name of the :class:`ThreadCap` plugin on the workers."""
 
 _read_lock = threading.Lock()  # the threads of one worker share its handle of the store
+
+
+def globals_bytes(globals_) -> int:
+    """The bytes of the arrays of a model's globals (summaries, allocation and observation parameters)."""
+    arrays = [*globals_.stats.fields.values(), *globals_.alloc.values(), *globals_.obs.values()]
+    return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
 
 
 def worker_environment() -> dict:
@@ -183,8 +194,9 @@ class DaskPool:
                 self._schedule, self._tracker = schedule, schedule.tracker()
             tracker_f = self._shared_future("tracker", self._tracker)
         round_ = next(self._rounds)
+        shared = self._scatter(globals_) if globals_bytes(globals_) > INLINE_BYTES else globals_
         groups = [jobs[i::self.slots] for i in range(min(self.slots, len(jobs)))]
-        futures = [self.client.submit(work_on_batches, self._store, model_f, globals_, tracker_f,
+        futures = [self.client.submit(work_on_batches, self._store, model_f, shared, tracker_f,
                                       {job.b: job.plans for job in group if job.plans}, [job.b for job in group],
                                       [job.warm for job in group], key=f"bnpvi-round-{round_}-{i}", pure=False)
                    for i, group in enumerate(groups)]
