@@ -424,7 +424,7 @@ def quad_argmax(X: np.ndarray, weights: np.ndarray, const: np.ndarray, shift: np
     block = _ext.feature_block()
     labels = np.empty(N, dtype=np.int64)
     n_exact = np.zeros(-(-N // block), dtype=np.intp)
-    nt = min(_threads(n_threads, N * F * K // 8), max(1, len(n_exact)))
+    nt = min(_threads(n_threads, N * K), len(n_exact) or 1)  # no more threads than blocks
     with blas_single_thread():
         _ext.quad_argmax(X, shift, weights, weights.astype(np.float32), const, float(np.linalg.norm(weights, axis=0).max()),
                          labels, np.empty((nt, block * F), dtype=np.float32), np.empty((nt, block * K), dtype=np.float32),

@@ -316,17 +316,25 @@ def _features_pay(D: int, K: int) -> bool:
     return D * (D + 1) // 2 + D < K * D
 
 
-def quad_weights(P: np.ndarray, m: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """((F, K) weights, (K,) constants) with (y − m_k)ᵀP_k(y − m_k) = f(y)·w_k + c_k for symmetric (K, D, D)
-    P_k and (K, D) centers m_k: yᵀP_k y − 2 yᵀP_k m_k + m_kᵀP_k m_k over the F = D(D+1)/2 + D features of
+def quad_weights(P: np.ndarray, m: np.ndarray | None, scale: np.ndarray | None = None,
+                 offset: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """((F, K) weights, (K,) constants) with c_k + s_k (y − m_k)ᵀP_k(y − m_k) = f(y)·w_k + c'_k for symmetric
+    (K, D, D) P_k, (K, D) centers m_k and (K,) scales s and offsets c (1 and 0 when not given):
+    yᵀP_k y − 2 yᵀP_k m_k + m_kᵀP_k m_k over the F = D(D+1)/2 + D features of
     :func:`~bnpvi.kernels.features.quad_features`; centers None: 0, and the D(D+1)/2 products alone."""
     K, D = P.shape[:2]
     rows, cols = np.triu_indices(D)
     quad = P[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
     if m is None:
-        return np.ascontiguousarray(quad.T), np.zeros(K)
-    Pm = np.einsum("kde,ke->kd", P, m)
-    return np.hstack([quad, -2.0 * Pm]).T.copy(), np.einsum("kd,kd->k", Pm, m)
+        weights, const = np.ascontiguousarray(quad.T), np.zeros(K)
+    else:
+        Pm = np.einsum("kde,ke->kd", P, m)
+        weights, const = np.hstack([quad, -2.0 * Pm]).T.copy(), np.einsum("kd,kd->k", Pm, m)
+    if scale is not None:
+        weights, const = weights * scale, const * scale
+    if offset is not None:
+        const = const + offset
+    return weights, const
 
 
 def quad_forms(Y: np.ndarray, P: np.ndarray, m: np.ndarray | None = None, scale: np.ndarray | None = None,
@@ -335,11 +343,7 @@ def quad_forms(Y: np.ndarray, P: np.ndarray, m: np.ndarray | None = None, scale:
     one (n × F)·(F × K) BLAS product per block of n rows over the F = D(D+1)/2 + D features of
     :func:`~bnpvi.kernels.features.quad_features` (half the multiplications of y ↦ L_k⁻¹y, and no (N, K, D) temporary)."""
     N, D = Y.shape
-    weights, const = quad_weights(P, m)
-    if scale is not None:
-        weights, const = weights * scale, const * scale
-    if offset is not None:
-        const = const + offset
+    weights, const = quad_weights(P, m, scale, offset)
     out = np.empty((N, P.shape[0]))
     chunk = max(1, _CHUNK_ELEMS_FEATURES // weights.shape[0])
     for s in range(0, N, chunk):
@@ -488,25 +492,28 @@ def gauss_log_lik_const(e_logdet, D: int, kappa=None) -> np.ndarray:
 def wishart_expected_log_lik(Y: np.ndarray, post, D: int, mu=None, kappa=None) -> np.ndarray:
     """(N, K) E_q log N(y_n | m_k, Λ_k⁻¹) under q(Λ_k) = W(ν̂_k, B̂_k) (and q(m_k | Λ_k) with precision κ̂_k Λ_k):
     −(D/2) ln 2π + ½ E ln|Λ_k| − ½[D/κ̂_k + ν̂_k (y − μ_k)ᵀ B̂_k⁻¹ (y − μ_k)], in one pass (:func:`scaled_sq_norms`)."""
-    return scaled_sq_norms(Y, post["B_chol"], mu, -0.5 * np.asarray(post["nu"], dtype=np.float64),
-                           gauss_log_lik_const(post["E_logdet_Lambda"], D, kappa))
+    return scaled_sq_norms(Y, post["B_chol"], mu, *_log_lik_scale_offset(post, D, kappa))
+
+
+def _log_lik_scale_offset(post, D: int, kappa=None) -> tuple[np.ndarray, np.ndarray]:
+    """(K,) scales −½ν̂_k and offsets of the quadratic forms in :func:`wishart_expected_log_lik`."""
+    return -0.5 * np.asarray(post["nu"], dtype=np.float64), gauss_log_lik_const(post["E_logdet_Lambda"], D, kappa)
 
 
 def wishart_best_clusters(X: np.ndarray, post, D: int, log_weights: np.ndarray, mu=None, kappa=None,
                           shift=None) -> np.ndarray:
     """(N,) argmax_k log_weights_k + E_q log N(y_n | m_k, Λ_k⁻¹) at y_n = x_n − shift
     (:func:`wishart_expected_log_lik`; ties to the first). Where the features pay, the expectation is
-    f(y)·W_k + c_k with W_k = −½ν̂_k w_k and c_k = −½ν̂_k c'_k + const_k (:func:`quad_weights` of B̂_k⁻¹) and
-    the argmax is one compiled pass (:func:`bnpvi.kernels.quad_argmax`), without the (N, K) scores."""
+    f(y)·W_k + c_k (:func:`quad_weights` of B̂_k⁻¹, scaled by −½ν̂_k and offset by the constants and the
+    log weights) and the argmax is one compiled pass (:func:`bnpvi.kernels.quad_argmax`), without the (N, K) scores."""
     log_weights = np.asarray(log_weights, dtype=np.float64)
     if not (_features_pay(D, len(log_weights)) and np.all(np.isfinite(log_weights))):
         scores = wishart_expected_log_lik(X if shift is None else X - shift, post, D, mu, kappa)
         scores += log_weights
         return np.argmax(scores, axis=1)
-    weights, const = quad_weights(_gram(chol_inverse(post["B_chol"])), mu)
-    scale = -0.5 * np.asarray(post["nu"], dtype=np.float64)
-    const = const * scale + gauss_log_lik_const(post["E_logdet_Lambda"], D, kappa) + log_weights
-    return quad_argmax(np.ascontiguousarray(X, dtype=np.float64), weights * scale, const,
+    scale, offset = _log_lik_scale_offset(post, D, kappa)
+    weights, const = quad_weights(_gram(chol_inverse(post["B_chol"])), mu, scale, offset + log_weights)
+    return quad_argmax(np.ascontiguousarray(X, dtype=np.float64), weights, const,
                        None if shift is None else np.asarray(shift, dtype=np.float64))[0]
 
 
