@@ -167,6 +167,9 @@ class MultConfig:
 
     _target_: str = "bnpvi.obs.Mult.from_config"
     lam: float = key("Dirichlet pseudo-count λ̄ of every word in every cluster")
+    lam_start: Optional[float] = key("pseudo-count of the first lap, annealed down to lam over anneal_laps laps "
+                                     "(null: no annealing)", None)
+    anneal_laps: int = key("laps over which the prior is annealed from lam_start to lam (0: none)", 0)
 
 
 @dataclass

@@ -62,6 +62,27 @@ class Model:
         layout["n_atoms"] = ((), TOTAL)
         self.layout = layout
         self.obs_fields = tuple(obs.stat_shapes())
+        self._by_lap: dict[int, Model] = {}
+
+    @property
+    def anneal_laps(self) -> int:
+        """How many laps at the start of a run use an annealed prior (``ObsFamily.annealed``)."""
+        return self.obs.anneal_laps
+
+    def at_lap(self, lap: int) -> "Model":
+        """The model in force in lap ``lap`` (0-based) of a run: this one, or during the first
+        ``anneal_laps`` laps the same allocation model with the family's annealed prior."""
+        obs = self.obs.annealed(lap)
+        if obs is self.obs:
+            return self
+        if lap not in self._by_lap:
+            self._by_lap[lap] = Model(self.alloc, obs)
+        return self._by_lap[lap]
+
+    def without_annealing(self) -> "Model":
+        """This model with the family's configured prior in every lap (``ObsFamily.without_annealing``)."""
+        obs = self.obs.without_annealing()
+        return self if obs is self.obs else Model(self.alloc, obs)
 
     def empty_stats(self, K: int) -> SuffStats:
         return SuffStats.zeros(K, self.layout)

@@ -17,6 +17,8 @@ EVAL_COLUMNS = {
     "hamming": "labelled sequences: normalized Hamming distance of the Viterbi paths (every eval_every laps)",
     "heldout_loglik": "topic models with held-out documents: log-likelihood per held-out target token by "
                       "document completion (every eval_every laps and at the last lap; bnpvi.learn.heldout)",
+    "prior_lam": "obs=mult with an annealed prior (obs.anneal_laps > 0): the Dirichlet pseudo-count in force in "
+                 "the lap, whose ELBO is the bound under it",
 }
 """Optional trace columns: name -> what they hold."""
 INTEGER_COLUMNS = {"lap", "batches_seen", "K", "uid", "waiting_for_moves", *MOVE_COUNTS}

@@ -58,7 +58,8 @@ class Algorithm(ABC):
     shuffles = True  # whether each lap visits the batches in a fresh random order
 
     def __init__(self, model, store, cfg, rng: np.random.Generator, globals_, ids: ClusterIds, pool=None):
-        self.model = model
+        self.configured = model  # the run's model, its prior as configured
+        self.model = model  # the model in force this lap (``Model.at_lap``: an annealed prior in the first laps)
         self.store = store
         self.cfg = cfg
         self.rng = rng
@@ -77,6 +78,7 @@ class Algorithm(ABC):
     def step(self) -> LapResult | None:
         """Process the next batch (or round of batches); at the end of a lap return its LapResult."""
         if self.pos == 0:
+            self.use_model(self.configured.at_lap(self.lap))
             self.order = self.rng.permutation(self.n_batches) if self.shuffles else np.arange(self.n_batches)
             self.start_lap()
         done = self.visit_next()
@@ -116,6 +118,16 @@ class Algorithm(ABC):
         """Release what the algorithm holds open (memo: its cache files)."""
 
     # ----------------------------------------------------------- the globals
+    def use_model(self, model) -> bool:
+        """Make ``model`` (the same allocation model and family, another prior: ``Model.at_lap``) the one in
+        force: the globals keep their summaries and allocation parameters, the observation posterior is
+        made under the new prior. Returns whether anything changed."""
+        if model is self.model:
+            return False
+        self.model = model
+        self.globals = model.restore(self.globals.stats, self.globals.alloc)
+        return True
+
     def elbo(self) -> float:
         """The ELBO of the current globals at the summaries they were made from."""
         return self.model.elbo(self.globals.stats, self.globals)
@@ -185,6 +197,7 @@ class Algorithm(ABC):
         self.batches_seen = int(state["batches_seen"])
         self.order = np.asarray(state["order"], dtype=np.int64)
         saved = state["globals"]
+        self.model = self.configured.at_lap(self.lap)  # mid-lap: that lap's; at a lap's start: the same globals
         self.globals = self.model.restore(SuffStats.from_tree(saved["stats"]), saved["alloc"])
         self.ids = ClusterIds.from_state(state["ids"])
         warm = state.get("warm", {})

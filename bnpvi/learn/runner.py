@@ -197,6 +197,7 @@ class Run:
         self.moments = moments = self.store.scan()
         self.model = build_model(cfg, alloc, self.store.kind, self.store.D, moments)
         if cfg.init.name == "from_run":  # the saved globals describe all the data: memo's lap 1 keeps them
+            self.model = self.model.without_annealing()  # and a warm start goes on from trained clusters, unannealed
             self.model.alloc.full_first_pass = True  # until every batch has been summarised under them
         self.moves = self._moves()
         self.labels = self.store.labels()
@@ -211,7 +212,8 @@ class Run:
         self.prev_counts: np.ndarray | None = None
         self._start: float | None = None  # perf_counter() when this process started training
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
-            + (["heldout_loglik"] if self.heldout else [])
+            + (["heldout_loglik"] if self.heldout else []) \
+            + (["prior_lam"] if self.model.anneal_laps else [])
         self.pool = open_pool(cfg.alg, self.store)
         if checkpoint is None:
             self.alg = self._algorithm(*self._initial_globals())
@@ -370,7 +372,11 @@ class Run:
         schedule = getattr(self.alg, "moves", None)
         if schedule is not None:
             schedule.settled = False
-        if prev is not None and self.prev_counts is not None and self.prev_counts.shape == result.counts.shape:
+        if "prior_lam" in self.trace.columns:
+            row["prior_lam"] = float(self.alg.model.obs.lam)
+        settled_prior = result.lap >= self.model.anneal_laps + 2  # this lap's ELBO and the last one's: the configured prior
+        if settled_prior and prev is not None and self.prev_counts is not None \
+                and self.prev_counts.shape == result.counts.shape:
             mass = max(float(result.counts.sum()), 1e-300)  # atoms; a topic model's tokens
             small_change = abs(elbo - prev["elbo"]) / mass < thr
             stable_counts = np.max(np.abs(result.counts - self.prev_counts)) < count_thr * mass / self.store.n_atoms
@@ -404,6 +410,8 @@ class Run:
         score = "".join(f"  {name} {row[column]:.4f}" for name, column in (("hamming", "hamming"),
                                                                            ("heldout", "heldout_loglik"))
                         if np.isfinite(row.get(column, np.nan)))
+        if result.lap <= self.model.anneal_laps:
+            score += f"  prior λ {row['prior_lam']:.4g}"
         log.info("lap %4d  elbo %.10g  K %3d  %8.2f s%s%s", result.lap, elbo, result.K, row["elapsed_s"], score, moves)
 
     def train(self, progress: Progress | None = None) -> dict:
@@ -449,12 +457,17 @@ class Run:
         files then describe the run where it stopped, which is where a resume continues)."""
         if self.keeps_checkpoints:
             self.checkpoint()
+        final_elbo = self.trace.rows[-1]["elbo"] if self.trace.rows else None
+        if self.alg.use_model(self.alg.configured):  # stopped while the prior was annealed: save the configured model
+            final_elbo = self.alg.elbo()
+            log.warning("the run stopped in lap %d of the %d laps of its annealed prior (obs.anneal_laps); the model is "
+                        "saved under the configured prior, ELBO %.10g", self.alg.lap, self.model.anneal_laps, final_elbo)
         globals_ = self.alg.globals
         if stop_reason is None:
             stop_reason = ("converged: ELBO change below alg.converge_thr, counts stable, no move accepted or "
                            "left to try" if self.converged else
                            f"lap limit alg.n_laps={int(self.cfg.alg.n_laps)} reached")
-        summary = {"elbo": self.trace.rows[-1]["elbo"] if self.trace.rows else None,
+        summary = {"elbo": final_elbo,
                    "K": globals_.K, "laps": self.alg.lap, "converged": self.converged, "stop_reason": stop_reason,
                    "elapsed_s": round(self.elapsed(), 4), "n_atoms": self.store.n_atoms, "D": self.store.D,
                    "counts": np.round(globals_.stats.N, 6).tolist(), "uids": self.alg.ids.uids.tolist()}

@@ -45,6 +45,8 @@ class ObsFamily(ABC):
     """Kinds of batch files the family models: "points" (rows, also the time steps of
     sequences: "seq") or "bow" (bag-of-words documents)."""
     needs_xprev: bool = False
+    anneal_laps: int = 0
+    """How many laps at the start of a run use an annealed prior (:meth:`annealed`); 0 for most families."""
     """Whether the family regresses each step on the one before (``SeqBatch.Xprev``): sequences only,
     read with ``SeqStore.lagged()`` when the file holds no Xprev."""
 
@@ -150,6 +152,15 @@ class ObsFamily(ABC):
                     "(use obs=mult)")
         return (f"obs={self.name} models bag-of-words counts, but the data file holds real-valued "
                 f"{'sequences' if kind == 'seq' else 'points'} (convert documents from .ldac or sparse .npz)")
+
+    def annealed(self, lap: int) -> "ObsFamily":
+        """The family whose prior is in force in lap ``lap`` (0-based) of a run: ``self`` from lap
+        ``anneal_laps`` on (always, for a family that does not anneal its prior)."""
+        return self
+
+    def without_annealing(self) -> "ObsFamily":
+        """The same family with its configured prior in every lap (a warm start continues under it)."""
+        return self
 
     def prior_params(self) -> dict[str, np.ndarray]:
         """Hyperparameters as arrays (stored in checkpoints and the final model)."""
