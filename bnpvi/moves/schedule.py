@@ -72,10 +72,20 @@ class MoveSchedule:
         self.lap = run.lap + 1
         self.counts = self._zero_counts()
         excluded: set[int] = set().union(*(move.reserved() for move in self.moves if move.active(self.lap)))
-        for move in self.moves:
+        for move in self.planning_order():
             move.reset()
             if run.lap > 0 and move.active(self.lap):  # nothing is summarised before the first lap
                 excluded |= move.plan(run, self.rng, excluded)
+
+    def planning_order(self) -> list:
+        """The order in which the moves choose their clusters, each leaving out those chosen before it: the
+        order of :data:`MOVES`, except that topic births choose first. A merge pair excludes both of its
+        topics and a delete its target and receivers, so from one topic the merges tried (and rejected)
+        after each birth kept every topic from the next birth for laps on end; births take at most
+        ``max_per_lap`` topics from the others (docs/births.md)."""
+        if self.birth_kind != "topic":
+            return self.moves
+        return sorted(self.moves, key=lambda move: move.name != "birth")
 
     def batch_plans(self, run, b: int) -> dict:
         """What batch ``b``'s work must track, per move (moves with nothing to track are left out)."""
