@@ -185,6 +185,6 @@ class AllocModel(ABC):
         """A one-line reason why data of this kind cannot be modelled, or None."""
         if kind in self.data_kinds:
             return None
-        names = {"points": "points", "bow": "bag-of-words documents", "seq": "sequences"}
+        names = {"points": "points", "bow": "bag-of-words documents", "seq": "sequences", "graph": "a graph"}
         wanted = " or ".join(names[k] for k in self.data_kinds)
         return f"model={self.name} needs {wanted}, but the data file holds {names.get(kind, kind)}"

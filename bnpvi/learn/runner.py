@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from bnpvi.alloc.mixture import MixtureAlloc
 from bnpvi.alloc.topic import TopicAlloc
 from bnpvi.config import schema_of
+from bnpvi.data.graph_toy import ensure_toy_graph
 from bnpvi.data.heldout import check_seed
 from bnpvi.data.store import BatchStore
 from bnpvi.data.toy import ensure_toy, ensure_toy_bars, ensure_toy_sequences
@@ -95,6 +96,10 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
         if "points" in alloc.data_kinds:
             n_batches = 5 if data.n_batches is None else int(data.n_batches)
             path = ensure_toy(n_atoms=int(data.n_atoms), seed=seed, n_batches=n_batches)
+        elif "graph" in alloc.data_kinds:
+            n_batches = 20 if data.n_batches is None else int(data.n_batches)
+            path = ensure_toy_graph(n_nodes=int(OmegaConf.select(data, "n_nodes", default=200)), seed=seed,
+                                    n_batches=n_batches)
         elif "bow" in alloc.data_kinds:
             n_batches = 4 if data.n_batches is None else int(data.n_batches)
             path = ensure_toy_bars(n_docs=int(data.n_docs), seed=seed, n_batches=n_batches)
