@@ -78,6 +78,10 @@ class MMSBAlloc(AllocModel):
     full_first_pass = True  # a batch's source nodes see every node, but U_i of the others only in part
     moves = ("merge", "delete")
     whole_delete = True
+    merge_kind = "whole"  # merging a and b turns their cross pairs into community pairs (bnpvi.moves.whole_merge)
+    merges_per_lap = 5  # each tracked pair costs one more local step per batch
+    moves_start_lap = 60  # memberships start diffuse (Gamma draws): merging then always pays, K collapses
+    deletes_per_lap = 2
     abundant_K = 20  # Stephenson 2015 §7.2 starts from K = 20; merges and deletes remove the extra communities
     n_nodes: int = 0
 
@@ -111,7 +115,36 @@ class MMSBAlloc(AllocModel):
 
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
         """The optimal q(s_ij, r_ij) of every pair of the batch, summed (module docstring)."""
+        return self._pairs(batch, log_lik, self.membership_logs(params))
+
+    def local_step_without(self, batch, log_lik: np.ndarray, params: Params, target: int,
+                           local: Local | None = None) -> Local:
+        """The local step with community ``target`` removed (its memberships and strength dropped): the optimal
+        q over the other K − 1 communities for every pair, so a delete's candidate is exact for the whole graph."""
+        keep = np.delete(np.arange(log_lik.shape[1]), target)
+        return self._pairs(batch, log_lik[:, keep], self.membership_logs(params)[:, keep])
+
+    def local_step_merged(self, batch, log_lik: np.ndarray, params: Params, a: int, b: int,
+                          merged: np.ndarray) -> Local:
+        """The local step with communities a and b merged (at a; b dropped): memberships π̃_ia + π̃_ib and the
+        strength log-likelihoods ``merged`` (2, 1) of their merged posterior. A valid q for every pair, whose
+        entropy is computed with the weights it was made from."""
+        keep = np.delete(np.arange(log_lik.shape[1]), b)
         P = self.membership_logs(params)
+        P[:, a] = np.logaddexp(P[:, a], P[:, b])
+        table = np.array(log_lik, dtype=np.float64)
+        table[:, a] = merged[:, 0]
+        return self._pairs(batch, table[:, keep], P[:, keep])
+
+    def merge_ranking(self, params: Params, pairs: np.ndarray) -> np.ndarray:
+        """How alike two communities' members are: the cosine of their columns of E[π] over the nodes
+        (duplicates of one community share their nodes), one value per pair (a, b)."""
+        pi = self.memberships(params)
+        pi = pi / np.maximum(np.linalg.norm(pi, axis=0), 1e-300)
+        return np.einsum("nk,nk->k", pi[:, pairs[:, 0]], pi[:, pairs[:, 1]])
+
+    def _pairs(self, batch, log_lik: np.ndarray, P: np.ndarray) -> Local:
+        """The pair kernel for memberships P (N, K') and strengths ``log_lik`` (2, K'), with the entropy."""
         sums = pair_step(P, log_lik[1], log_lik[0], self.epsilon, batch)
         background = sums.E[1] * np.log(self.epsilon) + sums.E[0] * np.log1p(-self.epsilon)
         inside = weighted_log(sums.S, log_lik).sum()

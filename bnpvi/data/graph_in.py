@@ -84,12 +84,13 @@ def read_sparse(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
     return (A.row[keep].astype(np.int64), A.col[keep].astype(np.int64), [str(i) for i in range(A.shape[0])])
 
 
-def clean_edges(src: np.ndarray, dst: np.ndarray, n_nodes: int, directed: bool, where: str) -> tuple:
-    """Training edges as directed pairs (both directions when undirected), self-loops dropped, repeats refused."""
+def clean_edges(src: np.ndarray, dst: np.ndarray, names: list[str], directed: bool, where: str) -> tuple:
+    """The edges as pairs (i < j once per edge when undirected), self-loops dropped, repeats refused."""
+    n_nodes = len(names)
     loops = src == dst
     if loops.any():
-        _log.warning("%s: dropped %d self-loop(s) (the model has no pair (i, i)), e.g. node %d", where,
-                     int(loops.sum()), int(src[loops][0]))
+        _log.warning("%s: dropped %d self-loop(s) (the model has no pair (i, i)), e.g. node %s", where,
+                     int(loops.sum()), names[int(src[loops][0])])
         src, dst = src[~loops], dst[~loops]
     if src.size == 0:
         raise BnpviError(f"{where}: the graph has no edge")
@@ -99,7 +100,7 @@ def clean_edges(src: np.ndarray, dst: np.ndarray, n_nodes: int, directed: bool, 
     uniq, counts = np.unique(key, return_counts=True)
     if np.any(counts > 1):
         k = int(uniq[np.flatnonzero(counts > 1)[0]])
-        raise BnpviError(f"{where}: the edge {k // n_nodes} -> {k % n_nodes} appears more than once")
+        raise BnpviError(f"{where}: the edge {names[k // n_nodes]} -> {names[k % n_nodes]} appears more than once")
     if not directed:
         lo, hi = np.minimum(src, dst), np.maximum(src, dst)
         pairs = np.unique(lo * n_nodes + hi)
@@ -154,7 +155,7 @@ def convert_graph(src, dst, n_batches: int | None = None, undirected: bool = Fal
     read = read_sparse if src.suffix.lower() == ".npz" else read_edge_list
     e_src, e_dst, names = read(src)
     directed = not undirected
-    e_src, e_dst = clean_edges(e_src, e_dst, len(names), directed, str(src))
+    e_src, e_dst = clean_edges(e_src, e_dst, names, directed, str(src))
     held = None
     if heldout is not None:
         e_src, e_dst, held = split_heldout(e_src, e_dst, len(names), directed, heldout, heldout_seed)

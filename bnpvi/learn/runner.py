@@ -23,6 +23,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from bnpvi.alloc.mixture import MixtureAlloc
+from bnpvi.alloc.mmsb import MMSBAlloc
 from bnpvi.alloc.topic import TopicAlloc
 from bnpvi.config import schema_of
 from bnpvi.data.graph_toy import ensure_toy_graph
@@ -43,6 +44,7 @@ from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.cache import make_caches
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
 from bnpvi.learn.init import initial_stats, saved_globals
+from bnpvi.learn.links import evaluate_links, write_graph_outputs
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.pool import open_pool
 from bnpvi.learn.progress import Progress
@@ -209,6 +211,9 @@ class Run:
         self.sequences = self.store.kind == "seq" and not isinstance(self.model.alloc, TopicAlloc)
         self.heldout = evaluates_heldout(self.model, self.store)
         self._heldout_last: tuple | None = None  # (globals, result) of the latest held-out evaluation
+        # a graph model on a file with held-out pairs: link prediction every eval_every laps (and its PR curves)
+        self.links = isinstance(self.model.alloc, MMSBAlloc) and getattr(self.store, "has_heldout", False)
+        self.pr_curves: list[tuple] = []
         self.meta = {"D": self.store.D, "n_atoms": self.store.n_atoms, "n_batches": self.store.n_batches,
                      "data_mean": np.zeros(0) if moments is None else moments.mean}
         self.rng = np.random.default_rng(int(cfg.seed))
@@ -216,7 +221,7 @@ class Run:
         self.prev_counts: np.ndarray | None = None
         self._start: float | None = None  # perf_counter() when this process started training
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
-            + (["heldout_loglik"] if self.heldout else [])
+            + (["heldout_loglik"] if self.heldout else []) + (["heldout_auc", "heldout_ap"] if self.links else [])
         self.pool = open_pool(cfg.alg, self.store)
         if checkpoint is None:
             self.alg = self._algorithm(*self._initial_globals())
@@ -395,6 +400,13 @@ class Run:
             last = self.converged or result.lap >= int(self.cfg.alg.n_laps)
             row["heldout_loglik"] = (self.heldout_score(self.alg.globals)[0] if due or last
                                      else np.nan)
+        if self.links:
+            last = self.converged or result.lap >= int(self.cfg.alg.n_laps)
+            row["heldout_auc"] = row["heldout_ap"] = np.nan
+            if due or last:
+                links = evaluate_links(self.model, self.alg.globals, self.store)
+                row["heldout_auc"], row["heldout_ap"] = links["heldout_auc"], links["heldout_ap"]
+                self.pr_curves.append((result.lap, links["precision"], links["recall"]))
         if self._start is not None:  # evaluation is not training time
             self._start += time.perf_counter() - paused
         self.prev_counts = result.counts
@@ -470,6 +482,9 @@ class Run:
             score, count = self.heldout_score(globals_)
             summary.update(heldout_loglik=score, **{"heldout_tokens" if self.store.kind == "bow" else "heldout_points":
                                                     count})
+        if isinstance(self.model.alloc, MMSBAlloc):
+            summary.update(write_graph_outputs(self.run_dir, self.model, globals_, self.store, self.alg.ids.uids,
+                                               self.pr_curves if self.links else None, plots))
         if isinstance(self.model.alloc, MixtureAlloc):
             write_assignments(self.run_dir / "assignments.h5",
                               assign_file(self.model, globals_, self.store, self.alg.ids.uids), self.alg.ids.uids,

@@ -21,11 +21,14 @@ from bnpvi.moves.base import ACCEPT_RTOL, Edit, MoveEvent
 from bnpvi.moves.birth import BirthMove
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove
+from bnpvi.moves.whole_merge import WholeMergeMove
 from bnpvi.moves.reassign import ReassignMove
 from bnpvi.moves.seq_birth import SequenceBirthMove
 from bnpvi.moves.topic_birth import TopicBirthMove
 
 MOVES = {cls.name: cls for cls in (MergeMove, DeleteMove, BirthMove, ReassignMove)}
+MERGES = {"tracked": MergeMove, "whole": WholeMergeMove}
+"""``AllocModel.merge_kind`` -> the merge move's class."""
 """Every move, in the order they plan and decide."""
 
 BIRTHS = {"split": BirthMove, "interval": SequenceBirthMove, "topic": TopicBirthMove}
@@ -42,12 +45,14 @@ class MoveSchedule:
         The run's generator: every random choice of the moves is drawn from it by the driver.
     birth_kind : str
         The allocation model's kind of birth (``AllocModel.birth_kind``).
+    merge_kind : str
+        The allocation model's kind of merge (``AllocModel.merge_kind``).
     """
 
-    def __init__(self, cfg, rng: np.random.Generator, birth_kind: str = "split"):
-        classes = dict(MOVES, birth=BIRTHS[birth_kind])
+    def __init__(self, cfg, rng: np.random.Generator, birth_kind: str = "split", merge_kind: str = "tracked"):
+        classes = dict(MOVES, birth=BIRTHS[birth_kind], merge=MERGES[merge_kind])
         self.moves = [cls(cfg.get(name)) for name, cls in classes.items() if cfg.get(name) is not None]
-        self.cfg, self.birth_kind = cfg, birth_kind
+        self.cfg, self.birth_kind, self.merge_kind = cfg, birth_kind, merge_kind
         self.rng = rng
         self.events: list[MoveEvent] = []
         self.lap = 0
@@ -74,7 +79,8 @@ class MoveSchedule:
         excluded: set[int] = set().union(*(move.reserved() for move in self.moves if move.active(self.lap)))
         for move in self.moves:
             move.reset()
-            if run.lap > 0 and move.active(self.lap):  # nothing is summarised before the first lap
+            # nothing is summarised before the first lap; some models need laps before a move means anything
+            if run.lap > 0 and self.lap >= run.model.alloc.moves_start_lap and move.active(self.lap):
                 excluded |= move.plan(run, self.rng, excluded)
 
     def batch_plans(self, run, b: int) -> dict:
@@ -89,7 +95,7 @@ class MoveSchedule:
     def tracker(self) -> "MoveSchedule":
         """A copy without state, for the per-batch work in other processes (``track`` depends only on each
         move's config and its plan)."""
-        return MoveSchedule(self.cfg, None, self.birth_kind)
+        return MoveSchedule(self.cfg, None, self.birth_kind, self.merge_kind)
 
     def ends_round(self, plans: dict) -> bool:
         """Whether a round of memoized VI ends after the batch of ``plans`` (``Move.ends_round``)."""
