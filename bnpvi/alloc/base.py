@@ -85,6 +85,8 @@ class AllocModel(ABC):
         No move is planned before this lap (whatever ``moves.*.start_lap`` say): laps in which the
         clusters are still too vague for a proposal to mean anything (an MMSB's memberships from their
         random start).
+    merge_refine_laps : int
+        ``merge_kind = "whole"``: whole-data laps that refine a lap's best merge candidate before it is judged.
     merges_per_lap : int or None
         At most this many merge pairs tracked per lap, below ``moves.merge.max_pairs`` (None: no cap).
     deletes_per_lap : int or None
@@ -126,6 +128,7 @@ class AllocModel(ABC):
     merge_kind: str = "tracked"
     moves_start_lap: int = 1
     merges_per_lap: int | None = None
+    merge_refine_laps: int = 0
     deletes_per_lap: int | None = None
     pairs_in_local_step: bool = False
     sort_needs_check: bool = False

@@ -63,6 +63,34 @@ def weighted_log(counts: np.ndarray, log_values: np.ndarray) -> np.ndarray:
         return np.where(counts == 0.0, 0.0, counts * log_values)
 
 
+def adjacency_clusters(graph, K: int, rng: np.random.Generator, n_iters: int) -> np.ndarray:
+    """Spherical k-means of the rows of the adjacency matrix (cosine of the neighbour sets): k-means++ seeds,
+    then ``n_iters`` Lloyd steps; the cluster of every node (N,). Nodes without an edge go to cluster 0."""
+    import scipy.sparse as sp
+
+    N = graph.n_nodes
+    A = sp.csr_matrix((np.ones(graph.indices.shape[0]), graph.indices, graph.indptr), shape=(N, N))
+    norms = np.sqrt(np.diff(graph.indptr).astype(np.float64))
+    A = sp.diags(1.0 / np.maximum(norms, 1.0)) @ A
+    candidates = np.flatnonzero(norms > 0)
+    if candidates.size == 0:
+        return np.zeros(N, dtype=np.intp)
+    seeds = [int(rng.choice(candidates))]
+    best = np.asarray((A @ A[seeds[0]].T).todense()).ravel()
+    for _ in range(1, K):
+        far = np.maximum(1.0 - best, 0.0) ** 2
+        far[norms == 0] = 0.0
+        pick = int(rng.choice(N, p=far / far.sum())) if far.sum() > 0 else int(rng.choice(candidates))
+        seeds.append(pick)
+        best = np.maximum(best, np.asarray((A @ A[pick].T).todense()).ravel())
+    centers = np.asarray(A[seeds].todense())
+    for _ in range(n_iters + 1):
+        clusters = np.argmax(np.asarray(A @ centers.T), axis=1)
+        centers = np.asarray((sp.csr_matrix((np.ones(N), (clusters, np.arange(N))), shape=(K, N)) @ A).todense())
+        centers /= np.maximum(np.linalg.norm(centers, axis=1, keepdims=True), 1e-300)
+    return clusters
+
+
 class MMSBAlloc(AllocModel):
     """What the finite and the HDP aMMSB share: the pair local step, the summaries, the entropy, decoding.
 
@@ -82,6 +110,7 @@ class MMSBAlloc(AllocModel):
     merges_per_lap = 5  # each tracked pair costs one more local step per batch
     moves_start_lap = 60  # memberships start diffuse (Gamma draws): merging then always pays, K collapses
     deletes_per_lap = 2
+    merge_refine_laps = 5
     abundant_K = 20  # Stephenson 2015 §7.2 starts from K = 20; merges and deletes remove the extra communities
     n_nodes: int = 0
 
@@ -136,12 +165,19 @@ class MMSBAlloc(AllocModel):
         table[:, a] = merged[:, 0]
         return self._pairs(batch, table[:, keep], P[:, keep])
 
-    def merge_ranking(self, params: Params, pairs: np.ndarray) -> np.ndarray:
-        """How alike two communities' members are: the cosine of their columns of E[π] over the nodes
-        (duplicates of one community share their nodes), one value per pair (a, b)."""
+    def merge_ranking(self, params: Params, pairs: np.ndarray, store) -> np.ndarray:
+        """How much two communities behave as one, one value per pair (a, b): with M = E[Π]ᵀ A E[Π] (K × K,
+        the edges between the communities' members, A the training adjacency matrix),
+        (M_ab + M_ba) / (2 √(M_aa M_bb)). Halves of one true community are densely linked to each other."""
+        import scipy.sparse as sp
+
+        graph = store.read_all()
+        N = graph.n_nodes
+        A = sp.csr_matrix((np.ones(graph.indices.shape[0]), graph.indices, graph.indptr), shape=(N, N))
         pi = self.memberships(params)
-        pi = pi / np.maximum(np.linalg.norm(pi, axis=0), 1e-300)
-        return np.einsum("nk,nk->k", pi[:, pairs[:, 0]], pi[:, pairs[:, 1]])
+        M = pi.T @ (A @ pi)
+        a, b = pairs[:, 0], pairs[:, 1]
+        return (M[a, b] + M[b, a]) / (2.0 * np.sqrt(np.maximum(M[a, a] * M[b, b], 1e-300)))
 
     def _pairs(self, batch, log_lik: np.ndarray, P: np.ndarray) -> Local:
         """The pair kernel for memberships P (N, K') and strengths ``log_lik`` (2, K'), with the entropy."""
@@ -157,12 +193,27 @@ class MMSBAlloc(AllocModel):
         return {"N": local.resp.values.sum(axis=0), "U": t["U"].T, "E1": t["E"][1], "E0": t["E"][0],
                 "entropy": t["entropy"], "n_pairs": t["n_pairs"]}
 
-    def initial_stats(self, model, store, rng: np.random.Generator, K: int) -> SuffStats:
-        """Summaries whose global step gives θ_iℓ ≈ Gamma(5, scale 2) draws and q(φ) = prior (Stephenson 2015
-        §7.2): U_iℓ drawn so, nothing else."""
+    def initial_stats(self, model, store, cfg, rng: np.random.Generator, K: int) -> SuffStats:
+        """Summaries whose global step gives the initial memberships, with q(φ) = prior (Stephenson 2015 §7.2).
+
+        ``init=random``: the source's start, θ_iℓ ≈ Gamma(5, scale 2) draws (U_iℓ drawn so, nothing else).
+        ``init=kmeanspp`` (the default): the same draws plus 2 deg_i on the community of node i found by
+        spherical k-means of the adjacency rows (k-means++ seeds, ``init.kmeans_iters`` Lloyd steps, null: 10),
+        as if each of the node's edges had been put inside it in both directions (:func:`adjacency_clusters`).
+        """
         if K < 1:
             raise BnpviError(f"init.K must be at least 1, got {K}")
+        if K > self.n_nodes:
+            raise BnpviError(f"init.K={K} exceeds the {self.n_nodes} nodes of the graph")
         U = rng.gamma(INIT_SHAPE, INIT_SCALE, size=(K, self.n_nodes))
+        name = cfg.get("name")
+        if name == "kmeanspp":
+            iters = cfg.get("kmeans_iters")
+            graph = store.read_all()
+            clusters = adjacency_clusters(graph, K, rng, 10 if iters is None else int(iters))
+            U[clusters, np.arange(self.n_nodes)] += 2.0 * np.diff(graph.indptr)
+        elif name != "random":
+            raise BnpviError(f"init={name} does not apply to model={self.name}; choose kmeanspp or random")
         return model.empty_stats(K).with_fields(U=U)
 
     # ------------------------------------------------------------------ ELBO

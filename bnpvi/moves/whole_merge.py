@@ -9,10 +9,15 @@ and b merged (``AllocModel.local_step_merged``). The candidate's summaries are t
 valid q for the whole data set, and its ELBO at its own global step is exact; the gain is that
 ELBO minus the current one (as a whole delete, ``bnpvi.moves.delete``).
 
-Pairs are ranked by the allocation model's ``merge_ranking`` (for the MMSB: how alike the two
-communities' membership columns are), at most ``max_pairs`` per lap (and the model's
+Pairs are ranked by the allocation model's ``merge_ranking`` (for the MMSB: how densely the two
+communities' members are linked to each other), at most ``max_pairs`` per lap (and the model's
 ``merges_per_lap``), at most ``max_per_cluster`` per cluster. A whole-data candidate changes every
-cluster, so at most one merge is accepted per lap: the one of largest gain.
+cluster, so at most one merge is accepted per lap: the one of largest gain. That one first gets up to
+``AllocModel.merge_refine_laps`` whole-data laps of local and global steps under its own globals (each
+kept only if it raises the candidate's ELBO): one local step after a merge can leave the merged
+community's strength and the nodes' memberships far from where they settle, and a candidate judged
+there loses to the current state (an MMSB's halves of one community, held together by mixed
+memberships). Every refined candidate is still a valid q of the whole data set, so the gain stays exact.
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ class WholeMergeMove(MergeMove):
         pairs = pairs[~self._blocked(pairs, uids, stats.N, float(self.cfg.retry_change))]
         if pairs.shape[0] == 0:
             return none
-        scores = run.model.alloc.merge_ranking(run.globals.alloc, pairs)
+        scores = run.model.alloc.merge_ranking(run.globals.alloc, pairs, run.store)
         chosen, used = [], {}
         for m in np.argsort(-scores, kind="stable"):
             if scores[m] <= 0 or len(chosen) >= max_pairs:
@@ -82,12 +87,21 @@ class WholeMergeMove(MergeMove):
             value, globals_ = run.evaluate(ordered_sum(self.tracked[i][m] for i in batches), sources)
             results.append((value - current, sources, globals_))
         best = int(np.argmax([gain for gain, _, _ in results]))
+        caches = {i: self.tracked[i][best] for i in batches}
+        for _ in range(run.model.alloc.merge_refine_laps):  # whole-data laps under the best candidate's globals
+            gain, sources, globals_ = results[best]
+            refined = {i: run.model.summarize(batch, run.model.local_step(batch, globals_)[1])
+                       for i, batch in ((i, run.store.read_batch(i)) for i in batches)}
+            value, refined_globals = run.model.evaluate(ordered_sum(refined[i] for i in batches), globals_.alloc)
+            if value - current <= gain:
+                break
+            results[best], caches = (value - current, sources, refined_globals), refined
         sizes = [tuple(run.globals.stats.N[run.ids.positions(pair)]) for pair in self.pair_uids]
         for m, (gain, sources, globals_) in enumerate(results):
             ua, ub = (int(u) for u in self.pair_uids[m])
             accepted = m == best and accepts(gain, current)
             if accepted:
-                run.apply(Edit(sources, lambda i, cache, m=m: self.tracked[i][m], globals_))
+                run.apply(Edit(sources, lambda i, cache: caches[i], globals_))
                 schedule.changed |= set(self.plan_uids.tolist())
             if accepted or not accepts(gain, current):  # a good pair that lost to a better one is tried again
                 self.failures.record((ua, ub), accepted, sizes[m])
