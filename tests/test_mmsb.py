@@ -106,12 +106,12 @@ def graph(tmp_path_factory):
     return write_ammsb_graph(path, 60, 3, n_batches=4, seed=3, strengths=[0.8, 0.85, 0.9])
 
 
-def setup(path, alloc, K=5, seed=0, n_batches=None, lam0=1.0):
+def setup(path, alloc, K=5, seed=0, n_batches=None, lam0=1.0, init="random"):
     store = BatchStore.open(path, n_batches=n_batches)
     cfg = OmegaConf.create({"obs": {"_target_": "bnpvi.obs.LinkStrength.from_config", "lam1": 10.0, "lam0": lam0}})
     model = build_model(cfg, alloc, store.kind, store.D, None)
     rng = np.random.default_rng(seed)
-    stats = initial_stats(model, store, OmegaConf.create({"K": K, "n_samples": 10}), rng, K)
+    stats = initial_stats(model, store, OmegaConf.create({"name": init, "K": K, "n_samples": 10}), rng, K)
     return store, model, model.global_step(stats), ClusterIds.first(K), rng
 
 

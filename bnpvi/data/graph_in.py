@@ -5,7 +5,7 @@ Edge lists: one edge ``src dst`` per line, separated by a comma, a tab or spaces
 with ``#`` (and blank lines) are skipped, so a header must be commented out. Node names are any
 strings (integers are names too); nodes are numbered in order of first appearance and the names
 are kept in the file. An optional third column is a weight, which must be 0 (the line is no edge)
-or 1: the model is binary.
+or 1: the model is binary (a 0 line names its nodes but adds no edge).
 
 Sparse matrices (``.npz`` written by ``scipy.sparse.save_npz``): a square N x N adjacency matrix
 whose stored values are all 1 (0 entries are dropped); nodes are named ``0 .. N-1``.
@@ -51,6 +51,7 @@ def read_edge_list(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
                                  "(src dst)")
             if len(fields) > 3:
                 raise BnpviError(f"{path}: line {line_no} has {len(fields)} fields; expected src dst [weight]")
+            pair = [ids.setdefault(name, len(ids)) for name in fields[:2]]  # a node of a 0 line is a node
             if len(fields) == 3:
                 weight = fields[2]
                 if weight not in ("0", "1", "0.0", "1.0"):
@@ -58,7 +59,6 @@ def read_edge_list(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
                                      "weights must be 0 or 1")
                 if float(weight) == 0.0:
                     continue
-            pair = [ids.setdefault(name, len(ids)) for name in fields[:2]]
             src.append(pair[0])
             dst.append(pair[1])
     return np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64), list(ids)
@@ -92,10 +92,10 @@ def clean_edges(src: np.ndarray, dst: np.ndarray, names: list[str], directed: bo
         _log.warning("%s: dropped %d self-loop(s) (the model has no pair (i, i)), e.g. node %s", where,
                      int(loops.sum()), names[int(src[loops][0])])
         src, dst = src[~loops], dst[~loops]
-    if src.size == 0:
-        raise BnpviError(f"{where}: the graph has no edge")
     if n_nodes < 2:
         raise BnpviError(f"{where}: the graph has {n_nodes} node(s); need at least 2")
+    if src.size == 0:
+        raise BnpviError(f"{where}: the graph has no edge")
     key = src * n_nodes + dst
     uniq, counts = np.unique(key, return_counts=True)
     if np.any(counts > 1):
