@@ -250,3 +250,11 @@ def test_training_run_writes_the_graph_outputs(compose_cfg, tmp_path):
     assert "heldout_auc" in trace[0] and "heldout_ap" in trace[0]
     assert 0.0 <= summary["heldout_auc"] <= 1.0 and 0.0 <= summary["heldout_ap"] <= 1.0
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["heldout_auc"] == summary["heldout_auc"]
+
+
+def test_kernel_is_the_same_for_any_thread_count():
+    rng = np.random.default_rng(9)
+    batch, P, E1, E0 = random_batch(rng, 40, 5, 0, 40)
+    one, two = (pair_step(P, E1, E0, 1e-4, batch, n_threads=n) for n in (1, 2))
+    assert np.array_equal(one.U, two.U) and np.array_equal(one.S, two.S) and np.array_equal(one.E, two.E)
+    assert one.log_z == two.log_z

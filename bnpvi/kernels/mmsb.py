@@ -17,7 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bnpvi.kernels import _mmsb
+from bnpvi.kernels import _mmsb, _threads
+
+CHUNKS = 4
+"""Source nodes of a batch are cut into at most this many fixed chunks, worked on in parallel, each with its own
+(N, K) buffer added up in chunk order (results do not depend on the thread count)."""
 
 
 @dataclass(frozen=True)
@@ -36,9 +40,11 @@ def edge_factors(E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, epsilon: float)
     return np.ascontiguousarray(f, dtype=np.float64), np.array([1.0 - epsilon, epsilon])
 
 
-def pair_step(P: np.ndarray, E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, epsilon: float, batch) -> PairSums:
+def pair_step(P: np.ndarray, E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, epsilon: float, batch,
+              n_threads=None) -> PairSums:
     """The summed local step of ``batch`` (a ``GraphBatch``) given P_ik = E ln π_ik (N, K; the K active
-    communities, normalised over K + 1 entries), E ln φ_k, E ln(1 − φ_k) (K,) and ε."""
+    communities, normalised over K + 1 entries), E ln φ_k, E ln(1 − φ_k) (K,) and ε; on ``n_threads``
+    threads (None: all, for large batches)."""
     P = np.asarray(P, dtype=np.float64)
     N, K = P.shape
     if batch.n_nodes != N:
@@ -53,5 +59,6 @@ def pair_step(P: np.ndarray, E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, eps
                             int(batch.first), np.ascontiguousarray(batch.indptr, dtype=np.int64),
                             np.ascontiguousarray(batch.indices, dtype=np.int32),
                             np.ascontiguousarray(batch.held_indptr, dtype=np.int64),
-                            np.ascontiguousarray(batch.held_indices, dtype=np.int32), U, S, E, np.zeros(4 * K))
+                            np.ascontiguousarray(batch.held_indices, dtype=np.int32), U, S, E,
+                            min(CHUNKS, batch.n_src), _threads(n_threads, batch.n_src * N * K))
     return PairSums(U, S, E, float(log_z))
