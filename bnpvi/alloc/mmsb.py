@@ -53,6 +53,11 @@ EDGE_VALUES = PointBatch(np.array([[0.0], [1.0]]))
 EDIT_ROUNDS = 3
 """Alternations of (ρ, ω) and θ after the cluster set changed (one otherwise), as for the HDP-HMM."""
 
+TOP_EVERY = 10
+"""Warm-started global steps at the same communities optimise q(u) once in this many (the others update θ
+alone, itself an exact coordinate step, so the ELBO still never drops): the top level sums over all N nodes
+and barely moves between two batches, while its digammas and L-BFGS cost as much as a small batch's pairs."""
+
 INIT_SHAPE, INIT_SCALE = 5.0, 2.0
 """θ_iℓ ~ Gamma(5, scale 2) at the start (Stephenson 2015 §7.2 "Gamma(5, 2)"; the scale reading is ours)."""
 
@@ -295,11 +300,13 @@ class HDPMMSBAlloc(MMSBAlloc):
     def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
         """θ, then (ρ, ω) and θ in turn (module docstring), warm-started from ``warm`` when it fits."""
         K = stats.K
-        rounds = 1
+        rounds, since = 1, 0
         if warm is not None and "rho" in warm and np.shape(warm["rho"]) == (K,):
             rho, omega = np.asarray(warm["rho"], dtype=np.float64), np.asarray(warm["omega"], dtype=np.float64)
             if "edited" in warm:
                 rounds = EDIT_ROUNDS
+            elif int(warm.get("top_age", TOP_EVERY)) + 1 < TOP_EVERY:
+                rounds, since = 0, int(warm["top_age"]) + 1
         else:
             rho, omega = hdp_top.uniform_sticks(K, self.gamma)
             rounds = EDIT_ROUNDS
@@ -315,7 +322,7 @@ class HDPMMSBAlloc(MMSBAlloc):
                 theta = self._theta(U, rho)
                 if moved < 1e-8:
                     break
-        return {"rho": rho, "omega": omega, "theta": theta}
+        return {"rho": rho, "omega": omega, "theta": theta, "top_age": np.int64(since)}
 
     def warm_start(self, params: Params, sources: Sequence[Sequence[int]]) -> dict:
         """Sticks for an edited community set (``hdp_top.edited_sticks``)."""

@@ -101,6 +101,10 @@ class GraphStore(BatchStore, kind="graph"):
     unit = "nodes"
     unit_count = "N"
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._pointers: dict[str, np.ndarray] = {}  # row pointers of the CSR groups, read once
+
     @classmethod
     def _read_layout(cls, f: h5py.File, attrs: dict, fail) -> dict:
         N = attrs.get("N")
@@ -140,7 +144,10 @@ class GraphStore(BatchStore, kind="graph"):
 
     # ----------------------------------------------------------------- I/O
     def _rows(self, group, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        ptr = np.asarray(group["indptr"][lo:hi + 1], dtype=np.int64)
+        """Rows lo:hi of a CSR group; its row pointers (N+1 integers) are read once and kept."""
+        if group.name not in self._pointers:
+            self._pointers[group.name] = np.asarray(group["indptr"][()], dtype=np.int64)
+        ptr = self._pointers[group.name][lo:hi + 1]
         idx = np.asarray(group["indices"][int(ptr[0]):int(ptr[-1])], dtype=np.int32)
         return ptr - ptr[0], idx
 
