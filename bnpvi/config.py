@@ -107,6 +107,7 @@ class HDPMMSBConfig:
     gamma: float = key("top-level concentration γ: larger values favour more communities")
     alpha: float = key("concentration α of each node's memberships around the top level")
     epsilon: float = key("ε, the fixed edge probability between different communities")
+    moves_start_lap: int = key("no merge or delete before this lap (the memberships settle first)")
 
 
 @dataclass

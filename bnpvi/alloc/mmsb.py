@@ -41,7 +41,7 @@ from bnpvi.alloc import hdp_top
 from bnpvi.alloc.base import AllocModel, Local, Params
 from bnpvi.alloc.hmm import expected_log_probs
 from bnpvi.data.batch import PointBatch
-from bnpvi.errors import BnpviError, check_number
+from bnpvi.errors import BnpviError, check_int, check_number
 from bnpvi.kernels.blas import blas_single_thread
 from bnpvi.kernels.mmsb import pair_step
 from bnpvi.special import c_dir
@@ -113,7 +113,6 @@ class MMSBAlloc(AllocModel):
     whole_delete = True
     merge_kind = "whole"  # merging a and b turns their cross pairs into community pairs (bnpvi.moves.whole_merge)
     merges_per_lap = 5  # each tracked pair costs one more local step per batch
-    moves_start_lap = 60  # memberships start diffuse (Gamma draws): merging then always pays, K collapses
     deletes_per_lap = 2
     merge_refine_laps = 5
     abundant_K = 20  # Stephenson 2015 §7.2 starts from K = 20; merges and deletes remove the extra communities
@@ -278,15 +277,19 @@ class HDPMMSBAlloc(MMSBAlloc):
     gamma : float
         γ > 0, concentration of the top-level sticks.
     alpha, epsilon : as :class:`MMSBAlloc`.
+    moves_start_lap : int
+        No merge or delete before this lap: from their random start the memberships stay diffuse for
+        tens of laps, and merging vague communities then always pays, which collapsed K below the truth.
     """
 
     name = "hdp_mmsb"
     sort_needs_check = True
     extra_entries = 1
 
-    def __init__(self, gamma: float = 10.0, alpha: float = 1.0, epsilon: float = 1e-5):
+    def __init__(self, gamma: float = 10.0, alpha: float = 1.0, epsilon: float = 1e-5, moves_start_lap: int = 60):
         super().__init__(alpha, epsilon)
         self.gamma = check_number(gamma, "model.gamma")
+        self.moves_start_lap = check_int(moves_start_lap, "model.moves_start_lap", 1)
 
     def _theta(self, U: np.ndarray, rho: np.ndarray) -> np.ndarray:
         """θ_i = (U_i, 0) + α β̂ (N, K+1)."""
