@@ -283,13 +283,13 @@ def test_estimator_and_apply_give_the_runs_link_probabilities(graph, tmp_path, c
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_toy_acceptance_from_twenty_communities(compose_cfg, tmp_path, seed):
-    """data=toy with the model's defaults (K = 20, merge and delete). The issue asks for exactly 6 communities
+    """data=toy with the model's defaults (K = 20, merge and delete), run to convergence. The issue asks for exactly 6 communities
     above 1 % of the mass, NMI > 0.9 and AUC > 0.95; the generating parameters themselves score an AUC of only
     0.92-0.96 on these seeds (docs/mmsb.md), so the AUC is held against that oracle, and what the run reaches
     today is asserted: 6 or 7 communities above 1 %, NMI > 0.89."""
     from bnpvi.learn.runner import train
     cfg = compose_cfg("model=hdp_mmsb", "data=toy", f"seed={seed}", f"data.seed={seed}", "checkpoints=false",
-                      "plots=false", "eval_every=100")
+                      "plots=false", "eval_every=100", "alg.n_laps=500")  # converges in 150-300 laps
     summary = train(cfg, tmp_path / "run")
     with h5py.File(tmp_path / "run" / "memberships.h5") as f:
         mass = f["memberships"][()].sum(axis=0)
