@@ -4,7 +4,7 @@ import importlib
 from bnpvi.errors import BnpviError
 
 __version__ = "0.1.0"
-_ESTIMATORS = ("DPMixture", "FiniteMixture", "HDPTopicModel", "LDA", "HDPHMM", "FiniteHMM")
+_ESTIMATORS = ("DPMixture", "FiniteMixture", "HDPTopicModel", "LDA", "HDPHMM", "FiniteHMM", "HDPMMSB", "FiniteMMSB")
 __all__ = ["BnpviError", *_ESTIMATORS, "__version__", "load"]
 
 _LAZY = {"load": "bnpvi.api.fitted", **dict.fromkeys(_ESTIMATORS, "bnpvi.api.estimators")}

@@ -91,6 +91,26 @@ class HDPHMMConfig:
 
 
 @dataclass
+class FiniteMMSBConfig:
+    """Finite assortative MMSB: node memberships Dirichlet(alpha/K) (Stephenson 2015 §3)."""
+
+    _target_: str = "bnpvi.alloc.FiniteMMSBAlloc"
+    alpha: float = key("total concentration α of each node's memberships (each entry α/K)")
+    epsilon: float = key("ε, the fixed edge probability between different communities")
+
+
+@dataclass
+class HDPMMSBConfig:
+    """HDP assortative MMSB: node memberships Dirichlet around shared top-level probabilities (Stephenson 2015)."""
+
+    _target_: str = "bnpvi.alloc.HDPMMSBAlloc"
+    gamma: float = key("top-level concentration γ: larger values favour more communities")
+    alpha: float = key("concentration α of each node's memberships around the top level")
+    epsilon: float = key("ε, the fixed edge probability between different communities")
+    moves_start_lap: int = key("no merge or delete before this lap (the memberships settle first)")
+
+
+@dataclass
 class TopicLocalConfig:
     """The document-level local step of the topic models (Hughes 2016 thesis Alg. 5.1-5.2)."""
 
@@ -179,6 +199,15 @@ class BernConfig:
     _target_: str = "bnpvi.obs.Bern.from_config"
     lam1: float = key("Beta(λ̄₁, λ̄₀) prior: pseudo-count of a 1")
     lam0: float = key("Beta(λ̄₁, λ̄₀) prior: pseudo-count of a 0")
+
+
+@dataclass
+class LinkConfig:
+    """Community link strengths of a graph model: Bernoulli φ_k per community, Beta(lam1, lam0) prior."""
+
+    _target_: str = "bnpvi.obs.LinkStrength.from_config"
+    lam1: float = key("Beta(λ̄₁, λ̄₀) prior of a community's strength: pseudo-count of an edge")
+    lam0: float = key("... pseudo-count of a non-edge (≥ 0; 0 is the source's improper prior)")
 
 
 # ---------------------------------------------------------------- alg
@@ -271,6 +300,7 @@ class ToyConfig:
     n_docs: int = key("topic models: documents of the bars corpus (10 % held out)")
     n_seqs: int = key("HMMs: number of sequences")
     seq_length: int = key("HMMs: steps per sequence")
+    n_nodes: int = key("graph models: nodes of the generated 6-community graph (10 % of the edges held out)")
 
 
 @dataclass
@@ -385,9 +415,11 @@ class TrainConfig:
 
 SCHEMAS = {
     "model": {"dp_mix": DPMixConfig, "finite_mix": FiniteMixConfig, "finite_hmm": FiniteHMMConfig,
-              "hdp_hmm": HDPHMMConfig, "hdp_topic": HDPTopicConfig, "lda": LDAConfig},
+              "hdp_hmm": HDPHMMConfig, "hdp_topic": HDPTopicConfig, "lda": LDAConfig,
+              "hdp_mmsb": HDPMMSBConfig, "finite_mmsb": FiniteMMSBConfig},
     "obs": {"gauss": GaussConfig, "diag_gauss": DiagGaussConfig, "zm_gauss": ZeroMeanGaussConfig,
-            "mult": MultConfig, "bern": BernConfig, "ar_gauss": ARGaussConfig},
+            "mult": MultConfig, "bern": BernConfig, "ar_gauss": ARGaussConfig,
+            "link": LinkConfig},
     "alg": {"vb": VBConfig, "memo": MemoConfig, "sovb": SOVBConfig},
     "init": {"kmeanspp": KmeansppConfig, "random": RandomInitConfig, "from_run": FromRunConfig},
     "data": {"toy": ToyConfig, "hdf5": HDF5Config},

@@ -195,3 +195,59 @@ def weighted_mean(values: np.ndarray, weights: np.ndarray) -> float | None:
     finite = np.isfinite(values)
     total = float(weights[finite].sum())
     return float(np.dot(values[finite], weights[finite]) / total) if total > 0 else None
+
+
+def precision_recall(labels, scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Precision and recall of "score ≥ t" for every distinct score t, highest first (Stephenson 2015 Eq. 30):
+    precision = true positives / predicted positives, recall = true positives / positives.
+
+    Returns
+    -------
+    precision, recall, thresholds : (T,) ndarrays, recall increasing
+    """
+    labels, scores = np.asarray(labels, dtype=bool), np.asarray(scores, dtype=np.float64)
+    if labels.sum() == 0:
+        raise ValueError("precision_recall needs at least one positive")
+    order = np.argsort(-scores, kind="stable")
+    sorted_scores, hits = scores[order], np.cumsum(labels[order])
+    last = np.append(np.flatnonzero(np.diff(sorted_scores) != 0), scores.shape[0] - 1)  # end of each tie group
+    predicted = last + 1.0
+    return hits[last] / predicted, hits[last] / labels.sum(), sorted_scores[last]
+
+
+def average_precision(labels, scores) -> float:
+    """Σ_t (R_t − R_{t−1}) P_t over the thresholds of :func:`precision_recall` (scikit-learn's
+    ``average_precision_score``)."""
+    precision, recall, _ = precision_recall(labels, scores)
+    return float(np.sum(np.diff(np.concatenate([[0.0], recall])) * precision))
+
+
+def roc_auc(labels, scores) -> float:
+    """Area under the ROC curve: the probability that a random positive scores above a random negative, ties
+    counting one half (the Mann-Whitney statistic, from average ranks)."""
+    from scipy.stats import rankdata
+
+    labels = np.asarray(labels, dtype=bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError("roc_auc needs positives and negatives")
+    ranks = rankdata(np.asarray(scores, dtype=np.float64))
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def normalized_mutual_info(labels_true, labels_pred) -> float:
+    """Normalised mutual information I(T; P) / √(H(T) H(P)) of two labellings (1 for identical partitions, 0
+    for independent ones; 1 when both are a single cluster)."""
+    true, pred = _label_array(labels_true, "labels_true"), _label_array(labels_pred, "labels_pred")
+    _, t = np.unique(true, return_inverse=True)
+    _, p = np.unique(pred, return_inverse=True)
+    joint = np.zeros((t.max() + 1, p.max() + 1))
+    np.add.at(joint, (t, p), 1.0)
+    joint /= joint.sum()
+    pt, pp = joint.sum(axis=1), joint.sum(axis=0)
+    nz = joint > 0
+    mi = float(np.sum(joint[nz] * np.log(joint[nz] / np.outer(pt, pp)[nz])))
+    ht, hp = -float(np.sum(pt * np.log(pt))), -float(np.sum(pp * np.log(pp)))
+    if ht == 0.0 or hp == 0.0:
+        return 1.0 if ht == hp else 0.0
+    return mi / np.sqrt(ht * hp)

@@ -187,7 +187,7 @@ def _h5(path, **attrs):
     (lambda p: p.write_text("hello"), "not an HDF5 file"),
     (lambda p: h5py.File(p, "w").close(), "not a bnpvi batch file"),
     (lambda p: _h5(p, format_version=2), "unsupported format_version 2"),
-    (lambda p: _h5(p, kind="graph"), "kind 'graph'"),
+    (lambda p: _h5(p, kind="tensor"), "kind 'tensor'"),
     (lambda p: (_h5(p), _drop(p, "batch_offsets")), "missing the dataset 'batch_offsets'"),
     (lambda p: (_h5(p), _set(p, "batch_offsets", [0, 3, 2, 4])), "inconsistent batch_offsets"),
     (lambda p: (_h5(p), _set(p, "batch_offsets", [0, 2, 5])), "inconsistent batch_offsets"),

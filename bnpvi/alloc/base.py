@@ -77,6 +77,18 @@ class AllocModel(ABC):
         among fresh clusters, judged after a lap), "interval" (an HMM: fresh states cut
         from one interval of a sequence, judged at the batch) or "topic" (a topic split
         into pieces, every batch re-summarised under the candidate, judged after a lap).
+    merge_kind : str
+        How a merge's candidate is made: "tracked" (the two clusters' summaries added, the non-linear
+        terms tracked during the lap) or "whole" (the local step re-run on every batch with the pair
+        merged, ``local_step_merged``; for models whose merged summaries do not follow from the pair's own).
+    moves_start_lap : int
+        No move is planned before this lap (whatever ``moves.*.start_lap`` say): laps in which the
+        clusters are still too vague for a proposal to mean anything (an MMSB's memberships from their
+        random start).
+    merge_refine_laps : int
+        ``merge_kind = "whole"``: whole-data laps that refine a lap's best merge candidate before it is judged.
+    merges_per_lap : int or None
+        At most this many merge pairs tracked per lap, below ``moves.merge.max_pairs`` (None: no cap).
     deletes_per_lap : int or None
         At most this many deletes tracked per lap, below ``moves.delete.max_per_lap`` (None: no cap).
     whole_delete : bool
@@ -113,6 +125,10 @@ class AllocModel(ABC):
     abundant_K: int = 8
     init_kmeans_iters: int = 0
     whole_delete: bool = False
+    merge_kind: str = "tracked"
+    moves_start_lap: int = 1
+    merges_per_lap: int | None = None
+    merge_refine_laps: int = 0
     deletes_per_lap: int | None = None
     pairs_in_local_step: bool = False
     sort_needs_check: bool = False
@@ -185,6 +201,6 @@ class AllocModel(ABC):
         """A one-line reason why data of this kind cannot be modelled, or None."""
         if kind in self.data_kinds:
             return None
-        names = {"points": "points", "bow": "bag-of-words documents", "seq": "sequences"}
+        names = {"points": "points", "bow": "bag-of-words documents", "seq": "sequences", "graph": "a graph"}
         wanted = " or ".join(names[k] for k in self.data_kinds)
         return f"model={self.name} needs {wanted}, but the data file holds {names.get(kind, kind)}"

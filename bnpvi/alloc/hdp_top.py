@@ -77,6 +77,18 @@ def uniform_sticks(K: int, gamma: float) -> tuple[np.ndarray, np.ndarray]:
     return sticks_from_means(np.full(K, (1.0 - remainder) / K)), np.full(K, 1.0 + gamma)
 
 
+def edited_sticks(params, sources, gamma: float) -> dict:
+    """Sticks for an edited cluster set (see ``SuffStats.remap``), to warm-start a global step: a new cluster's
+    β̂ is the sum of its sources' β̂ (merges, sorts); clusters made from nothing (births) share half the
+    remainder; removed clusters' mass returns to the remainder. ω is the first source's (1 + γ for new ones)."""
+    beta = stick_means(params["rho"])
+    fresh = [i for i, s in enumerate(sources) if not s]
+    kept = np.array([beta[list(s)].sum() if s else 0.0 for s in sources])
+    kept[fresh] = 0.5 * max(1.0 - kept.sum(), 0.0) / max(len(fresh), 1)
+    omega = np.array([params["omega"][s[0]] if s else 1.0 + gamma for s in sources])
+    return {"rho": sticks_from_means(kept), "omega": omega, "edited": np.array(True)}
+
+
 def _coefficients(c: np.ndarray, gamma: float) -> tuple[np.ndarray, np.ndarray]:
     """The constant parts of A1 and A0: 1 + c_k and γ + Σ_{m>k} c_m, k = 1..K (c has K+1 entries)."""
     after = np.cumsum(c[::-1])[::-1]

@@ -31,7 +31,7 @@ from bnpvi.obs import FAMILIES
 GROUPS = ("model", "alg", "init", "obs", "moves")
 """The config groups whose keys are keywords, in the order of the estimators' signatures."""
 MODEL_KINDS = {"dp_mix": "points", "finite_mix": "points", "hdp_topic": "bow", "lda": "bow",
-               "hdp_hmm": "seq", "finite_hmm": "seq"}
+               "hdp_hmm": "seq", "finite_hmm": "seq", "hdp_mmsb": "graph", "finite_mmsb": "graph"}
 """The ``model`` options of the estimators and the kind of data each one's ``fit`` takes."""
 
 

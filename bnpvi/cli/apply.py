@@ -15,7 +15,10 @@ and OUT.csv beside it:
   one column per topic named by its stable id, (``heldout``) (:mod:`bnpvi.io.topic_weights`);
 * hidden Markov models (sequences): the Viterbi path of every sequence, as the run's
   segmentation.h5 and segmentation.csv (``sequence,t,state``, stable state ids;
-  :mod:`bnpvi.io.segmentation`).
+  :mod:`bnpvi.io.segmentation`);
+* graph models (a graph on the nodes the model was trained on): the link probability of every
+  held-out pair (``src,dst,probability,value``; of every edge when the file holds no held-out pair),
+  with the held-out AUC and average precision (:mod:`bnpvi.api.fitted_graph`).
 
 A topic model with a vocabulary also takes raw text (any file not ending in .h5: one document
 per line, or the column ``--text-column`` of a .csv / .tsv), tokenised as its training corpus was
@@ -53,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
                "  topic models  index, E[pi_d] per topic (+ heldout), as doc_topics.h5; the CSV has one\n"
                "                column per topic, named by its stable id\n"
                "  HMMs          Viterbi paths as segmentation.h5; the CSV is sequence,t,state (stable ids)\n"
+               "  graph models  link probabilities of the held-out pairs (or edges): src,dst,probability,value\n"
                "Prints the held-out score when DATA.h5 has a held-out part (and the Hamming distance when a\n"
                "sequence file has labels).")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a finished bnpvi-train run directory (holding model.h5)")

@@ -8,6 +8,7 @@
     bnpvi-data convert descriptions.txt corpus.h5 --text --stop-words english --min-df 5 --max-df 0.5
     bnpvi-data convert reviews.csv reviews.h5 --text --text-column body --labels stars
     bnpvi-data convert seqs.csv seqs.h5 --sequence-column seq --columns a,b,c --labels-file states.txt
+    bnpvi-data convert edges.csv graph.h5 --graph --undirected --heldout 0.1 --batches 20
     bnpvi-data info points.h5
 
 Bad input is reported on one line (``bnpvi-data: error: ...``) with exit status
@@ -83,6 +84,14 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--heldout-seed", default=None, metavar="S",
                       help="seed of the --heldout choice (default 0): the held-out documents are the first "
                            "round(F*N) of numpy.random.default_rng(S).permutation(N)")
+    graph = conv.add_argument_group("graphs (--graph)")
+    graph.add_argument("--graph", action="store_true",
+                       help="SRC is a graph: an edge list (one 'src dst [0|1]' per line, comma, tab or space "
+                            "separated, '#' comments, any node names) or a scipy.sparse.save_npz adjacency matrix "
+                            "(.npz); self-loops are dropped with a warning; --heldout F holds out F of the edges "
+                            "and as many non-edges")
+    graph.add_argument("--undirected", action="store_true",
+                       help="graphs: every edge goes both ways (an edge listed in both directions is one edge)")
     text = conv.add_argument_group("raw text (--text)")
     text.add_argument("--text", action="store_true",
                       help="SRC is raw text: one document per line, or a .csv / .tsv file with --text-column; "
@@ -124,6 +133,11 @@ def _convert(args) -> None:
 
     if args.heldout is None and args.heldout_seed is not None:
         raise BnpviError("--heldout-seed applies only with --heldout F")
+    if args.undirected and not args.graph:
+        raise BnpviError("--undirected applies only with --graph")
+    if args.graph:
+        _convert_graph(args)
+        return
     with shown_on(sys.stderr if is_terminal(sys.stderr) else None):  # a bar per pass, on a terminal only
         path = convert(args.src, args.dst, n_batches=args.batches, shuffle_seed=args.shuffle,
                        overwrite=args.overwrite, heldout=args.heldout,
@@ -150,6 +164,27 @@ def _convert(args) -> None:
               "indices are in text/dropped)")
 
 
+def _convert_graph(args) -> None:
+    from bnpvi.data.graph_in import convert_graph
+    from bnpvi.data.store import BatchStore
+
+    path = convert_graph(args.src, args.dst, n_batches=args.batches, undirected=args.undirected,
+                         heldout=args.heldout, heldout_seed=0 if args.heldout_seed is None else args.heldout_seed,
+                         overwrite=args.overwrite)
+    with BatchStore.open(path) as store:
+        info = store.info()
+    print(f"wrote {path}: {_graph_size(info)} batches={info['n_batches']} ({_split(info)})")
+
+
+def _graph_size(info: dict) -> str:
+    """Nodes, edges, direction and held-out pairs of a graph file."""
+    size = (f"kind=graph N={info['N']} nodes, {info['edges']} {'directed' if info['directed'] else 'undirected'} "
+            "edges")
+    if info["heldout"]:
+        size += f", {info['heldout']} held-out pairs ({info['heldout_edges']} edges)"
+    return size
+
+
 def _info(args) -> None:
     from bnpvi.data.store import BatchStore
 
@@ -170,6 +205,10 @@ def _info(args) -> None:
             rows.append(("text", info["text"]))
         if info["true_topics"]:
             rows.append(("topics", f"{info['true_topics']} true topics"))
+    elif kind == "graph":
+        rows += [("N", f"{info['N']} nodes"), ("edges", info["edges"]), ("directed", _yes(info["directed"])),
+                 ("heldout", _heldout(info, "pairs") + (f", {info['heldout_edges']} of them edges"
+                                                        if info["heldout"] else ""))]
     elif kind == "seq":
         rows += [("N", f"{info['N']} time steps"), ("D", info["D"]),
                  ("sequences", f"{info['n_seqs']}, length {_span(info['seq_length_min'], info['seq_length_max'])}"),
@@ -185,7 +224,7 @@ def _info(args) -> None:
     ]
     if args.check:
         bow_check = "all ids and counts valid" + (", held-out documents too" if info.get("heldout") else "")
-        rows.append(("check", {"bow": bow_check,
+        rows.append(("check", {"bow": bow_check, "graph": "every edge and held-out pair valid",
                                "seq": "all values finite, sequence boundaries valid"}.get(kind, "all values finite")))
     width = max(len(key) for key, _ in rows) + 2
     for key, value in rows:

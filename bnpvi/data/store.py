@@ -36,6 +36,9 @@ input checks. Three kinds of data share one file format
     /seq_range      (n_seqs+1,) int64, 0 = s_0 < s_1 < ... < s_n = T; sequence s is steps s_s:s_{s+1}
     root attrs      plus n_seqs
 
+``kind = "graph"`` (:mod:`bnpvi.data.graph`; one node per atom, edges by source node in CSR form,
+held-out pairs apart; o_B = N).
+
 The 1-D datasets are chunked, about 1 MiB per chunk. Files are written
 atomically (a temporary file in the destination directory, then
 ``os.replace``), so a reader never sees a half-written file and a crash never
@@ -49,12 +52,14 @@ from bnpvi.data.base import FORMAT, FORMAT_VERSION, STORE_KINDS, BatchStore, chu
 from bnpvi.data.bow import BowStore, write_documents
 from bnpvi.data.checks import (as_index_array, check_documents, check_labels, check_n_batches, check_points,
                                check_seq_range, check_vocab, first_nonfinite)
+from bnpvi.data.graph import GraphBatch, GraphStore, write_graph
 from bnpvi.data.points import PointStore, RowStore, write_points
 from bnpvi.data.seq import SeqStore, write_sequences
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "STORE_KINDS", "BatchStore", "RowStore", "PointStore", "BowStore", "SeqStore",
-    "write_points", "write_documents", "write_sequences", "split_offsets", "chunk_rows", "chunk_1d",
+    "GraphStore", "GraphBatch", "write_graph", "write_points", "write_documents", "write_sequences",
+    "split_offsets", "chunk_rows", "chunk_1d",
     "first_nonfinite", "check_points", "check_labels", "as_index_array", "check_vocab", "check_documents",
     "check_seq_range", "check_n_batches",
 ]

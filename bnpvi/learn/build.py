@@ -34,6 +34,8 @@ def build_model(cfg: DictConfig, alloc, kind: str, D: int, moments) -> Model:
     problem = alloc.check_data(kind)
     if problem:
         raise BnpviError(problem)
+    if hasattr(alloc, "adapt"):  # a graph model takes its node count; its family sees one dimension
+        D = alloc.adapt(kind, D)
     obs = instantiate(cfg.obs, D=D, moments=moments)
     problem = obs.check_data(kind)
     if problem:

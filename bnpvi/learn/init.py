@@ -47,6 +47,8 @@ def initial_stats(model, store, cfg, rng: np.random.Generator, K: int) -> SuffSt
     """
     obs = model.obs
     K = int(K)
+    if hasattr(model.alloc, "initial_stats"):  # a model with its own start (a graph model's memberships)
+        return model.alloc.initial_stats(model, store, cfg, rng, K)
     if K < 1:
         raise BnpviError(f"init.K must be at least 1, got {K}")
     n_samples = int(cfg.get("n_samples"))

@@ -54,7 +54,8 @@ class MemoizedVB(Algorithm):
         super().__init__(model, store, cfg, rng, globals_, ids, pool)
         self.caches = MemoryCaches(self.n_batches) if caches is None else caches
         self.aggregate: SuffStats = model.empty_stats(globals_.K)
-        self.moves = MoveSchedule(moves, rng, model.alloc.birth_kind) if moves is not None else None
+        self.moves = (MoveSchedule(moves, rng, model.alloc.birth_kind, model.alloc.merge_kind)
+                      if moves is not None else None)
         self.batches_per_round = check_int(batches_per_round, "alg.batches_per_round", 1)
         self.round: list[int] = []  # the batches of the round being visited
 

@@ -23,8 +23,10 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from bnpvi.alloc.mixture import MixtureAlloc
+from bnpvi.alloc.mmsb import MMSBAlloc
 from bnpvi.alloc.topic import TopicAlloc
 from bnpvi.config import schema_of
+from bnpvi.data.graph_toy import ensure_toy_graph
 from bnpvi.data.heldout import check_seed
 from bnpvi.data.store import BatchStore
 from bnpvi.data.toy import ensure_toy, ensure_toy_bars, ensure_toy_sequences
@@ -42,6 +44,7 @@ from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.cache import make_caches
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
 from bnpvi.learn.init import initial_stats, saved_globals
+from bnpvi.learn.links import evaluate_links, write_graph_outputs
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.pool import open_pool
 from bnpvi.learn.progress import Progress
@@ -95,6 +98,10 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
         if "points" in alloc.data_kinds:
             n_batches = 5 if data.n_batches is None else int(data.n_batches)
             path = ensure_toy(n_atoms=int(data.n_atoms), seed=seed, n_batches=n_batches)
+        elif "graph" in alloc.data_kinds:
+            n_batches = 20 if data.n_batches is None else int(data.n_batches)
+            path = ensure_toy_graph(n_nodes=int(OmegaConf.select(data, "n_nodes", default=200)), seed=seed,
+                                    n_batches=n_batches)
         elif "bow" in alloc.data_kinds:
             n_batches = 4 if data.n_batches is None else int(data.n_batches)
             path = ensure_toy_bars(n_docs=int(data.n_docs), seed=seed, n_batches=n_batches)
@@ -205,6 +212,9 @@ class Run:
         self.sequences = self.store.kind == "seq" and not isinstance(self.model.alloc, TopicAlloc)
         self.heldout = evaluates_heldout(self.model, self.store)
         self._heldout_last: tuple | None = None  # (globals, result) of the latest held-out evaluation
+        # a graph model on a file with held-out pairs: link prediction every eval_every laps (and its PR curves)
+        self.links = isinstance(self.model.alloc, MMSBAlloc) and getattr(self.store, "has_heldout", False)
+        self.pr_curves: list[tuple] = []
         self.meta = {"D": self.store.D, "n_atoms": self.store.n_atoms, "n_batches": self.store.n_batches,
                      "data_mean": np.zeros(0) if moments is None else moments.mean}
         self.rng = np.random.default_rng(int(cfg.seed))
@@ -212,7 +222,7 @@ class Run:
         self.prev_counts: np.ndarray | None = None
         self._start: float | None = None  # perf_counter() when this process started training
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
-            + (["heldout_loglik"] if self.heldout else []) \
+            + (["heldout_loglik"] if self.heldout else []) + (["heldout_auc", "heldout_ap"] if self.links else []) \
             + (["prior_lam"] if self.model.anneal_laps else [])
         self.pool = open_pool(cfg.alg, self.store)
         if checkpoint is None:
@@ -396,6 +406,13 @@ class Run:
             last = self.converged or result.lap >= int(self.cfg.alg.n_laps)
             row["heldout_loglik"] = (self.heldout_score(self.alg.globals)[0] if due or last
                                      else np.nan)
+        if self.links:
+            last = self.converged or result.lap >= int(self.cfg.alg.n_laps)
+            row["heldout_auc"] = row["heldout_ap"] = np.nan
+            if due or last:
+                links = evaluate_links(self.model, self.alg.globals, self.store)
+                row["heldout_auc"], row["heldout_ap"] = links["heldout_auc"], links["heldout_ap"]
+                self.pr_curves.append((result.lap, links["precision"], links["recall"]))
         if self._start is not None:  # evaluation is not training time
             self._start += time.perf_counter() - paused
         self.prev_counts = result.counts
@@ -478,6 +495,9 @@ class Run:
             score, count = self.heldout_score(globals_)
             summary.update(heldout_loglik=score, **{"heldout_tokens" if self.store.kind == "bow" else "heldout_points":
                                                     count})
+        if isinstance(self.model.alloc, MMSBAlloc):
+            summary.update(write_graph_outputs(self.run_dir, self.model, globals_, self.store, self.alg.ids.uids,
+                                               self.pr_curves if self.links else None, plots))
         if isinstance(self.model.alloc, MixtureAlloc):
             write_assignments(self.run_dir / "assignments.h5",
                               assign_file(self.model, globals_, self.store, self.alg.ids.uids), self.alg.ids.uids,

@@ -21,12 +21,16 @@ from bnpvi.moves.base import ACCEPT_RTOL, Edit, MoveEvent
 from bnpvi.moves.birth import BirthMove
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove
+from bnpvi.moves.whole_merge import WholeMergeMove
 from bnpvi.moves.reassign import ReassignMove
 from bnpvi.moves.seq_birth import SequenceBirthMove
 from bnpvi.moves.topic_birth import TopicBirthMove
 
 MOVES = {cls.name: cls for cls in (MergeMove, DeleteMove, BirthMove, ReassignMove)}
-"""Every move, in the order they plan and decide."""
+"""Every move, in the order they decide (and plan: :meth:`MoveSchedule.planning_order`)."""
+
+MERGES = {"tracked": MergeMove, "whole": WholeMergeMove}
+"""``AllocModel.merge_kind`` -> the merge move's class."""
 
 BIRTHS = {"split": BirthMove, "interval": SequenceBirthMove, "topic": TopicBirthMove}
 """Birth moves by the allocation model's ``birth_kind``."""
@@ -42,12 +46,14 @@ class MoveSchedule:
         The run's generator: every random choice of the moves is drawn from it by the driver.
     birth_kind : str
         The allocation model's kind of birth (``AllocModel.birth_kind``).
+    merge_kind : str
+        The allocation model's kind of merge (``AllocModel.merge_kind``).
     """
 
-    def __init__(self, cfg, rng: np.random.Generator, birth_kind: str = "split"):
-        classes = dict(MOVES, birth=BIRTHS[birth_kind])
+    def __init__(self, cfg, rng: np.random.Generator, birth_kind: str = "split", merge_kind: str = "tracked"):
+        classes = dict(MOVES, birth=BIRTHS[birth_kind], merge=MERGES[merge_kind])
         self.moves = [cls(cfg.get(name)) for name, cls in classes.items() if cfg.get(name) is not None]
-        self.cfg, self.birth_kind = cfg, birth_kind
+        self.cfg, self.birth_kind, self.merge_kind = cfg, birth_kind, merge_kind
         self.rng = rng
         self.events: list[MoveEvent] = []
         self.lap = 0
@@ -74,7 +80,8 @@ class MoveSchedule:
         excluded: set[int] = set().union(*(move.reserved() for move in self.moves if move.active(self.lap)))
         for move in self.planning_order():
             move.reset()
-            if run.lap > 0 and move.active(self.lap):  # nothing is summarised before the first lap
+            # nothing is summarised before the first lap; some models need laps before a move means anything
+            if run.lap > 0 and self.lap >= run.model.alloc.moves_start_lap and move.active(self.lap):
                 excluded |= move.plan(run, self.rng, excluded)
 
     def planning_order(self) -> list:
@@ -99,7 +106,7 @@ class MoveSchedule:
     def tracker(self) -> "MoveSchedule":
         """A copy without state, for the per-batch work in other processes (``track`` depends only on each
         move's config and its plan)."""
-        return MoveSchedule(self.cfg, None, self.birth_kind)
+        return MoveSchedule(self.cfg, None, self.birth_kind, self.merge_kind)
 
     def ends_round(self, plans: dict) -> bool:
         """Whether a round of memoized VI ends after the batch of ``plans`` (``Move.ends_round``)."""

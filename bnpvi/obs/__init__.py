@@ -17,11 +17,13 @@ from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
 from bnpvi.obs.bern import Bern
 from bnpvi.obs.diag_gauss import DiagGauss
 from bnpvi.obs.gauss import Gauss
+from bnpvi.obs.link import LinkStrength
 from bnpvi.obs.mult import Mult
 from bnpvi.obs.zm_gauss import ZeroMeanGauss
 
 FAMILIES: dict[str, type[ObsFamily]] = {"gauss": Gauss, "diag_gauss": DiagGauss, "zm_gauss": ZeroMeanGauss,
-                                         "mult": Mult, "bern": Bern, "ar_gauss": ARGauss}
+                                         "mult": Mult, "bern": Bern, "ar_gauss": ARGauss,
+                                         "link": LinkStrength}
 
 
 def make_obs(cfg: Mapping, D: int, moments: DataMoments | None) -> ObsFamily:
@@ -33,5 +35,5 @@ def make_obs(cfg: Mapping, D: int, moments: DataMoments | None) -> ObsFamily:
     return FAMILIES[name].from_config(int(D), moments, **options)
 
 
-__all__ = ["ARGauss", "Bern", "DataMoments", "DiagGauss", "FAMILIES", "Gauss", "Mult", "ObsFamily", "Posterior", "ZeroMeanGauss",
+__all__ = ["ARGauss", "Bern", "DataMoments", "DiagGauss", "FAMILIES", "Gauss", "LinkStrength", "Mult", "ObsFamily", "Posterior", "ZeroMeanGauss",
            "make_obs"]

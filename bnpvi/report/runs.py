@@ -45,6 +45,9 @@ METRICS = {
     "hamming": "normalised Hamming distance of the Viterbi paths to the true states (sequences)",
     "hamming_marginal_map": "the same for the marginal-MAP paths",
     "coherence_npmi": "topic models: token-weighted mean NPMI coherence of the topics' top words",
+    "heldout_auc": "graph models: area under the ROC curve of the held-out pairs' link probabilities",
+    "heldout_ap": "graph models: average precision of the held-out pairs' link probabilities",
+    "nmi": "graph models: normalised mutual information of the nodes' main communities and the true labels",
 }
 """The runs' own scores that the report shows where a run has them (summary.json's keys)."""
 MODEL_NODES = ("model", "obs", "data")

@@ -1,0 +1,64 @@
+"""The local step of the assortative MMSB: Python face of the compiled pair kernel (``csrc/mmsb.pyx``).
+
+For every ordered pair (i, j) of a batch's source nodes i and all nodes j ≠ i (held-out pairs
+left out), the optimal joint q(s_ij, r_ij) over K × K labels keeps only its K diagonal entries
+η_ijkk and its normaliser Z_ij (Stephenson 2015 Eq. 27, App. C Eq. 49-50); the kernel adds up
+what the model needs from them, O(K) per pair and nothing stored per pair:
+
+    U_ik = Σ_j E[s_ij = k] + Σ_j E[r_ji = k]   (the batch's share of node i's usage, every node),
+    S_xk = Σ_{pairs with x_ij = x} η_ijkk,     E_x = Σ_{pairs with x_ij = x} (1 − Σ_k η_ijkk),
+    Σ ln Z_ij.
+
+The NumPy reference that enumerates the K × K labels is :mod:`bnpvi.kernels.mmsb_reference`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bnpvi.kernels import _mmsb, _threads
+
+CHUNKS = 4
+"""Source nodes of a batch are cut into at most this many fixed chunks, worked on in parallel, each with its own
+(N, K) buffer added up in chunk order (results do not depend on the thread count)."""
+
+
+@dataclass(frozen=True)
+class PairSums:
+    """Sums of a batch's local step (module docstring): U (N, K), S (2, K), E (2,), log_z."""
+
+    U: np.ndarray
+    S: np.ndarray
+    E: np.ndarray
+    log_z: float
+
+
+def edge_factors(E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """f (2, K) with f[x, k] = f_k(x) = exp(x E ln φ_k + (1 − x) E ln(1 − φ_k)), and f_ε (2,) = (1 − ε, ε)."""
+    f = np.exp(np.vstack([E_log_1mphi, E_log_phi]))
+    return np.ascontiguousarray(f, dtype=np.float64), np.array([1.0 - epsilon, epsilon])
+
+
+def pair_step(P: np.ndarray, E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, epsilon: float, batch,
+              n_threads=None) -> PairSums:
+    """The summed local step of ``batch`` (a ``GraphBatch``) given P_ik = E ln π_ik (N, K; the K active
+    communities, normalised over K + 1 entries), E ln φ_k, E ln(1 − φ_k) (K,) and ε; on ``n_threads``
+    threads (None: all, for large batches)."""
+    P = np.asarray(P, dtype=np.float64)
+    N, K = P.shape
+    if batch.n_nodes != N:
+        raise ValueError(f"P has {N} rows but the graph has {batch.n_nodes} nodes")
+    scale = P.max(axis=1)
+    w = np.ascontiguousarray(np.exp(P - scale[:, None]))
+    f, f_eps = edge_factors(E_log_phi, E_log_1mphi, epsilon)
+    U = np.zeros((N, K))
+    S = np.zeros((2, K))
+    E = np.zeros(2)
+    log_z = _mmsb.pair_step(w, np.ascontiguousarray(scale), np.ascontiguousarray(w.sum(axis=1)), f, f_eps,
+                            int(batch.first), np.ascontiguousarray(batch.indptr, dtype=np.int64),
+                            np.ascontiguousarray(batch.indices, dtype=np.int32),
+                            np.ascontiguousarray(batch.held_indptr, dtype=np.int64),
+                            np.ascontiguousarray(batch.held_indices, dtype=np.int32), U, S, E,
+                            min(CHUNKS, batch.n_src), _threads(n_threads, batch.n_src * N * K))
+    return PairSums(U, S, E, float(log_z))
