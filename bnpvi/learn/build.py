@@ -6,6 +6,7 @@ from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from bnpvi.errors import BnpviError
+from bnpvi.learn.em import point_model
 from bnpvi.model import Model
 
 
@@ -30,7 +31,8 @@ def make_alloc(cfg: DictConfig):
 
 def build_model(cfg: DictConfig, alloc, kind: str, D: int, moments) -> Model:
     """The model of ``alloc`` and the ``obs`` node for data of ``kind`` and dimension ``D`` whose whole-data
-    ``moments`` set the prior's data-driven defaults; a one-line BnpviError when the kind does not fit."""
+    ``moments`` set the prior's data-driven defaults (with ``alg=em``, its MAP point-estimate form,
+    :func:`bnpvi.learn.em.point_model`); a one-line BnpviError when the kind does not fit."""
     problem = alloc.check_data(kind)
     if problem:
         raise BnpviError(problem)
@@ -38,4 +40,6 @@ def build_model(cfg: DictConfig, alloc, kind: str, D: int, moments) -> Model:
     problem = obs.check_data(kind)
     if problem:
         raise BnpviError(problem)
+    if OmegaConf.select(cfg, "alg.name") == "em":  # MAP point estimates in place of posteriors
+        return point_model(alloc, obs, hard=bool(OmegaConf.select(cfg, "alg.hard", default=False)))
     return Model(alloc, obs)

@@ -40,6 +40,7 @@ from bnpvi.learn.assign import assign_file, marks_heldout, topic_weights
 from bnpvi.learn.base import LapResult
 from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.cache import make_caches
+from bnpvi.learn.em import EM
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
 from bnpvi.learn.init import initial_stats, saved_globals
 from bnpvi.learn.memo import MemoizedVB
@@ -55,7 +56,7 @@ from bnpvi.stats import ClusterIds, SuffStats
 
 log = logging.getLogger("bnpvi")
 
-ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB)}
+ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB, EM)}
 
 SOURCE_OPTIONS = {".csv": "", ".tsv": "", ".npy": "", ".npz": "", ".ldac": " [--vocab VOCAB.txt]", ".txt": " --text"}
 """Suffixes of the files ``bnpvi-data convert`` reads, and the options their conversion needs."""
@@ -211,7 +212,7 @@ class Run:
         self.prev_counts: np.ndarray | None = None
         self._start: float | None = None  # perf_counter() when this process started training
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
-            + (["heldout_loglik"] if self.heldout else [])
+            + (["heldout_loglik"] if self.heldout else []) + self._objective_column()
         self.pool = open_pool(cfg.alg, self.store)
         if checkpoint is None:
             self.alg = self._algorithm(*self._initial_globals())
@@ -221,6 +222,11 @@ class Run:
             self.elapsed_before = 0.0
         else:
             self._restore(checkpoint, columns)
+
+    def _objective_column(self) -> list[str]:
+        """The trace column of the algorithm's own objective when it is not the ELBO (alg=em: log_posterior)."""
+        objective = ALGORITHMS[self.cfg.alg.name].objective
+        return [] if objective == "elbo" else [objective]
 
     def _initial_globals(self) -> tuple:
         """The globals and cluster ids the run starts from: a saved run's (``init=from_run``) or the
@@ -365,6 +371,8 @@ class Run:
         row = {"lap": result.lap, "batches_seen": self.alg.batches_seen, "elapsed_s": round(self.elapsed(), 4),
                "elbo": elbo, "K": result.K, "elbo_per_atom": elbo / self.store.n_atoms}
         row.update(result.moves)
+        for column in self._objective_column():
+            row[column] = elbo
         prev = self.trace.rows[-1] if self.trace.rows else None
         thr, count_thr = float(self.cfg.alg.converge_thr), float(self.cfg.alg.count_thr)
         schedule = getattr(self.alg, "moves", None)

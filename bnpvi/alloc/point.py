@@ -1,0 +1,180 @@
+"""Finite allocation models with MAP point estimates: the allocation face of EM (``alg=em``).
+
+A finite mixture's weights π and a finite HMM's start and transition rows get Dirichlet
+priors; EM replaces q(π) by a point mass at the mode of the conjugate posterior:
+
+* on the simplex (soft EM, the default), π_k ∝ N_k + α_k − 1, which needs α_k ≥ 1;
+* in the natural (softmax) coordinates (hard EM), π_k = (N_k + γ/K)/(N + γ) (Hughes 2016 thesis
+  Eq. 2.77), the ``natural`` flag (:func:`bnpvi.special.dirichlet_mode`).
+
+Each local step also returns the batch's share of the objective (summary ``loglik``, a total):
+
+* soft: Σ_n ln Σ_k π_k p(x_n | φ̂_k) (a mixture) or Σ_d ln p(x_d | π̂, φ̂) (an HMM's forward pass),
+  the log-likelihood of the parameters the step ran under;
+* hard (mixtures): Σ_n max_k [ln π_k + ln p(x_n | φ̂_k)] with z_n the argmax (thesis Eq. 2.75-2.76),
+  the data part of the objective J of thesis Eq. 2.74 at the new assignments.
+
+Adding ln p(π̂) (:meth:`log_prior`) and the family's ln p(φ̂_k) gives the log posterior
+(``bnpvi.learn.em.log_posterior``), which an EM step never lowers.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bnpvi.alloc.base import AllocModel, Local, Params
+from bnpvi.alloc.hmm import FiniteHMMAlloc, HMMAlloc
+from bnpvi.alloc.mixture import FiniteMixAlloc
+from bnpvi.errors import BnpviError
+from bnpvi.special import dirichlet_log_density, dirichlet_mode
+from bnpvi.stats import PER_CLUSTER, TOTAL, Responsibilities, SuffStats
+
+LOGLIK = {"loglik": ((), TOTAL)}
+"""The summary field of a batch's share of the objective."""
+
+
+def _log(p: np.ndarray) -> np.ndarray:
+    """ln p with ln 0 = −inf (a weight or transition the MAP set to 0) and no warning."""
+    with np.errstate(divide="ignore"):
+        return np.log(p)
+
+
+def small_parameter(K: int, problems) -> str | None:
+    """A one-line error for the first Dirichlet parameter below 1 of ``problems`` ((key, total) pairs: each
+    entry is total/K), or None."""
+    for key, total in problems:
+        if total / K < 1.0:
+            return (f"alg=em needs every Dirichlet parameter >= 1 (else the MAP lies on the boundary or does not "
+                    f"exist): {key}/K = {total:g}/{K} = {total / K:.3g}; set {key} >= {K}")
+    return None
+
+
+class PointMixture(AllocModel):
+    """A finite mixture (``FiniteMixAlloc``, π ~ Dir(γ/K, ..., γ/K)) with point weights; name "finite_mix".
+
+    Parameters
+    ----------
+    base : FiniteMixAlloc
+    natural : bool
+        Modes in the natural coordinates (hard EM, thesis Eq. 2.77).
+    hard : bool
+        Hard assignments z_n = argmax_k (Bregman k-means, thesis Alg. 2.1) instead of responsibilities.
+    """
+
+    finite = True
+    moves = ()
+
+    def __init__(self, base: FiniteMixAlloc, natural: bool = False, hard: bool = False):
+        self.base = base
+        self.name = base.name
+        self.data_kinds = base.data_kinds
+        self.shift = 0.0 if natural else 1.0
+        self.hard = bool(hard)
+
+    def prior_problem(self, K: int) -> str | None:
+        """Why the weights' prior has no MAP for K clusters (one line naming the key), or None."""
+        return small_parameter(K, [("model.gamma", self.base.gamma)])
+
+    def layout(self):
+        return {"N": ((), PER_CLUSTER), **LOGLIK}
+
+    def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
+        """π̂ = the mode of Dir(N + γ/K) (module docstring)."""
+        N = np.maximum(stats.N, 0.0)
+        return {"weights": dirichlet_mode(N, self.base.gamma / N.shape[0], self.shift)}
+
+    def expected_log_pi(self, params: Params) -> np.ndarray:
+        """ln π̂_k (the expectation under a point mass)."""
+        return _log(params["weights"])
+
+    def log_prior(self, params: Params) -> float:
+        """ln Dir(π̂ | γ/K) in the coordinates of the mode."""
+        weights = params["weights"]
+        return float(dirichlet_log_density(weights, self.base.gamma / weights.shape[0], self.shift))
+
+    def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
+        """Responsibilities r_nk ∝ π̂_k p(x_n | φ̂_k) (the compiled softmax) or, hard, one-hot argmaxes."""
+        log_pi = self.expected_log_pi(params)
+        if not self.hard:
+            resp = Responsibilities.from_weights(log_lik, log_pi)
+            return Local(resp, {"loglik": float(np.sum(resp.log_norm))})
+        scores = log_lik + log_pi
+        labels = np.argmax(scores, axis=1)
+        best = scores[np.arange(labels.size), labels]
+        if not np.all(np.isfinite(best)):
+            row = int(np.flatnonzero(~np.isfinite(best))[0])
+            raise BnpviError(f"atom {row} of the batch has probability 0 under every cluster")
+        return Local(Responsibilities.one_hot(labels, log_pi.shape[0]), {"loglik": float(best.sum())})
+
+    def summarize(self, local: Local) -> dict[str, np.ndarray]:
+        return {"N": local.resp.counts(), "loglik": np.float64(local.tables["loglik"])}
+
+    def elbo(self, stats: SuffStats, params: Params) -> float:
+        raise BnpviError("alg=em has point estimates, not an ELBO (bnpvi.learn.em.log_posterior)")
+
+    def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
+        return np.argmax(log_lik + self.expected_log_pi(params), axis=1)
+
+    def export(self, params: Params) -> dict[str, np.ndarray]:
+        return {"weights": np.asarray(params["weights"])}
+
+
+class PointHMM(HMMAlloc):
+    """A finite HMM (``FiniteHMMAlloc``) with point start and transition probabilities; name "finite_hmm".
+
+    The local step is the compiled forward-backward of ``HMMAlloc`` with ln π̂ as its potentials
+    (they sum to 1, so its log normaliser ln Z_d is the sequence's log-likelihood).
+
+    Parameters
+    ----------
+    base : FiniteHMMAlloc
+    natural : bool
+        Modes in the natural coordinates.
+    """
+
+    finite = True
+    moves = ()
+
+    def __init__(self, base: FiniteHMMAlloc, natural: bool = False):
+        self.base = base
+        self.name = base.name
+        self.shift = 0.0 if natural else 1.0
+
+    def prior_problem(self, K: int) -> str | None:
+        """Why a row's prior has no MAP for K states (one line naming the key), or None (κ ≥ 0 only adds)."""
+        return small_parameter(K, [("model.start_alpha", self.base.start_alpha), ("model.alpha", self.base.alpha)])
+
+    def layout(self):
+        return {**super().layout(), **LOGLIK}
+
+    def _potentials(self, params: Params) -> tuple[np.ndarray, np.ndarray]:
+        return (np.ascontiguousarray(_log(params["start_probs"])),
+                np.ascontiguousarray(_log(params["trans_probs"])))
+
+    def summarize(self, local: Local) -> dict[str, np.ndarray]:
+        return {**super().summarize(local), "loglik": np.float64(np.sum(local.tables["log_norm"]))}
+
+    def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
+        """The modes of Dir(start + α_0/K) and of each row Dir(trans_j + α/K + κ e_j)."""
+        start, trans = np.maximum(stats["start"], 0.0), np.maximum(stats["trans"], 0.0)
+        prior_start, prior_trans = self.base.prior(start.shape[0])
+        return {"start_probs": dirichlet_mode(start, prior_start, self.shift),
+                "trans_probs": dirichlet_mode(trans, prior_trans, self.shift)}
+
+    def log_prior(self, params: Params) -> float:
+        """ln Dir(π̂_0 | α_0/K) + Σ_j ln Dir(π̂_j | α/K + κ e_j) in the coordinates of the mode."""
+        start, trans = params["start_probs"], params["trans_probs"]
+        prior_start, prior_trans = self.base.prior(start.shape[0])
+        return float(dirichlet_log_density(start, prior_start, self.shift)
+                     + np.sum(dirichlet_log_density(trans, prior_trans, self.shift)))
+
+    def elbo(self, stats: SuffStats, params: Params) -> float:
+        raise BnpviError("alg=em has point estimates, not an ELBO (bnpvi.learn.em.log_posterior)")
+
+    def prior_terms(self, start, trans, params) -> float:
+        raise BnpviError("alg=em has no moves")
+
+    def quick_params(self, start, trans, params, sources) -> dict:
+        raise BnpviError("alg=em has no moves")
+
+    def export(self, params: Params) -> dict[str, np.ndarray]:
+        return {"start_probs": np.asarray(params["start_probs"]), "trans_probs": np.asarray(params["trans_probs"])}
