@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.alloc.base import AllocModel, Local, Params
+from bnpvi.alloc.base import Local, Params
 from bnpvi.alloc.hmm import FiniteHMMAlloc, HMMAlloc
-from bnpvi.alloc.mixture import FiniteMixAlloc
+from bnpvi.alloc.mixture import MixtureAlloc
 from bnpvi.errors import BnpviError
 from bnpvi.special import dirichlet_log_density, dirichlet_mode
 from bnpvi.stats import PER_CLUSTER, TOTAL, Responsibilities, SuffStats
@@ -48,31 +48,32 @@ def small_parameter(K: int, problems) -> str | None:
     return None
 
 
-class PointMixture(AllocModel):
-    """A finite mixture (``FiniteMixAlloc``, π ~ Dir(γ/K, ..., γ/K)) with point weights; name "finite_mix".
+class PointMixture(MixtureAlloc):
+    """A finite mixture (π ~ Dir(γ/K, ..., γ/K), ``FiniteMixAlloc``) with point weights; name "finite_mix".
 
     Parameters
     ----------
-    base : FiniteMixAlloc
+    gamma : float
+        γ > 0 (config ``model.gamma``).
     natural : bool
         Modes in the natural coordinates (hard EM, thesis Eq. 2.77).
     hard : bool
         Hard assignments z_n = argmax_k (Bregman k-means, thesis Alg. 2.1) instead of responsibilities.
     """
 
+    name = "finite_mix"
     finite = True
     moves = ()
+    has_sparse_step = False
 
-    def __init__(self, base: FiniteMixAlloc, natural: bool = False, hard: bool = False):
-        self.base = base
-        self.name = base.name
-        self.data_kinds = base.data_kinds
+    def __init__(self, gamma: float, natural: bool = False, hard: bool = False):
+        super().__init__(gamma)
         self.shift = 0.0 if natural else 1.0
         self.hard = bool(hard)
 
     def prior_problem(self, K: int) -> str | None:
         """Why the weights' prior has no MAP for K clusters (one line naming the key), or None."""
-        return small_parameter(K, [("model.gamma", self.base.gamma)])
+        return small_parameter(K, [("model.gamma", self.gamma)])
 
     def layout(self):
         return {"N": ((), PER_CLUSTER), **LOGLIK}
@@ -80,7 +81,7 @@ class PointMixture(AllocModel):
     def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
         """π̂ = the mode of Dir(N + γ/K) (module docstring)."""
         N = np.maximum(stats.N, 0.0)
-        return {"weights": dirichlet_mode(N, self.base.gamma / N.shape[0], self.shift)}
+        return {"weights": dirichlet_mode(N, self.gamma / N.shape[0], self.shift)}
 
     def expected_log_pi(self, params: Params) -> np.ndarray:
         """ln π̂_k (the expectation under a point mass)."""
@@ -89,20 +90,22 @@ class PointMixture(AllocModel):
     def log_prior(self, params: Params) -> float:
         """ln Dir(π̂ | γ/K) in the coordinates of the mode."""
         weights = params["weights"]
-        return float(dirichlet_log_density(weights, self.base.gamma / weights.shape[0], self.shift))
+        return float(dirichlet_log_density(weights, self.gamma / weights.shape[0], self.shift))
 
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
         """Responsibilities r_nk ∝ π̂_k p(x_n | φ̂_k) (the compiled softmax) or, hard, one-hot argmaxes."""
         log_pi = self.expected_log_pi(params)
+        scores = log_lik + log_pi
+        impossible = ~np.isfinite(scores.max(axis=1))
+        if impossible.any():
+            raise BnpviError(f"atom {int(np.flatnonzero(impossible)[0]) + getattr(batch, 'start', 0)} has probability 0 "
+                             "under every cluster's point estimate (a prior parameter of 1 lets a probability reach 0; "
+                             "raise it)")
         if not self.hard:
             resp = Responsibilities.from_weights(log_lik, log_pi)
             return Local(resp, {"loglik": float(np.sum(resp.log_norm))})
-        scores = log_lik + log_pi
         labels = np.argmax(scores, axis=1)
         best = scores[np.arange(labels.size), labels]
-        if not np.all(np.isfinite(best)):
-            row = int(np.flatnonzero(~np.isfinite(best))[0])
-            raise BnpviError(f"atom {row} of the batch has probability 0 under every cluster")
         return Local(Responsibilities.one_hot(labels, log_pi.shape[0]), {"loglik": float(best.sum())})
 
     def summarize(self, local: Local) -> dict[str, np.ndarray]:
@@ -110,9 +113,6 @@ class PointMixture(AllocModel):
 
     def elbo(self, stats: SuffStats, params: Params) -> float:
         raise BnpviError("alg=em has point estimates, not an ELBO (bnpvi.learn.em.log_posterior)")
-
-    def decode(self, batch, log_lik: np.ndarray, params: Params) -> np.ndarray:
-        return np.argmax(log_lik + self.expected_log_pi(params), axis=1)
 
     def export(self, params: Params) -> dict[str, np.ndarray]:
         return {"weights": np.asarray(params["weights"])}
@@ -154,9 +154,17 @@ class PointHMM(HMMAlloc):
         return {**super().summarize(local), "loglik": np.float64(np.sum(local.tables["log_norm"]))}
 
     def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
-        """The modes of Dir(start + α_0/K) and of each row Dir(trans_j + α/K + κ e_j)."""
+        """The modes of Dir(start + α_0/K) and of each row Dir(trans_j + α/K + κ e_j).
+
+        Summaries without any start count (an initialisation's seeds, which know nothing of time; every
+        E-step counts each sequence's start) give uniform probabilities instead: with zero counts the mode
+        of a sticky row is all self-transition, under which a sequence could never change state.
+        """
         start, trans = np.maximum(stats["start"], 0.0), np.maximum(stats["trans"], 0.0)
-        prior_start, prior_trans = self.base.prior(start.shape[0])
+        K = start.shape[0]
+        if not start.any():
+            return {"start_probs": np.full(K, 1.0 / K), "trans_probs": np.full((K, K), 1.0 / K)}
+        prior_start, prior_trans = self.base.prior(K)
         return {"start_probs": dirichlet_mode(start, prior_start, self.shift),
                 "trans_probs": dirichlet_mode(trans, prior_trans, self.shift)}
 

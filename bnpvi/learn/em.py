@@ -33,7 +33,7 @@ def point_model(alloc, obs, hard: bool = False) -> Model:
     if alloc.sparse_L is not None:
         raise BnpviError("alg=em computes every responsibility; use alg.sparse_L=null")
     if isinstance(alloc, FiniteMixAlloc):
-        point_alloc = PointMixture(alloc, natural=hard, hard=hard)
+        point_alloc = PointMixture(alloc.gamma, natural=hard, hard=hard)
     elif isinstance(alloc, FiniteHMMAlloc):
         if hard:
             raise BnpviError("alg.hard=true runs model=finite_mix (hard EM of an HMM is not implemented); "
