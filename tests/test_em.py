@@ -202,6 +202,31 @@ def test_refusals_are_one_line(files, compose_cfg, tmp_path, args, message):
     assert not (tmp_path / "run").exists()
 
 
+# --------------------------------------------------------- the priors EM brings
+def test_em_brings_its_own_default_priors_and_the_command_line_wins(compose_cfg):
+    def model_and_obs(*args):
+        cfg = compose_cfg(*args)
+        return dict(cfg.model), dict(cfg.obs)
+    assert model_and_obs("model=finite_mix", "alg=em", "init.K=25")[0]["gamma"] == 25
+    assert model_and_obs("model=finite_mix", "alg=em")[0]["gamma"] == 8  # init.K null: the 8 clusters it starts with
+    assert model_and_obs("model=finite_mix", "alg=em", "init.K=25", "model.gamma=40")[0]["gamma"] == 40
+    assert model_and_obs("model=finite_mix", "alg=vb", "init.K=25")[0]["gamma"] == 10  # other algorithms: conf/model's
+    hmm = model_and_obs("model=finite_hmm", "alg=em", "init.K=6")[0]
+    assert (hmm["alpha"], hmm["start_alpha"], hmm["sticky_kappa"]) == (6, 6, 50.0)
+    assert model_and_obs("model=finite_mix", "alg=em", "obs=mult")[1]["lam"] == 2.0
+    assert model_and_obs("model=finite_mix", "alg=vb", "obs=mult")[1]["lam"] == 0.1
+    bern = model_and_obs("model=finite_mix", "alg=em", "obs=bern", "obs.lam0=3")[1]
+    assert (bern["lam1"], bern["lam0"]) == (2.0, 3.0)
+
+
+def test_em_starts_from_a_vb_run(files, train):
+    common = ["model=finite_mix", "model.gamma=3", *data_args(files, "blobs.h5")]
+    _, _, vb_dir = train(*common, "alg=vb", "init.K=3")
+    summary, trace, _ = train(*common, "alg=em", "init=from_run", f"init.path={vb_dir}")
+    assert summary["ari"] == 1.0
+    assert_never_decreases(trace["log_posterior"])
+
+
 # ---------------------------------------------------------------------- resume
 @pytest.mark.parametrize("args", [["model=finite_mix", "init.K=6", "data.n_atoms=1500"],
                                   ["model=finite_mix", "alg.hard=true", "init.K=6", "data.n_atoms=1500"],

@@ -63,7 +63,8 @@ class EM(FullVB):
         problem = model.alloc.prior_problem(globals_.K)
         if problem:
             raise BnpviError(problem)
-        super().__init__(model, store, cfg, rng, globals_, ids, pool)
+        # the point estimates of the given summaries (init=from_run may hand over a VB run's parameters)
+        super().__init__(model, store, cfg, rng, model.global_step(globals_.stats), ids, pool)
 
     def finish_lap(self):
         """The objective of the current estimates from the lap's summaries, then the M-step and the sort by size."""

@@ -412,7 +412,8 @@ class Run:
         score = "".join(f"  {name} {row[column]:.4f}" for name, column in (("hamming", "hamming"),
                                                                            ("heldout", "heldout_loglik"))
                         if np.isfinite(row.get(column, np.nan)))
-        log.info("lap %4d  elbo %.10g  K %3d  %8.2f s%s%s", result.lap, elbo, result.K, row["elapsed_s"], score, moves)
+        log.info("lap %4d  %s %.10g  K %3d  %8.2f s%s%s", result.lap, ALGORITHMS[self.cfg.alg.name].objective, elbo,
+                 result.K, row["elapsed_s"], score, moves)
 
     def train(self, progress: Progress | None = None) -> dict:
         """Run laps until convergence or ``alg.n_laps``, showing ``progress`` (default: a bar on a terminal,
