@@ -220,7 +220,7 @@ class EMConfig(AlgConfig):
     """EM: MAP point estimates of a finite mixture or a finite HMM, all batches per iteration (Hughes 2016 thesis
     §2.3.3, §2.4)."""
 
-    hard: bool = key("hard EM (Bregman k-means, thesis Alg. 2.1; finite_mix only) instead of soft EM")
+    hard: bool = key("hard EM (Bregman k-means, thesis Alg. 2.1; an HMM: Viterbi training) instead of soft EM")
 
 
 @dataclass

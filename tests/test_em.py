@@ -6,12 +6,16 @@ well-separated data EM agrees with VB; the toy sequences are segmented; priors w
 moves and other models are refused in one line; a resumed EM run ends where the uninterrupted one ends;
 the estimators take alg="em".
 """
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.stats import multivariate_normal, wishart
 
 import bnpvi
+from bnpvi.alloc import FiniteHMMAlloc
+from bnpvi.alloc.point import PointHMM
 from bnpvi.data.batch import PointBatch, SeqBatch
 from bnpvi.data.store import write_documents, write_points
 from bnpvi.data.toy import make_toy_sequences
@@ -142,12 +146,39 @@ def test_log_posterior_never_decreases(files, train, family, hard):
     np.testing.assert_array_equal(trace["elbo"], trace["log_posterior"])
 
 
+@pytest.mark.parametrize("hard", [False, True], ids=["soft", "hard"])
 @pytest.mark.parametrize("family", ["gauss", "ar_gauss"])
-def test_finite_hmm_log_posterior_never_decreases(train, family):
-    _, trace, _ = train("model=finite_hmm", "alg=em", f"obs={family}", "init.K=6", *LAPS, "data.n_seqs=6",
-                        "data.seq_length=150", "data.n_batches=2")
+def test_finite_hmm_log_posterior_never_decreases(train, family, hard):
+    _, trace, _ = train("model=finite_hmm", "alg=em", f"alg.hard={str(hard).lower()}", f"obs={family}", "init.K=6",
+                        *LAPS, "data.n_seqs=6", "data.seq_length=150", "data.n_batches=2")
     assert len(trace) == 50
     assert_never_decreases(trace["log_posterior"])
+
+
+def test_hard_hmm_step_is_the_best_path_and_its_counts():
+    """Viterbi training's local step: each sequence's path maximises ln p(x_d, z_d | π̂, φ̂) (checked against every
+    path of two short sequences), its score is that maximum, and its counts are the path's."""
+    rng = np.random.default_rng(6)
+    K, lengths = 3, [5, 4]
+    seq_range = np.concatenate([[0], np.cumsum(lengths)])
+    batch = SeqBatch(rng.normal(size=(seq_range[-1], 2)), seq_range)
+    log_lik = rng.normal(size=(seq_range[-1], K))
+    params = {"start_probs": rng.dirichlet(np.ones(K)), "trans_probs": rng.dirichlet(np.ones(K), size=K)}
+    local = PointHMM(FiniteHMMAlloc(3.0, 3.0), natural=True, hard=True).local_step(batch, log_lik, params)
+    path = local.resp.best()[0]
+    start, trans = np.zeros(K), np.zeros((K, K))
+    for d, (a, b) in enumerate(zip(seq_range[:-1], seq_range[1:])):
+        def score(z):
+            return (np.log(params["start_probs"][z[0]]) + log_lik[np.arange(a, b), z].sum()
+                    + sum(np.log(params["trans_probs"][i, j]) for i, j in zip(z[:-1], z[1:])))
+        best = max(itertools.product(range(K), repeat=b - a), key=score)
+        np.testing.assert_array_equal(path[a:b], best)
+        np.testing.assert_allclose(local.tables["log_norm"][d], score(np.array(best)), rtol=1e-12)
+        start[best[0]] += 1
+        for i, j in zip(best[:-1], best[1:]):
+            trans[i, j] += 1
+    np.testing.assert_array_equal(local.tables["start"], start)
+    np.testing.assert_array_equal(local.tables["trans"], trans)
 
 
 def test_hard_em_converges_to_fixed_assignments(files, train):
@@ -190,7 +221,6 @@ def test_finite_hmm_segments_the_toy_sequences(train):
     (["model=finite_mix", "moves=[merge]"], r"moves=\['merge'\] need alg=memo, not alg=em"),
     (["model=dp_mix"], "alg=em fits model=finite_mix or model=finite_hmm, not model=dp_mix"),
     (["model=hdp_hmm"], "alg=em fits model=finite_mix or model=finite_hmm, not model=hdp_hmm"),
-    (["model=finite_hmm", "alg.hard=true"], "alg.hard=true runs model=finite_mix"),
     (["model=finite_mix", "alg.sparse_L=2"], "alg=em computes every responsibility"),
 ])
 def test_refusals_are_one_line(files, compose_cfg, tmp_path, args, message):
@@ -231,7 +261,10 @@ def test_em_starts_from_a_vb_run(files, train):
 @pytest.mark.parametrize("args", [["model=finite_mix", "init.K=6", "data.n_atoms=1500"],
                                   ["model=finite_mix", "alg.hard=true", "init.K=6", "data.n_atoms=1500"],
                                   ["model=finite_hmm", "init.K=8", "data.n_seqs=8", "data.seq_length=200",
-                                   "data.n_batches=4"]], ids=["soft", "hard", "finite_hmm"])
+                                   "data.n_batches=4"],
+                                  ["model=finite_hmm", "alg.hard=true", "init.K=8", "data.n_seqs=8",
+                                   "data.seq_length=200", "data.n_batches=4"]],
+                         ids=["soft", "hard", "finite_hmm", "finite_hmm_hard"])
 def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, args):
     _, trace = assert_resume_is_exact(compose_cfg(*COMMON, "alg=em", *args), tmp_path)
     assert_never_decreases(trace["log_posterior"])

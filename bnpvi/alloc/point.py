@@ -122,22 +122,49 @@ class PointHMM(HMMAlloc):
     """A finite HMM (``FiniteHMMAlloc``) with point start and transition probabilities; name "finite_hmm".
 
     The local step is the compiled forward-backward of ``HMMAlloc`` with ln π̂ as its potentials
-    (they sum to 1, so its log normaliser ln Z_d is the sequence's log-likelihood).
+    (they sum to 1, so its log normaliser ln Z_d is the sequence's log-likelihood); hard EM (Viterbi
+    training) takes each sequence's Viterbi path instead, a one-hot q(z_d) at the maximiser of
+    ln p(x_d, z_d | π̂, φ̂), the hard objective's data part (thesis Eq. 2.74 with the HMM's p(z)).
 
     Parameters
     ----------
     base : FiniteHMMAlloc
     natural : bool
         Modes in the natural coordinates.
+    hard : bool
+        Viterbi paths instead of forward-backward marginals.
     """
 
     finite = True
     moves = ()
 
-    def __init__(self, base: FiniteHMMAlloc, natural: bool = False):
+    def __init__(self, base: FiniteHMMAlloc, natural: bool = False, hard: bool = False):
         self.base = base
         self.name = base.name
         self.shift = 0.0 if natural else 1.0
+        self.hard = bool(hard)
+
+    def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
+        """Forward-backward (soft) or the Viterbi paths with their counts and scores (hard)."""
+        if not self.hard:
+            return super().local_step(batch, log_lik, params)
+        log_start, log_trans = self._potentials(params)
+        log_lik = np.ascontiguousarray(log_lik, dtype=np.float64)
+        seq_range = self._sequences(batch)
+        path = self.decode(batch, log_lik, params)
+        K, T = log_start.shape[0], path.shape[0]
+        first = np.zeros(T, dtype=bool)
+        first[seq_range[:-1]] = True
+        steps = np.flatnonzero(~first)  # t with a predecessor z_{t-1} in the same sequence
+        gain = log_lik[np.arange(T), path]
+        gain[first] += log_start[path[first]]
+        gain[steps] += log_trans[path[steps - 1], path[steps]]
+        zeros = np.zeros(K)
+        tables = {"start": np.bincount(path[first], minlength=K).astype(np.float64),
+                  "trans": np.bincount(path[steps - 1] * K + path[steps], minlength=K * K).reshape(K, K).astype(np.float64),
+                  "start_entropy": zeros, "trans_entropy": np.zeros((K, K)),
+                  "log_norm": np.add.reduceat(gain, seq_range[:-1])}  # per sequence: max_z ln p(x_d, z | π̂, φ̂)
+        return Local(Responsibilities.one_hot(path, K), tables)
 
     def prior_problem(self, K: int) -> str | None:
         """Why a row's prior has no MAP for K states (one line naming the key), or None (κ ≥ 0 only adds)."""

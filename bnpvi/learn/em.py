@@ -8,9 +8,9 @@ those summaries. Soft EM (the default) maximises the log posterior
 
     ln p(θ | x) + const = Σ_n ln Σ_k π_k p(x_n | φ_k) + ln p(π) + Σ_k ln p(φ_k)
 
-(an HMM: Σ_d ln p(x_d | π, φ) by the forward pass); hard EM (``alg.hard=true``, mixtures) is
-Bregman k-means (thesis Alg. 2.1), coordinate ascent on J of thesis Eq. 2.74 with the point
-estimates of Eq. 2.64 and 2.77. Neither step can lower its objective, so the trace's
+(an HMM: Σ_d ln p(x_d | π, φ) by the forward pass); hard EM (``alg.hard=true``) is Bregman
+k-means (thesis Alg. 2.1), coordinate ascent on J of thesis Eq. 2.74 with the point estimates of
+Eq. 2.64 and 2.77 (an HMM: Viterbi training, J with the Viterbi paths' ln p(x_d, z_d | π, φ)). Neither step can lower its objective, so the trace's
 ``log_posterior`` never decreases; it is the objective of the parameters the lap's E-step ran
 under (those of the previous M-step), as each lap's summaries give it, and the ``elbo``
 column repeats it.
@@ -35,10 +35,7 @@ def point_model(alloc, obs, hard: bool = False) -> Model:
     if isinstance(alloc, FiniteMixAlloc):
         point_alloc = PointMixture(alloc.gamma, natural=hard, hard=hard)
     elif isinstance(alloc, FiniteHMMAlloc):
-        if hard:
-            raise BnpviError("alg.hard=true runs model=finite_mix (hard EM of an HMM is not implemented); "
-                             "use alg.hard=false")
-        point_alloc = PointHMM(alloc)
+        point_alloc = PointHMM(alloc, natural=hard, hard=hard)
     else:
         raise BnpviError(f"alg=em fits model=finite_mix or model=finite_hmm, not model={alloc.name}")
     return Model(point_alloc, PointFamily(obs, natural=hard))
