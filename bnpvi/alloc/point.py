@@ -11,8 +11,9 @@ Each local step also returns the batch's share of the objective (summary ``logli
 
 * soft: Σ_n ln Σ_k π_k p(x_n | φ̂_k) (a mixture) or Σ_d ln p(x_d | π̂, φ̂) (an HMM's forward pass),
   the log-likelihood of the parameters the step ran under;
-* hard (mixtures): Σ_n max_k [ln π_k + ln p(x_n | φ̂_k)] with z_n the argmax (thesis Eq. 2.75-2.76),
-  the data part of the objective J of thesis Eq. 2.74 at the new assignments.
+* hard: Σ_n max_k [ln π_k + ln p(x_n | φ̂_k)] with z_n the argmax (thesis Eq. 2.75-2.76), or an HMM's
+  Σ_d max_z ln p(x_d, z | π̂, φ̂) with z_d the Viterbi path: the data part of the objective J of thesis
+  Eq. 2.74 at the new assignments.
 
 Adding ln p(π̂) (:meth:`log_prior`) and the family's ln p(φ̂_k) gives the log posterior
 (``bnpvi.learn.em.log_posterior``), which an EM step never lowers.
