@@ -412,10 +412,18 @@ def hydra_subdir(resume, stamp) -> str:
     return ".hydra" if resume is None else f".hydra/resumed-{stamp}"
 
 
-def initial_clusters(K):
-    """``init.K``, or the 8 clusters a finite model starts with when it is null (``AllocModel.abundant_K``):
-    resolver ``bnpvi_clusters`` of alg=em's default priors (conf/alg_model/)."""
+def initial_clusters(*, _root_):
+    """``init.K``, or the 8 clusters a finite model starts with when it is null or absent (``init=from_run``;
+    ``AllocModel.abundant_K``): the resolver ``${bnpvi_init_K:}`` of alg=em's default priors (conf/alg_model/)."""
+    init = _root_.get("init") or {}
+    K = init.get("K") if "K" in init else None
     return 8 if K is None else K
+
+
+def register_resolvers() -> None:
+    """Put the resolvers that a saved run's model and obs nodes may use in OmegaConf (``${bnpvi_init_K:}``), so that
+    a config read back from a run directory builds its model in any process."""
+    OmegaConf.register_new_resolver("bnpvi_init_K", initial_clusters, replace=True)
 
 
 def register_configs() -> None:
@@ -423,7 +431,7 @@ def register_configs() -> None:
     (called before composing)."""
     OmegaConf.register_new_resolver("bnpvi_run_dir", run_dir, replace=True)
     OmegaConf.register_new_resolver("bnpvi_hydra_subdir", hydra_subdir, replace=True)
-    OmegaConf.register_new_resolver("bnpvi_clusters", initial_clusters, replace=True)
+    register_resolvers()
     store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainConfig)
     for group, options in SCHEMAS.items():

@@ -7,6 +7,8 @@ moves and other models are refused in one line; a resumed EM run ends where the 
 the estimators take alg="em".
 """
 import itertools
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -202,6 +204,14 @@ def test_em_means_equal_vb_posterior_means_on_well_separated_data(files, train):
     X, labels = blobs()
     fitted_em, fitted_vb = bnpvi.load(em_dir), bnpvi.load(vb_dir)
     assert adjusted_rand_index(fitted_em.predict(X), fitted_vb.predict(X)) == 1.0
+
+
+def test_a_run_directory_loads_in_a_fresh_process(files, train):
+    """The saved config's ``${bnpvi_init_K:}`` (alg=em's default γ) resolves wherever the run is loaded."""
+    _, _, out = train("model=finite_mix", "alg=em", "init.K=3", *data_args(files, "blobs.h5"))
+    code = f"import bnpvi; print(bnpvi.load({str(out)!r}).n_components_)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "3", done.stderr
 
 
 def test_finite_hmm_segments_the_toy_sequences(train):

@@ -5,6 +5,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from bnpvi.config import register_resolvers
 from bnpvi.errors import BnpviError
 from bnpvi.learn.em import point_model
 from bnpvi.model import Model
@@ -24,6 +25,7 @@ def instantiate(node, **kwargs):
 def make_alloc(cfg: DictConfig):
     """The allocation model of the ``model`` node (Hydra ``instantiate``), with the local step's
     sparsity ``alg.sparse_L``."""
+    register_resolvers()  # a config read back from a run directory may use them
     alloc = instantiate(cfg.model)
     alloc.use_sparse(OmegaConf.select(cfg, "alg.sparse_L", default=None))
     return alloc
