@@ -248,6 +248,14 @@ class MemoConfig(AlgConfig):
 
 
 @dataclass
+class EMConfig(AlgConfig):
+    """EM: MAP point estimates of a finite mixture or a finite HMM, all batches per iteration (Hughes 2016 thesis
+    §2.3.3, §2.4)."""
+
+    hard: bool = key("hard EM (Bregman k-means, thesis Alg. 2.1; an HMM: Viterbi training) instead of soft EM")
+
+
+@dataclass
 class SOVBConfig(AlgConfig):
     """Stochastic VB: natural-gradient steps on rescaled batch summaries (Hughes 2016 thesis §3.5.2)."""
 
@@ -420,7 +428,7 @@ SCHEMAS = {
     "obs": {"gauss": GaussConfig, "diag_gauss": DiagGaussConfig, "zm_gauss": ZeroMeanGaussConfig,
             "mult": MultConfig, "bern": BernConfig, "ar_gauss": ARGaussConfig,
             "link": LinkConfig},
-    "alg": {"vb": VBConfig, "memo": MemoConfig, "sovb": SOVBConfig},
+    "alg": {"vb": VBConfig, "memo": MemoConfig, "sovb": SOVBConfig, "em": EMConfig},
     "init": {"kmeanspp": KmeansppConfig, "random": RandomInitConfig, "from_run": FromRunConfig},
     "data": {"toy": ToyConfig, "hdf5": HDF5Config},
     "moves": {"birth": BirthConfig, "merge": MergeConfig, "delete": DeleteConfig, "reassign": ReassignConfig},
@@ -439,11 +447,26 @@ def hydra_subdir(resume, stamp) -> str:
     return ".hydra" if resume is None else f".hydra/resumed-{stamp}"
 
 
+def initial_clusters(*, _root_):
+    """``init.K``, or the 8 clusters a finite model starts with when it is null or absent (``init=from_run``;
+    ``AllocModel.abundant_K``): the resolver ``${bnpvi_init_K:}`` of alg=em's default priors (conf/alg_model/)."""
+    init = _root_.get("init") or {}
+    K = init.get("K") if "K" in init else None
+    return 8 if K is None else K
+
+
+def register_resolvers() -> None:
+    """Put the resolvers that a saved run's model and obs nodes may use in OmegaConf (``${bnpvi_init_K:}``), so that
+    a config read back from a run directory builds its model in any process."""
+    OmegaConf.register_new_resolver("bnpvi_init_K", initial_clusters, replace=True)
+
+
 def register_configs() -> None:
     """Put the schemas in Hydra's ConfigStore and the resolvers of conf/train.yaml in OmegaConf
     (called before composing)."""
     OmegaConf.register_new_resolver("bnpvi_run_dir", run_dir, replace=True)
     OmegaConf.register_new_resolver("bnpvi_hydra_subdir", hydra_subdir, replace=True)
+    register_resolvers()
     store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainConfig)
     for group, options in SCHEMAS.items():

@@ -56,6 +56,7 @@ class Algorithm(ABC):
 
     name = ""
     shuffles = True  # whether each lap visits the batches in a fresh random order
+    objective = "elbo"  # what finish_lap returns; any other name is also a trace column of its own (em: log_posterior)
 
     def __init__(self, model, store, cfg, rng: np.random.Generator, globals_, ids: ClusterIds, pool=None):
         self.configured = model  # the run's model, its prior as configured

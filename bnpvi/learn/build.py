@@ -5,7 +5,9 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate as hydra_instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from bnpvi.config import register_resolvers
 from bnpvi.errors import BnpviError
+from bnpvi.learn.em import point_model
 from bnpvi.model import Model
 
 
@@ -23,6 +25,7 @@ def instantiate(node, **kwargs):
 def make_alloc(cfg: DictConfig):
     """The allocation model of the ``model`` node (Hydra ``instantiate``), with the local step's
     sparsity ``alg.sparse_L``."""
+    register_resolvers()  # a config read back from a run directory may use them
     alloc = instantiate(cfg.model)
     alloc.use_sparse(OmegaConf.select(cfg, "alg.sparse_L", default=None))
     return alloc
@@ -30,7 +33,8 @@ def make_alloc(cfg: DictConfig):
 
 def build_model(cfg: DictConfig, alloc, kind: str, D: int, moments) -> Model:
     """The model of ``alloc`` and the ``obs`` node for data of ``kind`` and dimension ``D`` whose whole-data
-    ``moments`` set the prior's data-driven defaults; a one-line BnpviError when the kind does not fit."""
+    ``moments`` set the prior's data-driven defaults (with ``alg=em``, its MAP point-estimate form,
+    :func:`bnpvi.learn.em.point_model`); a one-line BnpviError when the kind does not fit."""
     problem = alloc.check_data(kind)
     if problem:
         raise BnpviError(problem)
@@ -40,4 +44,6 @@ def build_model(cfg: DictConfig, alloc, kind: str, D: int, moments) -> Model:
     problem = obs.check_data(kind)
     if problem:
         raise BnpviError(problem)
+    if OmegaConf.select(cfg, "alg.name") == "em":  # MAP point estimates in place of posteriors
+        return point_model(alloc, obs, hard=bool(OmegaConf.select(cfg, "alg.hard", default=False)))
     return Model(alloc, obs)

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from bnpvi.alloc.hmm import HMMAlloc
 from bnpvi.alloc.mixture import MixtureAlloc
 from bnpvi.alloc.mmsb import MMSBAlloc
 from bnpvi.alloc.topic import TopicAlloc
@@ -42,6 +43,7 @@ from bnpvi.learn.assign import assign_file, marks_heldout, topic_weights
 from bnpvi.learn.base import LapResult
 from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.cache import make_caches
+from bnpvi.learn.em import EM
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
 from bnpvi.learn.init import initial_stats, saved_globals
 from bnpvi.learn.links import evaluate_links, write_graph_outputs
@@ -58,7 +60,7 @@ from bnpvi.stats import ClusterIds, SuffStats
 
 log = logging.getLogger("bnpvi")
 
-ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB)}
+ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB, EM)}
 
 SOURCE_OPTIONS = {".csv": "", ".tsv": "", ".npy": "", ".npz": "", ".ldac": " [--vocab VOCAB.txt]", ".txt": " --text"}
 """Suffixes of the files ``bnpvi-data convert`` reads, and the options their conversion needs."""
@@ -223,7 +225,7 @@ class Run:
         self._start: float | None = None  # perf_counter() when this process started training
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
             + (["heldout_loglik"] if self.heldout else []) + (["heldout_auc", "heldout_ap"] if self.links else []) \
-            + (["prior_lam"] if self.model.anneal_laps else [])
+            + (["prior_lam"] if self.model.anneal_laps else []) + self._objective_column()
         self.pool = open_pool(cfg.alg, self.store)
         if checkpoint is None:
             self.alg = self._algorithm(*self._initial_globals())
@@ -233,6 +235,11 @@ class Run:
             self.elapsed_before = 0.0
         else:
             self._restore(checkpoint, columns)
+
+    def _objective_column(self) -> list[str]:
+        """The trace column of the algorithm's own objective when it is not the ELBO (alg=em: log_posterior)."""
+        objective = ALGORITHMS[self.cfg.alg.name].objective
+        return [] if objective == "elbo" else [objective]
 
     def _initial_globals(self) -> tuple:
         """The globals and cluster ids the run starts from: a saved run's (``init=from_run``) or the
@@ -377,6 +384,8 @@ class Run:
         row = {"lap": result.lap, "batches_seen": self.alg.batches_seen, "elapsed_s": round(self.elapsed(), 4),
                "elbo": elbo, "K": result.K, "elbo_per_atom": elbo / self.store.n_atoms}
         row.update(result.moves)
+        for column in self._objective_column():
+            row[column] = elbo
         prev = self.trace.rows[-1] if self.trace.rows else None
         thr, count_thr = float(self.cfg.alg.converge_thr), float(self.cfg.alg.count_thr)
         schedule = getattr(self.alg, "moves", None)
@@ -429,7 +438,8 @@ class Run:
                         if np.isfinite(row.get(column, np.nan)))
         if result.lap <= self.model.anneal_laps:
             score += f"  prior λ {row['prior_lam']:.4g}"
-        log.info("lap %4d  elbo %.10g  K %3d  %8.2f s%s%s", result.lap, elbo, result.K, row["elapsed_s"], score, moves)
+        log.info("lap %4d  %s %.10g  K %3d  %8.2f s%s%s", result.lap, ALGORITHMS[self.cfg.alg.name].objective, elbo,
+                 result.K, row["elapsed_s"], score, moves)
 
     def train(self, progress: Progress | None = None) -> dict:
         """Run laps until convergence or ``alg.n_laps``, showing ``progress`` (default: a bar on a terminal,
@@ -489,7 +499,8 @@ class Run:
                    "elapsed_s": round(self.elapsed(), 4), "n_atoms": self.store.n_atoms, "D": self.store.D,
                    "counts": np.round(globals_.stats.N, 6).tolist(), "uids": self.alg.ids.uids.tolist()}
         plots = bool(OmegaConf.select(self.cfg, "plots", default=True))  # configs saved before the key: on
-        segmentation = segment_all(self.model, globals_, self.store, self.labels) if self.sequences else None
+        hmm = self.sequences and isinstance(self.model.alloc, HMMAlloc)  # a mixture of time steps has no segments
+        segmentation = segment_all(self.model, globals_, self.store, self.labels) if hmm else None
         summary.update(self.scores(segmentation))
         if self.heldout:
             score, count = self.heldout_score(globals_)

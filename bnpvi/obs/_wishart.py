@@ -610,3 +610,31 @@ def gauss_divergence(Y, centers, *, nu_atom, shrink, mean_scale, prior_chol, pri
         out[:, j] = val + (logdet_c[j] - D * np.log(nu_c[j])) - atom_logdet
     out = 0.5 * (out - D)
     return np.maximum(out, 0.0)
+
+
+# ============================================================ point estimates (alg=em)
+def point_logdet(point, D: int) -> np.ndarray:
+    """(K,) ln|Λ_k| of point precisions Λ_k = c_k B̂_k⁻¹ (``point``: prec_scale c, logdet_B): D ln c_k − ln|B̂_k|."""
+    return D * np.log(point["prec_scale"]) - point["logdet_B"]
+
+
+def point_log_lik(Y: np.ndarray, point, D: int, mu=None) -> np.ndarray:
+    """(N, K) log N(y_n | μ_k, Λ_k⁻¹) at point precisions Λ_k = c_k B̂_k⁻¹ (``point``: B_chol, logdet_B, prec_scale):
+    −(D/2) ln 2π + ½ ln|Λ_k| − ½ c_k (y − μ_k)ᵀ B̂_k⁻¹ (y − μ_k), the quadratic form of
+    :func:`wishart_expected_log_lik` in the same one pass (:func:`scaled_sq_norms`)."""
+    offset = -0.5 * D * LOG_2PI + 0.5 * point_logdet(point, D)
+    return scaled_sq_norms(Y, point["B_chol"], mu, -0.5 * np.asarray(point["prec_scale"], dtype=np.float64), offset)
+
+
+def wishart_log_density(point, nu: float, prior_chol: np.ndarray, logdet_prior: float, D: int) -> np.ndarray:
+    """(K,) ln W(Λ_k | ν̄, B̄) at Λ_k = c_k B̂_k⁻¹: ((ν̄ − D − 1)/2) ln|Λ_k| − (c_k/2) tr(B̄ B̂_k⁻¹) − A(ν̄, B̄)
+    (A of :func:`wishart_log_norm`)."""
+    trace = trace_inv_prod(point["B_chol"], prior_chol)
+    return (0.5 * (nu - D - 1.0) * point_logdet(point, D) - 0.5 * point["prec_scale"] * trace
+            - wishart_log_norm(nu, logdet_prior, D))
+
+
+def precision_point(post, shift: float) -> dict[str, np.ndarray]:
+    """The point (Λ_k = c_k B̂_k⁻¹ with c_k = ν̂_k − ``shift``) of a Wishart posterior ``post``, with its factors."""
+    return {"B": post["B"], "B_chol": post["B_chol"], "logdet_B": post["logdet_B"],
+            "prec_scale": np.asarray(post["nu"], dtype=np.float64) - shift}

@@ -172,6 +172,34 @@ class ARGauss(ObsFamily):
         trace_V = W.trace_inv_prod(post_q["V_chol"], post_p["V_chol"])
         return kl + 0.5 * D * (trace_V - D + post_q["logdet_V"] - post_p["logdet_V"]) + 0.5 * maha
 
+    # ------------------------------------------------ MAP point estimates (alg=em)
+    def map_point(self, N: np.ndarray, stats: Mapping[str, np.ndarray], natural: bool = False) -> Posterior:
+        """The mode of q*(A_k, Λ_k) = MNW(M̂, V̂, B̂, ν̂) in (A, Λ): A_k = M̂_k and Λ_k = (ν̂_k − 1) B̂_k⁻¹ (the
+        matrix normal's |Λ|^{E/2}, E = D, adds E/2 to the Wishart's exponent (ν̂ − D − 1)/2); hard EM uses it too,
+        as ``Gauss.map_point`` says. Keys M, M_rel, B, B_chol, logdet_B and prec_scale ν̂ − 1."""
+        post = self.posterior(N, stats)
+        return {"M": post["M"], "M_rel": post["M_rel"], **W.precision_point(post, 1.0)}
+
+    def map_prior_problem(self, natural: bool = False) -> str | None:
+        if self.nu <= 1.0:
+            return (f"alg=em with obs=ar_gauss needs obs.nu > 1 (the matrix-normal-Wishart prior's mode has noise "
+                    f"covariance B̄/(ν̄ − 1)), got {self.nu:g}")
+        return None
+
+    def log_lik_at(self, point: Posterior, batch: SeqBatch) -> np.ndarray:
+        """log N(x_t | A_k p_t, Λ_k⁻¹) = −(D/2) ln 2π + ½ ln|Λ_k| − ½ (y_t − A_k,rel p_t)ᵀ Λ_k (y_t − A_k,rel p_t)."""
+        Y, P = self._regression(batch)
+        const = -0.5 * self.D * W.LOG_2PI + 0.5 * W.point_logdet(point, self.D)
+        return const[None, :] - 0.5 * point["prec_scale"][None, :] * _residual_sq_norms(Y, P, point)
+
+    def log_prior_at(self, point: Posterior, natural: bool = False) -> np.ndarray:
+        """ln MN(A_k | M̄, Λ_k⁻¹, V̄⁻¹) + ln W(Λ_k | ν̄, B̄)."""
+        D = self.D
+        spread = np.linalg.solve(point["B_chol"], point["M_rel"] @ self.V_chol)  # tr[Λ Δ V̄ Δᵀ] = c ‖L_B⁻¹ Δ L_V‖²
+        normal = (-0.5 * D * D * W.LOG_2PI + 0.5 * D * W.point_logdet(point, D) + 0.5 * D * self.logdet_V
+                  - 0.5 * point["prec_scale"] * np.sum(spread * spread, axis=(-2, -1)))
+        return normal + W.wishart_log_density(point, self.nu, self.B_chol, self.logdet_B, D)
+
     # ------------------------------------------------------------- divergence
     def divergence(self, batch: SeqBatch, centers: Posterior) -> np.ndarray:
         """(T, J) KL(N(M̃_t p_t, Σ̃_t) ‖ N(M̂_j p_t, B̂_j/ν̂_j)): the two point estimates' predictions of x_t.

@@ -25,6 +25,7 @@ import numpy as np
 
 from bnpvi.data.batch import PointBatch
 from bnpvi.data.moments import DataMoments
+from bnpvi.errors import BnpviError
 from bnpvi.obs.bregman import atom_posteriors
 from bnpvi.stats.resp import Responsibilities
 
@@ -130,6 +131,29 @@ class ObsFamily(ABC):
     def point_log_lik(self, batch: PointBatch, centers: Posterior) -> np.ndarray:
         """(N_atoms, J) log p(x_n | point estimate of center j); Bregman k-means assignment."""
         return self.expected_log_lik(centers, batch)
+
+    # ------------------------------------------------ MAP point estimates (alg=em)
+    def map_point(self, N: np.ndarray, stats: Mapping[str, np.ndarray], natural: bool = False) -> Posterior:
+        """The mode φ̂_k of the conjugate posterior of summaries (N, stats): the MAP point estimate of EM's
+        M-step, in the prior's own coordinates, or in the natural coordinates (Hughes 2016 thesis Eq. 2.64)
+        when ``natural`` and the family's natural form differs. K-leading arrays, as :meth:`posterior`."""
+        raise BnpviError(f"obs={self.name} has no MAP point estimate (alg=em)")
+
+    def map_prior_problem(self, natural: bool = False) -> str | None:
+        """A one-line reason why the prior has no interior mode for :meth:`map_point` (naming the key), or None."""
+        return None
+
+    def log_lik_at(self, point: Posterior, batch: PointBatch) -> np.ndarray:
+        """(N_atoms, K) log p(x_n | φ̂_k) at point estimates, with the constants of :meth:`expected_log_lik`."""
+        raise BnpviError(f"obs={self.name} has no MAP point estimate (alg=em)")
+
+    def log_prior_at(self, point: Posterior, natural: bool = False) -> np.ndarray:
+        """(K,) ln p(φ̂_k), the prior density at the point estimates in the coordinates of :meth:`map_point`."""
+        raise BnpviError(f"obs={self.name} has no MAP point estimate (alg=em)")
+
+    def point_moments(self, point: Posterior) -> dict[str, np.ndarray]:
+        """:meth:`cluster_moments` of point estimates (``means_``, ``covariances_``); none by default."""
+        return {}
 
     # ------------------------------------------------------------ derived
     def elbo_data(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post_q: Posterior | None = None) -> float:

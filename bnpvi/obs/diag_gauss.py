@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Mapping
 
 import numpy as np
+from scipy.special import gammaln
 
 from bnpvi.data.batch import PointBatch
 from bnpvi.errors import BnpviError
@@ -139,6 +140,43 @@ class DiagGauss(ObsFamily):
         delta = post_q["m_rel"] - post_p["m_rel"]
         maha = np.sum(nu_q * delta * delta / post_q["b"], axis=1)
         return kl + W.kl_normal_part(post_q["kappa"], post_p["kappa"], maha, self.D)
+
+    # ------------------------------------------------ MAP point estimates (alg=em)
+    def map_point(self, N: np.ndarray, stats: Mapping[str, np.ndarray], natural: bool = False) -> Posterior:
+        """The mode of q*(m_kd, λ_kd) = NormalGamma(m̂_d, κ̂, ν̂, b̂_d) in (m, λ): m̂_kd and λ_kd = (ν̂_k − 1)/b̂_kd
+        (the Normal-Wishart mode with D = 1 per dimension; hard EM uses it too, as ``Gauss.map_point`` says).
+        Keys m, m_rel, b and lam (K, D)."""
+        post = self.posterior(N, stats)
+        return {"m": post["m"], "m_rel": post["m_rel"], "b": post["b"], "lam": (post["nu"] - 1.0)[:, None] / post["b"]}
+
+    def map_prior_problem(self, natural: bool = False) -> str | None:
+        if self.nu <= 1.0:
+            return (f"alg=em with obs=diag_gauss needs obs.nu > 1 (the Normal-Gamma prior's mode has variances "
+                    f"b̄_d/(ν̄ − 1)), got {self.nu:g}")
+        return None
+
+    def log_lik_at(self, point: Posterior, batch: PointBatch) -> np.ndarray:
+        """Σ_d [−½ ln 2π + ½ ln λ_kd − ½ λ_kd (x_d − m_kd)²], by three matrix products."""
+        lam = point["lam"]
+        const = -0.5 * self.D * W.LOG_2PI + 0.5 * np.log(lam).sum(axis=1)
+        return const[None, :] - 0.5 * _diag_maha(self._relative(batch), lam, point["m_rel"])
+
+    def log_prior_at(self, point: Posterior, natural: bool = False) -> np.ndarray:
+        """Σ_d [ln N(m_kd | m̄_d, 1/(κ̄λ_kd)) + ln Gamma(λ_kd | ν̄/2, b̄_d/2)]."""
+        lam, mu = point["lam"], point["m_rel"]
+        log_lam = np.log(lam)
+        normal = -0.5 * W.LOG_2PI + 0.5 * np.log(self.kappa) + 0.5 * log_lam - 0.5 * self.kappa * lam * mu * mu
+        half = 0.5 * self.nu
+        gamma = half * (self.log_b - W.LOG_2) - gammaln(half) + (half - 1.0) * log_lam - 0.5 * self.b * lam
+        return (normal + gamma).sum(axis=1)
+
+    def point_moments(self, point: Posterior) -> dict[str, np.ndarray]:
+        """``means_`` m_k and ``covariances_`` the diagonal matrices of 1/λ_kd = b̂_kd / (ν̂_k − 1)."""
+        var = 1.0 / point["lam"]
+        covariances = np.zeros(var.shape + var.shape[-1:])
+        diagonal = np.arange(var.shape[-1])
+        covariances[:, diagonal, diagonal] = var
+        return {"means_": np.asarray(point["m"]), "covariances_": covariances}
 
     # ------------------------------------------------------------- Bregman
     def divergence(self, batch: PointBatch, centers: Posterior) -> np.ndarray:

@@ -182,6 +182,38 @@ class Gauss(ObsFamily):
         maha = post_q["nu"] * W.inv_quad(post_q["B_chol"], post_q["m_rel"] - post_p["m_rel"])
         return kl + W.kl_normal_part(post_q["kappa"], post_p["kappa"], maha, self.D)
 
+    # ------------------------------------------------ MAP point estimates (alg=em)
+    def map_point(self, N: np.ndarray, stats: Mapping[str, np.ndarray], natural: bool = False) -> Posterior:
+        """The mode of q*(m_k, Λ_k) = NW(m̂, κ̂, B̂, ν̂) in (m, Λ): m̂_k and Λ_k = (ν̂_k − D) B̂_k⁻¹.
+
+        The Normal's |Λ|^{1/2} adds ½ to the Wishart's exponent (ν̂ − D − 1)/2. The prior has two
+        pseudo-counts (κ̄, ν̄), so the one-count form of Hughes 2016 thesis Eq. 2.64 does not apply: hard EM
+        (``natural``) uses this same mode. Keys m, m_rel, B, B_chol, logdet_B and prec_scale ν̂ − D.
+        """
+        post = self.posterior(N, stats)
+        return {"m": post["m"], "m_rel": post["m_rel"], **W.precision_point(post, self.D)}
+
+    def map_prior_problem(self, natural: bool = False) -> str | None:
+        if self.nu <= self.D:
+            return (f"alg=em with obs=gauss needs obs.nu > D = {self.D} (the Normal-Wishart prior's mode has "
+                    f"covariance B̄/(ν̄ − D)), got {self.nu:g}")
+        return None
+
+    def log_lik_at(self, point: Posterior, batch: PointBatch) -> np.ndarray:
+        """log N(x_n | m_k, Λ_k⁻¹) = −(D/2) ln 2π + ½ ln|Λ_k| − ½ (x − m_k)ᵀ Λ_k (x − m_k), one BLAS pass."""
+        return W.point_log_lik(self._relative(batch), point, self.D, point["m_rel"])
+
+    def log_prior_at(self, point: Posterior, natural: bool = False) -> np.ndarray:
+        """ln N(m_k | m̄, (κ̄Λ_k)⁻¹) + ln W(Λ_k | ν̄, B̄)."""
+        c = point["prec_scale"]
+        normal = (-0.5 * self.D * W.LOG_2PI + 0.5 * self.D * np.log(self.kappa) + 0.5 * W.point_logdet(point, self.D)
+                  - 0.5 * self.kappa * c * W.inv_quad(point["B_chol"], point["m_rel"]))
+        return normal + W.wishart_log_density(point, self.nu, self.B_chol, self.logdet_B, self.D)
+
+    def point_moments(self, point: Posterior) -> dict[str, np.ndarray]:
+        """``means_`` m_k and ``covariances_`` Λ_k⁻¹ = B̂_k / (ν̂_k − D)."""
+        return {"means_": np.asarray(point["m"]), "covariances_": point["B"] / point["prec_scale"][:, None, None]}
+
     # ------------------------------------------------------------- Bregman
     def divergence(self, batch: PointBatch, centers: Posterior) -> np.ndarray:
         """(N, J) KL(N(m̃_n, Σ̃_n) ‖ N(m̂_j, B̂_j/ν̂_j)), the Bregman divergence (Hughes 2016 thesis Eq. 2.35).
