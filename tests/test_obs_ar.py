@@ -460,3 +460,14 @@ def test_ar_hmm_recovers_the_toy_ar_states_from_a_file_without_xprev(tmp_path, c
     for k, A in enumerate(toy_ar_parameters()[1][:4]):  # each state's regression, found by its most frequent estimate
         np.testing.assert_allclose(alg.globals.obs["M"][np.bincount(estimate[truth == k]).argmax()], A, atol=0.1)
     store.close()
+
+
+def test_a_mixture_of_the_time_steps_of_labelled_sequences_runs_and_is_scored(tmp_path, compose_cfg):
+    """A mixture has no segments: its run scores the steps' labels by Hamming distance, without HMM decoding."""
+    X, seq_range, labels, _ = make_toy_ar_sequences(n_seqs=4, length=100, seed=3)
+    path = write_sequences(tmp_path / "ar.h5", X, seq_range, labels=labels)
+    cfg = compose_cfg("model=finite_mix", "obs=ar_gauss", "init.K=3", "data=hdf5", f"data.path={path}",
+                      "alg.n_laps=3")
+    summary = runner.train(cfg, tmp_path / "run")
+    assert 0.0 <= summary["hamming"] <= 1.0 and summary["K"] == 3
+    assert not (tmp_path / "run" / "segmentation.h5").exists()
