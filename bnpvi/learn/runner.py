@@ -46,6 +46,7 @@ from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.pool import open_pool
 from bnpvi.learn.progress import Progress
 from bnpvi.learn.sovb import StochasticVB
+from bnpvi.learn.tfsvi import TruncationFreeSVI
 from bnpvi.learn.vb import FullVB
 from bnpvi.metrics import adjusted_rand_index, hamming_distance
 from bnpvi.model import Model
@@ -55,7 +56,7 @@ from bnpvi.stats import ClusterIds, SuffStats
 
 log = logging.getLogger("bnpvi")
 
-ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB)}
+ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB, TruncationFreeSVI)}
 
 SOURCE_OPTIONS = {".csv": "", ".tsv": "", ".npy": "", ".npz": "", ".ldac": " [--vocab VOCAB.txt]", ".txt": " --text"}
 """Suffixes of the files ``bnpvi-data convert`` reads, and the options their conversion needs."""
@@ -225,6 +226,13 @@ class Run:
     def _initial_globals(self) -> tuple:
         """The globals and cluster ids the run starts from: a saved run's (``init=from_run``) or the
         summaries of K seeds."""
+        cls = ALGORITHMS[self.cfg.alg.name]
+        if cls.starts_empty:  # tfsvi: no components yet, it opens them as it goes
+            if self.cfg.init.name == "from_run" or self.cfg.init.get("K") is not None:
+                given = "init=from_run" if self.cfg.init.name == "from_run" else f"init.K={self.cfg.init.K}"
+                raise BnpviError(f"{given}: alg={cls.name} starts from 0 components and opens them as it goes; "
+                                 "drop it")
+            return cls.empty_globals(self.model, self.cfg.alg), ClusterIds.first(0)
         if self.cfg.init.name == "from_run":
             return saved_globals(self.model, self.store, self.cfg.init.path)
         K = initial_K(self.cfg, self.moves, self.model.alloc)
