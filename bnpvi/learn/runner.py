@@ -462,7 +462,8 @@ class Run:
             stop_reason = ("converged: ELBO change below alg.converge_thr, counts stable, no move accepted or "
                            "left to try" if self.converged else
                            f"lap limit alg.n_laps={int(self.cfg.alg.n_laps)} reached")
-        summary = {"elbo": self.trace.rows[-1]["elbo"] if self.trace.rows else None,
+        elbo = self.trace.rows[-1]["elbo"] if self.trace.rows else None
+        summary = {"elbo": elbo if elbo is not None and np.isfinite(elbo) else None,  # tfsvi has none
                    "K": globals_.K, "laps": self.alg.lap, "converged": self.converged, "stop_reason": stop_reason,
                    "elapsed_s": round(self.elapsed(), 4), "n_atoms": self.store.n_atoms, "D": self.store.D,
                    "counts": np.round(globals_.stats.N, 6).tolist(), "uids": self.alg.ids.uids.tolist()}
