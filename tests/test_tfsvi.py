@@ -1,6 +1,5 @@
 """alg=tfsvi through the runner: bars found from 0 components, pruning and re-ordering keep the model, exact
 resume, and the refused combinations."""
-import json
 
 import numpy as np
 import pandas as pd
