@@ -200,3 +200,204 @@ def antoniak_tables(const double[:, ::1] doc_topic, const double[::1] pi, double
                     if uniforms[idx] * (bp + i) < bp:
                         tables[k] += 1.0
                     idx += 1
+
+
+# ----------------------------------------------------------------------------- mixtures of points
+# Families: 0 bern (Beta-Bernoulli), 1 diag_gauss (Normal-Gamma per dimension), 2 zm_gauss (Wishart),
+# 3 gauss (Normal-Wishart). A component's statistics (relative to the prior mean for 1 and 3):
+# N, Sx (D,) (bern: the ones per dimension), Sxx (D, D) (diag_gauss: its diagonal only).
+
+cdef int BERN = 0, DIAG = 1, ZERO_MEAN = 2, FULL = 3
+
+
+cdef void _refresh(int family, Py_ssize_t k, Py_ssize_t D, double[::1] N, double[:, ::1] Sx, double[:, :, ::1] Sxx,
+                   double kappa0, double nu0, const double[:, ::1] B0, double lam1, double lam0,
+                   double[:, ::1] mean, double[:, :, ::1] chol, double[::1] const_, double[::1] coef,
+                   double[::1] power) noexcept nogil:
+    """The predictive's parameters of component k from its statistics (see ``point_log_pred``)."""
+    cdef Py_ssize_t d, e, f
+    cdef double kappa, nu, total, s, logdet, c
+    cdef double half_log_pi = 0.5723649429247001  # ½ ln π
+    if family == BERN:
+        total = log(lam1 + lam0 + N[k])
+        for d in range(D):
+            chol[k, 0, d] = log(lam1 + Sx[k, d]) - total
+            chol[k, 1, d] = log(lam0 + N[k] - Sx[k, d]) - total
+        return
+    nu = nu0 + N[k]
+    if family == ZERO_MEAN:
+        kappa = 0.0
+        c = 1.0
+    else:
+        kappa = kappa0 + N[k]
+        c = kappa / (kappa + 1.0)
+    for d in range(D):
+        mean[k, d] = Sx[k, d] / kappa if family != ZERO_MEAN else 0.0
+    coef[k] = c
+    power[k] = 0.5 * (nu + 1.0)
+    if family == DIAG:
+        logdet = 0.0
+        for d in range(D):
+            s = B0[d, d] + Sxx[k, d, d] - Sx[k, d] * mean[k, d]
+            if s < 1e-12 * B0[d, d]:
+                s = 1e-12 * B0[d, d]
+            chol[k, d, d] = s
+            logdet += log(s)
+        const_[k] = D * (lgamma(0.5 * (nu + 1.0)) - lgamma(0.5 * nu) - half_log_pi + 0.5 * log(c)) - 0.5 * logdet
+        return
+    # full: B̂ = B̄ + Sxx − κ̂ μ μᵀ (zero mean: B̄ + Sxx), then its lower Cholesky factor in chol[k]
+    for d in range(D):
+        for e in range(d + 1):
+            s = B0[d, e] + Sxx[k, d, e]
+            if family == FULL:
+                s -= kappa * mean[k, d] * mean[k, e]
+            for f in range(e):
+                s -= chol[k, d, f] * chol[k, e, f]
+            if d == e:
+                chol[k, d, d] = s ** 0.5
+            else:
+                chol[k, d, e] = s / chol[k, e, e]
+    logdet = 0.0
+    for d in range(D):
+        logdet += 2.0 * log(chol[k, d, d])
+    const_[k] = lgamma(0.5 * (nu + 1.0)) - lgamma(0.5 * (nu + 1.0 - D)) - D * half_log_pi - 0.5 * logdet
+    if family == FULL:
+        const_[k] += 0.5 * D * log(c)
+
+
+cdef double _log_pred(int family, Py_ssize_t k, Py_ssize_t D, const double[:, ::1] Y, Py_ssize_t i,
+                      double[:, ::1] mean, double[:, :, ::1] chol, double[::1] const_, double[::1] coef,
+                      double[::1] power, double[::1] work) noexcept nogil:
+    """ln p(y_i | component k's statistics): the posterior predictive (Student-t; Beta-Bernoulli)."""
+    cdef Py_ssize_t d, e
+    cdef double out, r, q, s
+    if family == BERN:
+        out = 0.0
+        for d in range(D):
+            out += chol[k, 0, d] if Y[i, d] > 0.5 else chol[k, 1, d]
+        return out
+    if family == DIAG:
+        out = const_[k]
+        for d in range(D):
+            r = Y[i, d] - mean[k, d]
+            out -= power[k] * log(1.0 + coef[k] * r * r / chol[k, d, d])
+        return out
+    q = 0.0  # ‖L⁻¹ (y − μ)‖² by forward substitution
+    for d in range(D):
+        s = Y[i, d] - mean[k, d]
+        for e in range(d):
+            s -= chol[k, d, e] * work[e]
+        work[d] = s / chol[k, d, d]
+        q += work[d] * work[d]
+    return const_[k] - power[k] * log(1.0 + coef[k] * q)
+
+
+cdef void _move(int family, Py_ssize_t k, Py_ssize_t D, const double[:, ::1] Y, Py_ssize_t i, double sign,
+                double[::1] N, double[:, ::1] Sx, double[:, :, ::1] Sxx) noexcept nogil:
+    """Point i added to (sign 1) or taken from (sign −1) component k's statistics."""
+    cdef Py_ssize_t d, e
+    N[k] += sign
+    for d in range(D):
+        Sx[k, d] += sign * Y[i, d]
+        if family == DIAG:
+            Sxx[k, d, d] += sign * Y[i, d] * Y[i, d]
+        elif family != BERN:
+            for e in range(d + 1):
+                Sxx[k, d, e] += sign * Y[i, d] * Y[i, e]
+
+
+cdef void _copy_row(Py_ssize_t src, Py_ssize_t dst, Py_ssize_t D, double[::1] N, double[:, ::1] Sx,
+                    double[:, :, ::1] Sxx) noexcept nogil:
+    cdef Py_ssize_t d, e
+    N[dst] = N[src]
+    for d in range(D):
+        Sx[dst, d] = Sx[src, d]
+        for e in range(D):
+            Sxx[dst, d, e] = Sxx[src, d, e]
+
+
+def dp_point_sweep(int family, const double[:, ::1] Y, double[::1] N, double[:, ::1] Sx, double[:, :, ::1] Sxx,
+                   double kappa0, double nu0, const double[:, ::1] B0, double lam1, double lam0,
+                   double[::1] docs_in, const double[::1] stick_u, const double[::1] stick_v,
+                   long[::1] z, const double[::1] uniforms, long T, long K_global, double log_new_factor):
+    """One collapsed Gibbs sweep over the points of a DP-mixture minibatch (Wang & Blei 2012 §2.2): point i goes
+    to component k with probability ∝ E[π_k | c] · p(y_i | statistics of k without i), the family's
+    posterior predictive; rows 0..K_global−1 hold the global effective statistics plus the minibatch's,
+    rows K_global..T−1 components made in this minibatch, row Kcap (the last) stays empty: the prior.
+    Sxx is filled in its lower triangle only. Returns the new T."""
+    cdef Py_ssize_t n = Y.shape[0], D = Y.shape[1]
+    cdef Py_ssize_t Kcap = N.shape[0] - 1
+    cdef Py_ssize_t i, k, j, J, last
+    cdef long k_old, k_new
+    cdef double run, log_rest, a_k, b_k, s, mx, total
+    mean_arr = np.zeros((Kcap + 1, D))
+    chol_arr = np.zeros((Kcap + 1, max(D, 2), D))
+    const_arr = np.zeros(Kcap + 1)
+    coef_arr = np.zeros(Kcap + 1)
+    power_arr = np.zeros(Kcap + 1)
+    cdef double[:, ::1] mean = mean_arr
+    cdef double[:, :, ::1] chol = chol_arr
+    cdef double[::1] const_ = const_arr, coef = coef_arr, power = power_arr
+    cdef double[::1] work = np.zeros(D)
+    cdef double[::1] weights = np.empty(Kcap + 1)
+    cdef double[::1] after = np.empty(Kcap + 1)
+    with nogil:
+        for k in range(T):
+            _refresh(family, k, D, N, Sx, Sxx, kappa0, nu0, B0, lam1, lam0, mean, chol, const_, coef, power)
+        _refresh(family, Kcap, D, N, Sx, Sxx, kappa0, nu0, B0, lam1, lam0, mean, chol, const_, coef, power)
+        for i in range(n):
+            k_old = z[i]
+            if k_old >= 0:
+                _move(family, k_old, D, Y, i, -1.0, N, Sx, Sxx)
+                docs_in[k_old] -= 1.0
+                if k_old >= K_global and docs_in[k_old] <= 0.0:  # an emptied new component disappears
+                    last = T - 1
+                    if k_old != last:
+                        _copy_row(last, k_old, D, N, Sx, Sxx)
+                        docs_in[k_old] = docs_in[last]
+                        for j in range(n):
+                            if z[j] == last:
+                                z[j] = k_old
+                        _refresh(family, k_old, D, N, Sx, Sxx, kappa0, nu0, B0, lam1, lam0, mean, chol, const_,
+                                 coef, power)
+                    _copy_row(Kcap, last, D, N, Sx, Sxx)
+                    docs_in[last] = 0.0
+                    T -= 1
+                else:
+                    _refresh(family, k_old, D, N, Sx, Sxx, kappa0, nu0, B0, lam1, lam0, mean, chol, const_, coef,
+                             power)
+                z[i] = -1
+            run = 0.0
+            for k in range(T - 1, -1, -1):
+                after[k] = run
+                run += docs_in[k]
+            log_rest = 0.0
+            mx = -1e308
+            for k in range(T):
+                a_k = stick_u[k] + docs_in[k]
+                b_k = stick_v[k] + after[k]
+                s = log_rest + log(a_k / (a_k + b_k)) + _log_pred(family, k, D, Y, i, mean, chol, const_, coef,
+                                                                  power, work)
+                log_rest += log(b_k / (a_k + b_k))
+                weights[k] = s
+                if s > mx:
+                    mx = s
+            J = T
+            if T < Kcap:
+                weights[T] = log_rest + log_new_factor + _log_pred(family, Kcap, D, Y, i, mean, chol, const_,
+                                                                   coef, power, work)
+                if weights[T] > mx:
+                    mx = weights[T]
+                J = T + 1
+            total = 0.0
+            for k in range(J):
+                weights[k] = exp(weights[k] - mx)
+                total += weights[k]
+            k_new = _pick(weights, J, total, uniforms[i])
+            if k_new == T:
+                T += 1
+            _move(family, k_new, D, Y, i, 1.0, N, Sx, Sxx)
+            docs_in[k_new] += 1.0
+            z[i] = k_new
+            _refresh(family, k_new, D, N, Sx, Sxx, kappa0, nu0, B0, lam1, lam0, mean, chol, const_, coef, power)
+    return T

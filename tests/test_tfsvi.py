@@ -105,20 +105,21 @@ def test_pruning_and_reordering_keep_every_kept_component(compose_cfg, tmp_path,
         run.close()
 
 
-@pytest.mark.parametrize("model", ["hdp_topic", "dp_mix"])
+@pytest.mark.parametrize("model", ["hdp_topic", "dp_mix", "dp_mix_gauss"])
 def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, documents, model):
     """Cut after the first batch of lap 2 (pruning every 150 documents: in flight at the cut) and resumed."""
-    data = ["data.n_docs=400"] if model == "hdp_topic" else ["obs=mult", "data=hdf5", f"data.path={documents}"]
-    cfg = compose_cfg("alg=tfsvi", f"model={model}", *data, "alg.n_laps=4", "checkpoint_every=1", "seed=7",
+    data = {"hdp_topic": ["data.n_docs=400"], "dp_mix": ["obs=mult", "data=hdf5", f"data.path={documents}"],
+            "dp_mix_gauss": ["obs=gauss", "obs.kappa=1", "data.n_atoms=600"]}[model]
+    cfg = compose_cfg("alg=tfsvi", f"model={model.split('_gauss')[0]}", *data, "alg.n_laps=4", "checkpoint_every=1", "seed=7",
                       "alg.batch_docs=30", "alg.prune_every=150")
     summary, trace = assert_resume_is_exact(cfg, tmp_path)
-    assert summary["K"] > 0 and (model == "dp_mix" or trace["heldout_loglik"].notna().all())
+    assert summary["K"] > 0 and (model != "hdp_topic" or trace["heldout_loglik"].notna().all())
 
 
 @pytest.mark.parametrize("overrides, message", [
     (["moves=[merge]"], r"moves=\['merge'\] need alg=memo, not alg=tfsvi"),
     (["init.K=5"], "init.K=5: alg=tfsvi starts from 0 components"),
-    (["obs=gauss"], "alg=tfsvi runs model=dp_mix with obs=mult .*got model=dp_mix obs=gauss"),
+    (["model=finite_mix"], "alg=tfsvi runs model=dp_mix with obs=mult, .*got model=finite_mix obs=gauss"),
     (["model=hdp_topic", "alg.reorder=never"], "alg.reorder must be one of minibatch, prune"),
     (["model=hdp_topic", "alg.batch_docs=0"], "alg.batch_docs must be an integer >= 1"),
 ])
@@ -126,3 +127,13 @@ def test_refused_with_one_line(compose_cfg, tmp_path, overrides, message):
     with pytest.raises(BnpviError, match=message) as err:
         runner.train(compose_cfg("alg=tfsvi", *overrides), tmp_path / "run")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("obs", ["gauss", "diag_gauss"])
+def test_toy_points_from_zero(compose_cfg, tmp_path, obs):
+    """`bnpvi-train model=dp_mix obs=gauss alg=tfsvi` on the toy points (8 Gaussians) with obs.kappa=1: the big
+    clusters are the true ones (ARI > 0.9)."""
+    cfg = compose_cfg("model=dp_mix", f"obs={obs}", "obs.kappa=1", "alg=tfsvi", "alg.n_laps=6",
+                      "alg.prune_every=5000", "seed=2")
+    summary = runner.train(cfg, tmp_path / "run")
+    assert summary["ari"] > 0.9 and summary["K"] >= 8

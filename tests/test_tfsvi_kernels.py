@@ -167,3 +167,73 @@ def test_bad_input_is_refused_with_one_line():
     state = dp_state(0)
     with pytest.raises(KernelInputError, match="needs 15 uniforms"):
         gibbs.dp_doc_sweep(**state, uniforms=np.full(3, 0.5), T=3, K_global=3, eta=0.1, V=30, log_new_factor=0.0)
+
+
+POINT_FAMILIES = ["bern", "diag_gauss", "zm_gauss", "gauss"]
+
+
+def point_state(family, seed, K=2, Kcap=7, D=3, n=20):
+    """Points and the state of a DP-mixture sweep of ``family`` with K global components."""
+    rng = np.random.default_rng(seed)
+    Y = rng.normal(size=(n, D)) * 3
+    if family == "bern":
+        Y = (Y > 0).astype(float)
+    N, Sx, Sxx = np.zeros(Kcap + 1), np.zeros((Kcap + 1, D)), np.zeros((Kcap + 1, D, D))
+    N[:K] = [5.0, 3.0]
+    for k in range(K):
+        if family == "bern":
+            Sx[k] = rng.uniform(0, N[k], D)
+            continue
+        Sx[k] = rng.normal(size=D)
+        A = rng.normal(size=(D, D))
+        Sxx[k] = np.tril(A @ A.T + np.outer(Sx[k], Sx[k]) / N[k])
+        if family == "diag_gauss":
+            Sxx[k] = np.diag(np.diag(Sxx[k]))
+    u, v = np.ones(Kcap), np.full(Kcap, 2.0)
+    u[:K], v[:K] = [4.0, 3.0], [5.0, 2.0]
+    return Y, dict(N=N, Sx=Sx, Sxx=Sxx, docs_in=np.zeros(Kcap), z=np.full(n, -1, dtype=np.int64)), u, v
+
+
+@pytest.mark.parametrize("family", POINT_FAMILIES)
+def test_point_sweeps_draw_the_reference_samples(family):
+    Y, state, u, v = point_state(family, 3)
+    ref = copy(state)
+    prior = (1.5, 5.0, 2.0 * np.eye(3), 0.3, 0.4)
+    rng = np.random.default_rng(4)
+    T = T_ref = 2
+    for _ in range(5):
+        uniforms = rng.random(Y.shape[0])
+        T = gibbs.dp_point_sweep(family, Y, state["N"], state["Sx"], state["Sxx"], *prior, state["docs_in"], u, v,
+                                 state["z"], uniforms, T, 2, -0.2)
+        T_ref = gibbs.dp_point_sweep(family, Y, ref["N"], ref["Sx"], ref["Sxx"], *prior, ref["docs_in"], u, v,
+                                     ref["z"], uniforms, T_ref, 2, -0.2, impl=reference)
+        assert T == T_ref
+        np.testing.assert_array_equal(state["z"], ref["z"])
+        for name in ("N", "Sx", "Sxx", "docs_in"):
+            np.testing.assert_allclose(state[name], ref[name], rtol=0, atol=1e-9, err_msg=name)
+    assert T > 2
+
+
+@pytest.mark.parametrize("family", POINT_FAMILIES)
+def test_point_predictive_is_the_ratio_of_the_familys_marginals(family):
+    """The reference predictive ln p(y | points of a component) equals L*(N + 1, S + s(y)) − L*(N, S) of the
+    family's own log marginal (Hughes 2016 thesis Eq. 3.42): the locally collapsed q(z) of Wang & Blei 2012 Eq. 6."""
+    from bnpvi.data.batch import PointBatch
+    from bnpvi.learn.tfsvi_local import PointMixtureSampler
+    from bnpvi.model import Model
+    from bnpvi.alloc.mixture import DPMixAlloc
+    from bnpvi.obs import make_obs
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(6, 3)) * 2 + 1
+    X = (X > 1).astype(float) if family == "bern" else X
+    model = Model(DPMixAlloc(1.0), make_obs({"name": family}, 3, None))
+    sampler = PointMixtureSampler(model, 1, 5, "rest")
+    Y = sampler._points(PointBatch(X))
+    four, five = (model.hard_stats(PointBatch(X[:n]), np.zeros(n, dtype=np.int64), 1) for n in (4, 5))
+    expected = float(model.data_terms(five)[0] - model.data_terms(four)[0])
+    Sx = four["S"][0] if family == "bern" else four["Sx"][0] if "Sx" in four else np.zeros(3)
+    Sxx = np.zeros((3, 3)) if family == "bern" else (np.diag(four["Sxx"][0]) if family == "diag_gauss"
+                                                     else np.tril(four["Sxx"][0]))
+    got = reference.point_log_pred(gibbs.FAMILY_CODES[family], Y[4], 4.0, Sx, Sxx, *sampler._prior())
+    assert got == pytest.approx(expected, rel=1e-10)

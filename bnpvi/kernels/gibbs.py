@@ -12,6 +12,8 @@ sticks' q) act as the prior, so new components can appear during the sweep (§2.
   weight Π_{l<T} (v_l + c_>l)/(…) · exp(``log_new_factor``) · the prior predictive under Dir(η).
 * :func:`hdp_token_sweep` — the HDP topic model, one token at a time (supplement S.2.2).
 * :func:`antoniak_tables` — the table counts of the HDP's sticks (supplement S.2, Eq. 1-3).
+* :func:`dp_point_sweep` — a DP mixture of points of a family with a closed-form posterior predictive
+  (Beta-Bernoulli; Student-t for the Gaussian families), one component per point.
 
 Every random choice takes one pre-drawn uniform, so a sweep is a deterministic function of its
 arguments; :mod:`bnpvi.kernels.gibbs_reference` computes the same sweeps in plain NumPy and the
@@ -25,7 +27,10 @@ from bnpvi.kernels import KernelInputError, _check_array, compiled
 
 _ext = compiled("_gibbs", "Gibbs sweeps")
 
-__all__ = ["antoniak_tables", "dp_doc_sweep", "hdp_token_sweep"]
+__all__ = ["FAMILY_CODES", "antoniak_tables", "dp_doc_sweep", "dp_point_sweep", "hdp_token_sweep"]
+
+FAMILY_CODES = {"bern": 0, "diag_gauss": 1, "zm_gauss": 2, "gauss": 3}
+"""The observation families :func:`dp_point_sweep` knows, by their ``obs`` name."""
 
 
 def _check_state(arrays: dict, specs: dict) -> None:
@@ -156,3 +161,56 @@ def antoniak_tables(doc_topic, pi, b: float, uniforms, T: int, impl=None) -> np.
     out = np.zeros(max(int(T), 0))
     ext.antoniak_tables(doc_topic, pi, float(b), uniforms, int(T), out)
     return out
+
+
+def dp_point_sweep(family: str, Y, N, Sx, Sxx, kappa0: float, nu0: float, B0, lam1: float, lam0: float, docs_in,
+                   stick_u, stick_v, z, uniforms, T: int, K_global: int, log_new_factor: float, impl=None) -> int:
+    """One collapsed Gibbs sweep over the points of a DP-mixture minibatch (Wang & Blei 2012 §2.2).
+
+    Point i goes to component k with probability ∝ E[π_k | c] · p(y_i | N_k, Sx_k, Sxx_k), the weights as in
+    :func:`dp_doc_sweep` and p the family's posterior predictive given the component's statistics without
+    the point (its global effective statistics plus the minibatch's other points):
+
+    * ``bern``: Π_d μ̂_d^y_d (1 − μ̂_d)^(1 − y_d), μ̂_d = (λ̄₁ + Sx_d)/(λ̄₁ + λ̄₀ + N);
+    * ``gauss`` (y relative to the prior mean): with κ̂ = κ̄ + N, ν̂ = ν̄ + N, μ = Sx/κ̂,
+      B̂ = B̄ + Sxx − κ̂ μ μᵀ and c = κ̂/(κ̂ + 1),
+      ln p = lnΓ((ν̂+1)/2) − lnΓ((ν̂+1−D)/2) − (D/2) ln π + (D/2) ln c − ½ ln|B̂| − ((ν̂+1)/2) ln(1 + c (y−μ)ᵀB̂⁻¹(y−μ))
+      (the ratio of the family's log marginals before and after adding y, Hughes 2016 thesis Eq. 3.42);
+    * ``zm_gauss``: the same with μ = 0, c = 1 and no (D/2) ln c;
+    * ``diag_gauss``: the sum over dimensions of the one-dimensional ``gauss`` form (B̂ = b̂_d).
+
+    Parameters
+    ----------
+    family : str, a key of :data:`FAMILY_CODES`
+    Y : (points, D) float64 — the minibatch (relative to the prior mean for gauss and diag_gauss).
+    N, Sx, Sxx : (Kcap + 1,), (Kcap + 1, D), (Kcap + 1, D, D) float64, state — every component's statistics
+        (Sxx: the lower triangle; diag_gauss: the diagonal; bern: unused); row Kcap stays 0 (the prior).
+    kappa0, nu0, B0, lam1, lam0 — the prior (B0: B̄, or diag(b̄) for diag_gauss).
+    docs_in, stick_u, stick_v, z, uniforms, T, K_global, log_new_factor — as :func:`dp_doc_sweep`.
+
+    Returns
+    -------
+    int : the new T.
+    """
+    ext = _ext if impl is None else impl
+    if family not in FAMILY_CODES:
+        raise KernelInputError(f"dp_point_sweep has no family {family!r}; choose one of {sorted(FAMILY_CODES)}")
+    _check_state(dict(Y=Y, N=N, Sx=Sx, Sxx=Sxx, B0=B0, docs_in=docs_in, stick_u=stick_u, stick_v=stick_v, z=z,
+                      uniforms=uniforms),
+                 dict(Y=(2, np.float64, False), N=(1, np.float64, True), Sx=(2, np.float64, True),
+                      Sxx=(3, np.float64, True), B0=(2, np.float64, False), docs_in=(1, np.float64, True),
+                      stick_u=(1, np.float64, False), stick_v=(1, np.float64, False), z=(1, np.int64, True),
+                      uniforms=(1, np.float64, False)))
+    Kcap, D = N.shape[0] - 1, Y.shape[1]
+    if Sx.shape != (Kcap + 1, D) or Sxx.shape != (Kcap + 1, D, D) or B0.shape != (D, D):
+        raise KernelInputError(f"statistics must be ({Kcap + 1}, {D}) and ({Kcap + 1}, {D}, {D}), B0 ({D}, {D})")
+    if not (docs_in.shape[0] == stick_u.shape[0] == stick_v.shape[0] == Kcap):
+        raise KernelInputError(f"docs_in, stick_u and stick_v must have Kcap = {Kcap} entries")
+    if z.shape[0] != Y.shape[0]:
+        raise KernelInputError(f"z has {z.shape[0]} entries for {Y.shape[0]} points")
+    if not 0 <= K_global <= T <= Kcap:
+        raise KernelInputError(f"need 0 <= K_global <= T <= Kcap, got {K_global}, {T}, {Kcap}")
+    _check_uniforms(uniforms, z.shape[0], "dp_point_sweep")
+    return int(ext.dp_point_sweep(FAMILY_CODES[family], Y, N, Sx, Sxx, float(kappa0), float(nu0), B0, float(lam1),
+                                  float(lam0), docs_in, stick_u, stick_v, z, uniforms, int(T), int(K_global),
+                                  float(log_new_factor)))

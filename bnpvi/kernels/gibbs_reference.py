@@ -97,3 +97,77 @@ def antoniak_tables(doc_topic, pi, b, uniforms, T, tables):
             i = np.arange(n)
             tables[k] += np.count_nonzero(uniforms[idx:idx + n] * (bp + i) < bp)
             idx += n
+
+
+def point_log_pred(family, y, N, Sx, Sxx, kappa0, nu0, B0, lam1, lam0):
+    """ln p(y | a component's statistics N, Sx, Sxx) (see ``bnpvi.kernels.gibbs.dp_point_sweep``), by dense
+    linear algebra (a log determinant and a solve) instead of the kernel's Cholesky factor."""
+    D = y.shape[0]
+    if family == 0:
+        p1 = (lam1 + Sx) / (lam1 + lam0 + N)
+        return float(np.sum(np.where(y > 0.5, np.log(p1), np.log1p(-p1))))
+    nu = nu0 + N
+    if family == 2:
+        kappa, c, mu = 0.0, 1.0, np.zeros(D)
+    else:
+        kappa = kappa0 + N
+        c, mu = kappa / (kappa + 1.0), Sx / kappa
+    r = y - mu
+    if family == 1:
+        b = np.maximum(np.diag(B0) + np.diag(Sxx) - Sx * mu, 1e-12 * np.diag(B0))
+        per_dim = (gammaln(0.5 * (nu + 1)) - gammaln(0.5 * nu) - 0.5 * np.log(np.pi) + 0.5 * np.log(c)
+                   - 0.5 * np.log(b) - 0.5 * (nu + 1) * np.log1p(c * r * r / b))
+        return float(per_dim.sum())
+    lower = np.tril(Sxx)
+    B = B0 + lower + np.tril(lower, -1).T - (kappa * np.outer(mu, mu) if family == 3 else 0.0)
+    logdet = np.linalg.slogdet(B)[1]
+    q = c * float(r @ np.linalg.solve(B, r))
+    out = gammaln(0.5 * (nu + 1)) - gammaln(0.5 * (nu + 1 - D)) - 0.5 * D * np.log(np.pi) - 0.5 * logdet \
+        - 0.5 * (nu + 1) * np.log1p(q)
+    return float(out + (0.5 * D * np.log(c) if family == 3 else 0.0))
+
+
+def _move(family, k, y, sign, N, Sx, Sxx):
+    N[k] += sign
+    Sx[k] += sign * y
+    if family == 1:
+        Sxx[k][np.diag_indices(y.shape[0])] += sign * y * y
+    elif family != 0:
+        Sxx[k] += sign * np.tril(np.outer(y, y))
+
+
+def dp_point_sweep(family, Y, N, Sx, Sxx, kappa0, nu0, B0, lam1, lam0, docs_in, stick_u, stick_v, z, uniforms, T,
+                   K_global, log_new_factor):
+    Kcap = N.shape[0] - 1
+    prior = (kappa0, nu0, B0, lam1, lam0)
+    for i in range(Y.shape[0]):
+        y, k_old = Y[i], z[i]
+        if k_old >= 0:
+            _move(family, k_old, y, -1.0, N, Sx, Sxx)
+            docs_in[k_old] -= 1.0
+            if k_old >= K_global and docs_in[k_old] <= 0.0:
+                last = T - 1
+                if k_old != last:
+                    N[k_old], Sx[k_old], Sxx[k_old] = N[last], Sx[last], Sxx[last]
+                    docs_in[k_old] = docs_in[last]
+                    z[z == last] = k_old
+                N[last], Sx[last], Sxx[last] = N[Kcap], Sx[Kcap], Sxx[Kcap]
+                docs_in[last] = 0.0
+                T -= 1
+            z[i] = -1
+        after = np.concatenate([np.cumsum(docs_in[:T][::-1])[::-1][1:], [0.0]]) if T else np.zeros(0)
+        a_k = stick_u[:T] + docs_in[:T]
+        b_k = stick_v[:T] + after
+        before = np.concatenate([[0.0], np.cumsum(np.log(b_k / (a_k + b_k)))])
+        scores = [before[k] + np.log(a_k[k] / (a_k[k] + b_k[k])) + point_log_pred(family, y, N[k], Sx[k], Sxx[k], *prior)
+                  for k in range(T)]
+        if T < Kcap:
+            scores.append(before[T] + log_new_factor + point_log_pred(family, y, N[Kcap], Sx[Kcap], Sxx[Kcap], *prior))
+        scores = np.array(scores)
+        k_new = _pick(np.exp(scores - scores.max()), uniforms[i])
+        if k_new == T:
+            T += 1
+        _move(family, k_new, y, 1.0, N, Sx, Sxx)
+        docs_in[k_new] += 1.0
+        z[i] = k_new
+    return T

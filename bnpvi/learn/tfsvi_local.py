@@ -16,6 +16,7 @@ model's own layout (for K' ≥ K components, the global ones first) and the stic
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,8 @@ from bnpvi.alloc.topic import HDPTopicAlloc
 from bnpvi.errors import BnpviError
 from bnpvi.kernels import gibbs
 from bnpvi.stats import SuffStats
+
+log = logging.getLogger("bnpvi")
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,6 +122,72 @@ class DocMixtureSampler:
         return MinibatchSample(stats, stats.N.copy())
 
 
+class PointMixtureSampler(DocMixtureSampler):
+    """DP mixture of points, one component per point (Wang & Blei 2012 §2.2), for the families with a
+    closed-form posterior predictive (``gibbs.FAMILY_CODES``: bern, diag_gauss, zm_gauss, gauss).
+
+    The sampler's components start from the global effective statistics (the family's posterior is its
+    prior plus them) and gain the minibatch's points; parameters as :class:`DocMixtureSampler`.
+    """
+
+    VAGUE_KAPPA = 0.01
+
+    def __init__(self, model, sweeps: int, max_new: int, new_weight: str):
+        super().__init__(model, sweeps, max_new, new_weight)
+        kappa = getattr(model.obs, "kappa", None)
+        if kappa is not None and kappa < self.VAGUE_KAPPA:
+            log.warning("alg=tfsvi with obs.kappa=%g: a new component's predictive pays (D/2) ln(1/kappa) nats for "
+                        "its vague mean, so the sampler rarely opens one; obs.kappa=1 suits it (docs/tfsvi.md)",
+                        kappa)
+
+    def _prior(self) -> tuple:
+        """(κ̄, ν̄, B̄, λ̄₁, λ̄₀) of the family, unused entries 0 (diag_gauss: B̄ = diag(b̄))."""
+        obs = self.model.obs
+        D = obs.D
+        if obs.name == "bern":
+            return 0.0, 0.0, np.zeros((D, D)), obs.lam1, obs.lam0
+        B = np.diag(obs.b) if obs.name == "diag_gauss" else np.asarray(obs.B, dtype=np.float64)
+        return float(getattr(obs, "kappa", 0.0)), float(obs.nu), np.ascontiguousarray(B), 0.0, 0.0
+
+    def _points(self, batch) -> np.ndarray:
+        """The minibatch as the family's statistics see it (checked by the family): relative to the prior mean for
+        gauss and diag_gauss."""
+        obs = self.model.obs
+        Y = obs._binary(batch) if obs.name == "bern" else obs._data(batch) if obs.name == "zm_gauss" else \
+            obs._relative(batch)
+        return np.ascontiguousarray(Y, dtype=np.float64)
+
+    def sample(self, globals_, m: np.ndarray, batch, rng: np.random.Generator) -> MinibatchSample:
+        obs, K = self.model.obs, globals_.K
+        Y = self._points(batch)
+        n, D = Y.shape
+        Kcap = K + min(self.max_new, n)
+        eff = globals_.stats
+        N = np.zeros(Kcap + 1)
+        Sx, Sxx = np.zeros((Kcap + 1, D)), np.zeros((Kcap + 1, D, D))
+        N[:K] = np.maximum(eff.N, 0.0)
+        if obs.name == "bern":
+            Sx[:K] = eff["S"]
+        else:
+            if "Sx" in eff:
+                Sx[:K] = eff["Sx"]
+            if obs.name == "diag_gauss":
+                Sxx[:K, np.arange(D), np.arange(D)] = eff["Sxx"]
+            else:
+                Sxx[:K] = np.tril(eff["Sxx"])
+        u, v = sticks(m, self.a)
+        stick_u, stick_v = np.ones(Kcap), np.full(Kcap, self.a)
+        stick_u[:K], stick_v[:K] = u, v
+        docs_in = np.zeros(Kcap)
+        z = np.full(n, -1, dtype=np.int64)
+        T = K
+        for _ in range(1 + self.sweeps):
+            T = gibbs.dp_point_sweep(obs.name, Y, N, Sx, Sxx, *self._prior(), docs_in, stick_u, stick_v, z,
+                                     rng.random(n), T, K, self.log_new_factor)
+        stats = self.model.hard_stats(batch, z, T)
+        return MinibatchSample(stats, stats.N.copy())
+
+
 class TopicSampler:
     """HDP topic model, one topic per token (Wang & Blei 2012 supplement S.2.2).
 
@@ -194,8 +263,10 @@ def make_sampler(model, cfg):
         return TopicSampler(model, _sweeps(cfg, 10), int(cfg.max_new))
     if isinstance(alloc, DPMixAlloc) and family == "mult":
         return DocMixtureSampler(model, _sweeps(cfg, 3), int(cfg.max_new), str(cfg.new_weight))
-    raise BnpviError(f"alg=tfsvi runs model=dp_mix with obs=mult and model=hdp_topic with obs=mult; "
-                     f"got model={alloc.name} obs={family}")
+    if isinstance(alloc, DPMixAlloc) and family in gibbs.FAMILY_CODES:
+        return PointMixtureSampler(model, _sweeps(cfg, 3), int(cfg.max_new), str(cfg.new_weight))
+    raise BnpviError(f"alg=tfsvi runs model=dp_mix with obs={', '.join(['mult', *gibbs.FAMILY_CODES])} and "
+                     f"model=hdp_topic with obs=mult; got model={alloc.name} obs={family}")
 
 
 def _sweeps(cfg, default: int) -> int:
