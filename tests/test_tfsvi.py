@@ -22,12 +22,12 @@ def hellinger(lam, truth):
 @pytest.mark.shared_data
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_dp_mixture_from_zero_finds_one_cluster_per_bar(compose_cfg, tmp_path, shared_data, seed):
-    """The reference corpus of documents with one of 6 bars each: exactly 6 clusters hold more than 2 % of the
-    documents, each closest to a different bar."""
+    """The reference corpus of documents with one of 6 bars each (10 % held out): exactly 6 clusters hold more
+    than 2 % of the documents, each closest to a different bar."""
     from bnpvi.data.convert import convert
 
     src = shared_data / "bars_one_per_doc" / "dataset.npz"
-    path = convert(src, tmp_path / "bars.h5", n_batches=4, shuffle_seed=0)
+    path = convert(src, tmp_path / "bars.h5", n_batches=4, shuffle_seed=0, heldout=0.1)
     cfg = compose_cfg("model=dp_mix", "obs=mult", "alg=tfsvi", "data=hdf5", f"data.path={path}", "alg.n_laps=3",
                       f"seed={seed}")
     summary = runner.train(cfg, tmp_path / "run")
@@ -40,6 +40,8 @@ def test_dp_mixture_from_zero_finds_one_cluster_per_bar(compose_cfg, tmp_path, s
     assert sorted(closest.tolist()) == list(range(6))
     trace = pd.read_csv(tmp_path / "run" / "trace.csv")
     assert trace["elbo"].isna().all() and summary["elbo"] is None  # no objective (Wang & Blei 2012 S.1)
+    # held-out documents scored every lap: ln Σ_k exp(E ln π_k + E ln p(x | θ_k)) per document
+    assert np.all(np.isfinite(trace["heldout_loglik"])) and summary["heldout_points"] == 200
 
 
 def test_hdp_topics_from_zero_find_every_toy_bar(compose_cfg, tmp_path):

@@ -358,7 +358,7 @@ class Run:
         and draws nothing from the run's generator; the latest result is reused for the same globals."""
         if self._heldout_last is not None and self._heldout_last[0] is globals_:
             return self._heldout_last[1]
-        if self.store.kind == "bow":
+        if isinstance(self.model.alloc, TopicAlloc):
             out = completion_loglik(self.model, globals_, self.store, seed=self.heldout_seed, mode=self.heldout_split)
             result = (out["loglik_per_token"], out["n_tokens"])
         else:
@@ -472,7 +472,8 @@ class Run:
         summary.update(self.scores(segmentation))
         if self.heldout:
             score, count = self.heldout_score(globals_)
-            summary.update(heldout_loglik=score, **{"heldout_tokens" if self.store.kind == "bow" else "heldout_points":
+            summary.update(heldout_loglik=score, **{"heldout_tokens" if isinstance(self.model.alloc, TopicAlloc) else
+                                                    "heldout_points":
                                                     count})
         if isinstance(self.model.alloc, MixtureAlloc):
             write_assignments(self.run_dir / "assignments.h5",
