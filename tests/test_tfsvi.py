@@ -87,19 +87,18 @@ def test_pruning_and_reordering_keep_every_kept_component(compose_cfg, tmp_path,
         before = {int(u): (alg.globals.obs["lam"][k].copy(), alg.m[k], alg.globals.stats.N[k])
                   for k, u in enumerate(alg.ids.uids)}
         assert len(before) >= 2
-        alg.m = alg.m[::-1].copy()  # scramble the order, then re-order: the same components, sorted by m
-        alg.globals = alg.make_globals(alg.globals.stats.reorder(np.arange(alg.globals.K)[::-1]), alg.m)
-        alg.ids.remap([[k] for k in range(alg.globals.K)][::-1])
-        alg.prune_below = float(np.median(alg.globals.stats.N))
+        alg._keep(np.arange(alg.eff.K)[::-1])  # scramble the order; re-ordering must undo it
+        alg.prune_below = float(np.median(alg.eff.N))
         alg.prune()
         alg.sort()
-        assert np.all(np.diff(alg.m) <= 0) and np.all(alg.globals.stats.N >= alg.prune_below)
-        assert 0 < alg.globals.K < len(before)
+        after = alg.make_globals(alg.eff, alg.m)
+        assert np.all(np.diff(alg.m) <= 0) and np.all(after.stats.N >= alg.prune_below)
+        assert 0 < after.K < len(before) and alg.ids.uids.shape[0] == after.K
         for k, u in enumerate(alg.ids.uids):
             lam, m, N = before[int(u)]
-            np.testing.assert_array_equal(alg.globals.obs["lam"][k], lam)  # the predictive under q(θ_k)
-            assert (alg.m[k], alg.globals.stats.N[k]) == (m, N)
-        u, v = alg.sampler.alloc_params(alg.m).values() if "eta1" in alg.globals.alloc else (None, None)
+            np.testing.assert_array_equal(after.obs["lam"][k], lam)  # the predictive under q(θ_k)
+            assert (alg.m[k], after.stats.N[k]) == (m, N)
+        u, v = after.alloc.values() if "eta1" in after.alloc else (None, None)
         if u is not None:  # dp_mix: q(π̄_k) = Beta(1 + m_k, a + Σ_{l>k} m_l)
             np.testing.assert_allclose(u, 1.0 + alg.m)
             np.testing.assert_allclose(v, alg.sampler.a + np.append(np.cumsum(alg.m[::-1])[::-1][1:], 0.0))

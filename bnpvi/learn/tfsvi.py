@@ -90,6 +90,7 @@ class TruncationFreeSVI(Algorithm):
             raise BnpviError(f"alg.amplify must be one of {', '.join(AMPLIFY)}, got {self.amplify!r}")
         self.sampler = make_sampler(model, cfg)
         self.n_docs = store.n_atoms
+        self.eff = globals_.stats  # effective summaries (``globals.stats`` between batches)
         self.m = np.zeros(globals_.K)  # running stick counts
         self.seen = 0  # documents (points) sampled so far
         self.since_prune = 0
@@ -99,9 +100,13 @@ class TruncationFreeSVI(Algorithm):
         """Globals with no components, where every run starts (``cfg``: the ``alg`` node)."""
         return model.restore(model.empty_stats(0), make_sampler(model, cfg).alloc_params(np.zeros(0)))
 
-    def make_globals(self, eff: SuffStats, m: np.ndarray) -> Globals:
-        """Globals from effective summaries and stick counts (the family's posterior: prior + ``eff``)."""
-        return self.model.restore(eff, self.sampler.alloc_params(m))
+    def make_globals(self, eff: SuffStats, m: np.ndarray, posterior: bool = True) -> Globals:
+        """Globals from effective summaries and stick counts (the family's posterior: prior + ``eff``); without
+        ``posterior`` the family's posterior is left empty (globals between two minibatches of a batch, which
+        only the sampler reads, through ``eff`` and ``m``: computing q(θ)'s expectations after every
+        minibatch would cost O(K V) digammas for a handful of documents)."""
+        alloc = self.sampler.alloc_params(m)
+        return self.model.restore(eff, alloc) if posterior else Globals(eff, alloc, {})
 
     # -------------------------------------------------------------- the sweep
     def visit_next(self) -> int:
@@ -109,8 +114,8 @@ class TruncationFreeSVI(Algorithm):
         batch = self.store.read_batch(b)
         order = self.rng.permutation(batch.n_atoms)
         for lo in range(0, order.shape[0], self.batch_docs):
-            self.absorb(self.sampler.sample(self.globals, self.m, batch.take(order[lo:lo + self.batch_docs]),
-                                            self.rng))
+            self.absorb(self.sampler.sample(self.eff, self.m, batch.take(order[lo:lo + self.batch_docs]), self.rng))
+        self.globals = self.make_globals(self.eff, self.m)
         return 1
 
     def rate(self, size: int) -> float:
@@ -119,20 +124,18 @@ class TruncationFreeSVI(Algorithm):
 
     def absorb(self, sample) -> None:
         """The global step towards one minibatch's sample (module docstring), then pruning and re-ordering."""
-        K = self.globals.K
+        K = self.eff.K
         if sample.K > K:  # new components enter at the prior
-            m = np.concatenate([self.m, np.zeros(sample.K - K)])
-            self.apply(Edit([[k] for k in range(K)] + [[] for _ in range(sample.K - K)], keep_cache,
-                            self.make_globals(grown(self.globals.stats, sample.K), m)))
-            self.m = m
+            self._edit([[k] for k in range(K)] + [[] for _ in range(sample.K - K)],
+                       grown(self.eff, sample.K), np.concatenate([self.m, np.zeros(sample.K - K)]))
         size = int(sample.stats["n_atoms"])
         self.seen += size
         self.since_prune += size
         rate = self.rate(size)
         scale = rate * (self.n_docs if self.amplify == "corpus" else min(self.seen, self.n_docs)) / size
-        eff = self.globals.stats.scaled(1.0 - rate) + sample.stats.scaled(scale)
+        self.eff = self.eff.scaled(1.0 - rate) + sample.stats.scaled(scale)
         self.m = (1.0 - rate) * self.m + scale * sample.tables
-        self.globals = self.make_globals(eff, self.m)
+        self.globals = self.make_globals(self.eff, self.m, posterior=False)
         if self.since_prune >= self.prune_every:
             self.since_prune = 0
             self.prune()
@@ -142,22 +145,26 @@ class TruncationFreeSVI(Algorithm):
 
     def prune(self) -> None:
         """Remove the components whose effective count N_k is below ``alg.prune_below``."""
-        keep = np.flatnonzero(self.globals.stats.N >= self.prune_below)
-        if keep.shape[0] < self.globals.K:
-            self._edit(keep)
+        keep = np.flatnonzero(self.eff.N >= self.prune_below)
+        if keep.shape[0] < self.eff.K:
+            self._keep(keep)
 
     def sort(self) -> None:
         """Sticks re-ordered by decreasing stick count m_k (stable; Wang & Blei 2012 §2.3)."""
         order = np.argsort(-self.m, kind="stable")
         if not np.array_equal(order, np.arange(order.shape[0])):
-            self._edit(order)
+            self._keep(order)
 
-    def _edit(self, keep: np.ndarray) -> None:
-        """Components ``keep`` (in that order) and no others, through the cluster-edit seam."""
-        m = self.m[keep]
-        self.apply(Edit([[int(k)] for k in keep], keep_cache,
-                        self.make_globals(self.globals.stats.remap([[int(k)] for k in keep]), m)))
-        self.m = m
+    def _keep(self, keep: np.ndarray) -> None:
+        """Components ``keep`` (in that order) and no others."""
+        sources = [[int(k)] for k in keep]
+        self._edit(sources, self.eff.remap(sources), self.m[keep])
+
+    def _edit(self, sources, eff: SuffStats, m: np.ndarray) -> None:
+        """A change of the component set (new component i made of ``sources[i]``, see ``SuffStats.remap``) to the
+        effective summaries ``eff`` and stick counts ``m``, through the cluster-edit seam (ids follow)."""
+        self.apply(Edit(sources, keep_cache, self.make_globals(eff, m, posterior=False)))
+        self.eff, self.m = eff, m
 
     def finish_lap(self):
         return float("nan"), self.globals.stats.N.copy()
@@ -172,6 +179,7 @@ class TruncationFreeSVI(Algorithm):
 
     def load_state(self, state: dict) -> None:
         super().load_state(state)
+        self.eff = self.globals.stats
         self.m = np.asarray(state["m"], dtype=np.float64).reshape(-1)
         self.seen = int(state["seen"])
         self.since_prune = int(state["since_prune"])

@@ -66,6 +66,12 @@ def _local_words(word_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return words, np.ascontiguousarray(loc, dtype=np.int64)
 
 
+def _topic_words(obs, eff: SuffStats) -> np.ndarray:
+    """λ_kw = η + S_kw of q(θ_k) from the effective word counts (the multinomial family's posterior, without
+    its E ln θ, which the sampler does not need)."""
+    return obs.lam + np.maximum(eff["S"], 0.0)
+
+
 def _word_rows(lam: np.ndarray, words: np.ndarray, eta: float, V: int, Kcap: int) -> tuple[np.ndarray, np.ndarray]:
     """λ_kw at the minibatch's words and Σ_w λ_kw for Kcap rows: the K global ones, then the prior η."""
     K = lam.shape[0]
@@ -101,12 +107,13 @@ class DocMixtureSampler:
         u, v = sticks(m, self.a)
         return {"eta1": u, "eta0": v}
 
-    def sample(self, globals_, m: np.ndarray, batch, rng: np.random.Generator) -> MinibatchSample:
-        obs, K = self.model.obs, globals_.K
+    def sample(self, eff: SuffStats, m: np.ndarray, batch, rng: np.random.Generator) -> MinibatchSample:
+        """One sample of the minibatch ``batch`` given the effective summaries ``eff`` and stick counts ``m``."""
+        obs, K = self.model.obs, eff.K
         words, word_loc = _local_words(batch.word_ids)
         n = batch.n_atoms
         Kcap = K + min(self.max_new, n)
-        lam, lam_total = _word_rows(globals_.obs["lam"], words, obs.lam, obs.V, Kcap)
+        lam, lam_total = _word_rows(_topic_words(obs, eff), words, obs.lam, obs.V, Kcap)
         u, v = sticks(m, self.a)
         stick_u, stick_v = np.ones(Kcap), np.full(Kcap, self.a)
         stick_u[:K], stick_v[:K] = u, v
@@ -157,12 +164,11 @@ class PointMixtureSampler(DocMixtureSampler):
             obs._relative(batch)
         return np.ascontiguousarray(Y, dtype=np.float64)
 
-    def sample(self, globals_, m: np.ndarray, batch, rng: np.random.Generator) -> MinibatchSample:
-        obs, K = self.model.obs, globals_.K
+    def sample(self, eff: SuffStats, m: np.ndarray, batch, rng: np.random.Generator) -> MinibatchSample:
+        obs, K = self.model.obs, eff.K
         Y = self._points(batch)
         n, D = Y.shape
         Kcap = K + min(self.max_new, n)
-        eff = globals_.stats
         N = np.zeros(Kcap + 1)
         Sx, Sxx = np.zeros((Kcap + 1, D)), np.zeros((Kcap + 1, D, D))
         N[:K] = np.maximum(eff.N, 0.0)
@@ -218,8 +224,8 @@ class TopicSampler:
         rest = np.concatenate([[1.0], np.cumprod(1.0 - bars)])
         return bars * rest[:-1], float(rest[-1])
 
-    def sample(self, globals_, m: np.ndarray, batch, rng: np.random.Generator) -> MinibatchSample:
-        obs, K = self.model.obs, globals_.K
+    def sample(self, eff: SuffStats, m: np.ndarray, batch, rng: np.random.Generator) -> MinibatchSample:
+        obs, K = self.model.obs, eff.K
         words, word_loc = _local_words(batch.word_ids)
         reps = np.asarray(batch.word_counts, dtype=np.int64)
         if np.any(reps != batch.word_counts):
@@ -230,7 +236,7 @@ class TopicSampler:
         tok_doc = np.ascontiguousarray(np.repeat(entry_doc, reps))
         n_tok = tok_word.shape[0]
         Kcap = K + self.max_new
-        lam, lam_total = _word_rows(globals_.obs["lam"], words, obs.lam, obs.V, Kcap)
+        lam, lam_total = _word_rows(_topic_words(obs, eff), words, obs.lam, obs.V, Kcap)
         u0, v0 = sticks(m, self.a)
         pi = np.zeros(Kcap)
         pi[:K], rest = self._draw_sticks(u0, v0, rng)
