@@ -12,10 +12,10 @@ documents, every method given the same wall-clock budget (``--budget`` seconds o
 * once, beside them: ``alg=memo`` with births, merges and deletes (its defaults) on the same budget.
 
 Our runs are ``bnpvi-train`` child processes with a lap limit they never reach; each is sent SIGINT when
-the budget has passed since its start (wall clock, start-up included), finishes its batch and writes its model where it stopped (the runner's
-Ctrl-C path). Every model is scored by the same document completion on the file's held-out documents
-(``completion_score`` of ``scripts/bench_topics.py``, Hughes, Kim & Sudderth 2015 §6, Eq. 22), in nats per
-held-out token. Throughput is training documents per second of training (one core: every run is given
+the budget has passed since its start (wall clock, start-up included), finishes its batch and writes its
+model where it stopped (the runner's Ctrl-C path). Every model is scored by the same document completion
+on the file's held-out documents (``completion_score`` of ``scripts/bench_topics.py``, Hughes, Kim &
+Sudderth 2015 §6, Eq. 22), in nats per held-out token. Throughput is training documents per second of training (one core: every run is given
 one thread), for tfsvi the documents its minibatches sampled, for gensim the documents it processed.
 
 Data: each corpus converted with ``--heldout 0.1 --heldout-seed 0`` (made here when missing)::

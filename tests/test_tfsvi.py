@@ -111,7 +111,8 @@ def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, documents, model):
     """Cut after the first batch of lap 2 (pruning every 150 documents: in flight at the cut) and resumed."""
     data = {"hdp_topic": ["data.n_docs=400"], "dp_mix": ["obs=mult", "data=hdf5", f"data.path={documents}"],
             "dp_mix_gauss": ["obs=gauss", "obs.kappa=1", "data.n_atoms=600"]}[model]
-    cfg = compose_cfg("alg=tfsvi", f"model={model.split('_gauss')[0]}", *data, "alg.n_laps=4", "checkpoint_every=1", "seed=7",
+    cfg = compose_cfg("alg=tfsvi", f"model={model.split('_gauss')[0]}", *data, "alg.n_laps=4", "checkpoint_every=1",
+                      "seed=7",
                       "alg.batch_docs=30", "alg.prune_every=150")
     summary, trace = assert_resume_is_exact(cfg, tmp_path)
     assert summary["K"] > 0 and (model != "hdp_topic" or trace["heldout_loglik"].notna().all())
@@ -123,6 +124,7 @@ def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, documents, model):
     (["model=finite_mix"], "alg=tfsvi runs model=dp_mix with obs=mult, .*got model=finite_mix obs=gauss"),
     (["model=hdp_topic", "alg.reorder=never"], "alg.reorder must be one of minibatch, prune"),
     (["model=hdp_topic", "alg.batch_docs=0"], "alg.batch_docs must be an integer >= 1"),
+    (["model=hdp_topic", "alg.scheduler=tcp://nowhere:1"], "alg=tfsvi works in this process; use alg.workers=1"),
 ])
 def test_refused_with_one_line(compose_cfg, tmp_path, overrides, message):
     with pytest.raises(BnpviError, match=message) as err:

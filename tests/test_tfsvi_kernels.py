@@ -143,7 +143,8 @@ def test_two_component_document_frequencies_match_the_exact_conditional():
 
 
 def test_antoniak_counts_follow_the_stirling_distribution():
-    """s ~ Antoniak(n, bπ): p(s) = S(n, s) (bπ)^s Γ(bπ)/Γ(bπ + n), S the unsigned Stirling numbers of the first kind."""
+    """s ~ Antoniak(n, bπ): p(s) = S(n, s) (bπ)^s Γ(bπ)/Γ(bπ + n), S the unsigned Stirling numbers of the first
+    kind."""
     n, bp, draws = 5, 0.7, 40000
     stirling = np.zeros((n + 1, n + 1))
     stirling[0, 0] = 1

@@ -110,7 +110,8 @@ def hdp_token_sweep(tok_word, tok_doc, z, doc_topic, topic_word, topic_total, la
         p(z_dn = new) ∝ b π_> / V,
 
     counts of the minibatch without the token; a new topic's stick π̄ ~ Beta(1, a) by inversion of
-    ``u_stick`` (π̄ = 1 − U^(1/a)), π_T = π̄ π_>, π_> ← (1 − π̄) π_>. Rows ≥ the global K of ``lam`` hold η.
+    ``u_stick`` (π̄ = 1 − U^(1/a)), π_T = π̄ π_>, π_> ← (1 − π̄) π_>. Rows ≥ the global K of ``lam``
+    hold η.
 
     Parameters
     ----------
@@ -174,7 +175,8 @@ def dp_point_sweep(family: str, Y, N, Sx, Sxx, kappa0: float, nu0: float, B0, la
     * ``bern``: Π_d μ̂_d^y_d (1 − μ̂_d)^(1 − y_d), μ̂_d = (λ̄₁ + Sx_d)/(λ̄₁ + λ̄₀ + N);
     * ``gauss`` (y relative to the prior mean): with κ̂ = κ̄ + N, ν̂ = ν̄ + N, μ = Sx/κ̂,
       B̂ = B̄ + Sxx − κ̂ μ μᵀ and c = κ̂/(κ̂ + 1),
-      ln p = lnΓ((ν̂+1)/2) − lnΓ((ν̂+1−D)/2) − (D/2) ln π + (D/2) ln c − ½ ln|B̂| − ((ν̂+1)/2) ln(1 + c (y−μ)ᵀB̂⁻¹(y−μ))
+      ln p = lnΓ((ν̂+1)/2) − lnΓ((ν̂+1−D)/2) − (D/2) ln π + (D/2) ln c − ½ ln|B̂|
+             − ((ν̂+1)/2) ln(1 + c (y−μ)ᵀB̂⁻¹(y−μ))
       (the ratio of the family's log marginals before and after adding y, Hughes 2016 thesis Eq. 3.42);
     * ``zm_gauss``: the same with μ = 0, c = 1 and no (D/2) ln c;
     * ``diag_gauss``: the sum over dimensions of the one-dimensional ``gauss`` form (B̂ = b̂_d).

@@ -159,8 +159,8 @@ def dp_point_sweep(family, Y, N, Sx, Sxx, kappa0, nu0, B0, lam1, lam0, docs_in, 
         a_k = stick_u[:T] + docs_in[:T]
         b_k = stick_v[:T] + after
         before = np.concatenate([[0.0], np.cumsum(np.log(b_k / (a_k + b_k)))])
-        scores = [before[k] + np.log(a_k[k] / (a_k[k] + b_k[k])) + point_log_pred(family, y, N[k], Sx[k], Sxx[k], *prior)
-                  for k in range(T)]
+        scores = [before[k] + np.log(a_k[k] / (a_k[k] + b_k[k]))
+                  + point_log_pred(family, y, N[k], Sx[k], Sxx[k], *prior) for k in range(T)]
         if T < Kcap:
             scores.append(before[T] + log_new_factor + point_log_pred(family, y, N[Kcap], Sx[Kcap], Sxx[Kcap], *prior))
         scores = np.array(scores)

@@ -57,6 +57,7 @@ class Algorithm(ABC):
     name = ""
     shuffles = True  # whether each lap visits the batches in a fresh random order
     starts_empty = False  # whether a run starts with no clusters (tfsvi opens them as it goes; init.K refused)
+    uses_pool = True  # whether the batches' work runs in a pool (alg.workers, alg.scheduler)
 
     def __init__(self, model, store, cfg, rng: np.random.Generator, globals_, ids: ClusterIds, pool=None):
         self.model = model

@@ -71,6 +71,7 @@ class TruncationFreeSVI(Algorithm):
 
     name = "tfsvi"
     starts_empty = True  # the runner starts it from no components (init.K is refused)
+    uses_pool = False  # minibatches are sampled one after another in this process
 
     def __init__(self, model, store, cfg, rng, globals_, ids, pool=None):
         super().__init__(model, store, cfg, rng, globals_, ids, pool)
