@@ -213,7 +213,8 @@ class Run:
         self._start: float | None = None  # perf_counter() when this process started training
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
             + (["heldout_loglik"] if self.heldout else [])
-        if not ALGORITHMS[cfg.alg.name].uses_pool and (int(cfg.alg.get("workers", 1)) != 1 or cfg.alg.get("scheduler")):
+        in_process = int(cfg.alg.get("workers", 1)) == 1 and not cfg.alg.get("scheduler")
+        if not (ALGORITHMS[cfg.alg.name].uses_pool or in_process):
             raise BnpviError(f"alg={cfg.alg.name} works in this process; use alg.workers=1 and no alg.scheduler")
         self.pool = open_pool(cfg.alg, self.store)
         if checkpoint is None:
