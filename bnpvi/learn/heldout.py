@@ -4,8 +4,9 @@ Mixtures (:func:`points_loglik`): for every held-out point of a points file
 (``PointStore.read_heldout``), or document of a bag-of-words file (a mixture of multinomials; the
 multinomial coefficient left out as ``obs=mult`` leaves it out everywhere),
 ln Σ_k exp(E ln π_k + E ln p(x | φ_k)) under the global q, the optimal value of the point's own
-local step (Hughes 2016 thesis Eq. 3.46), a lower bound on its log predictive density; the mean over the held-out points, in nats per point. It
-is always the dense step, so an L-sparse training run is scored like a dense one.
+local step (Hughes 2016 thesis Eq. 3.46), a lower bound on its log predictive density; the mean over
+the held-out points, in nats per point. It is always the dense step, so an L-sparse training run is
+scored like a dense one.
 
 Topic models:
 
