@@ -26,7 +26,7 @@ def kernel(name: str) -> Extension:
                      define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
 
 
-extensions = [kernel("local_step"), kernel("hmm"), kernel("topic_step"), kernel("mmsb")]
+extensions = [kernel("local_step"), kernel("hmm"), kernel("topic_step"), kernel("mmsb"), kernel("gibbs")]
 
 setup(
     ext_modules=cythonize(

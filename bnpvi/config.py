@@ -263,6 +263,25 @@ class SOVBConfig(AlgConfig):
     rate_exponent: float = key("κ in (0.5, 1] of the step rate (δ + t)^(-κ)")
 
 
+@dataclass
+class TFSVIConfig(AlgConfig):
+    """Truncation-free stochastic VI from 0 components: a collapsed Gibbs sample of each minibatch, then a
+    stochastic step (Wang & Blei 2012, Alg. 2; docs/tfsvi.md)."""
+
+    batch_docs: int = key("documents (points) per minibatch, |S|; the step rate is |S| / (documents seen, at most all)")
+    sweeps: Optional[int] = key("Gibbs sweeps per minibatch after the sequential first pass (null: 3 for dp_mix, "
+                                "10 for hdp_topic)")
+    max_new: int = key("at most this many components opened per minibatch")
+    prune_every: int = key("documents (points) between two prunings")
+    prune_below: float = key("pruning removes the components whose effective count N_k is below this "
+                             "(documents for dp_mix, tokens for hdp_topic)")
+    reorder: str = key("minibatch | prune: re-order the sticks by size after every minibatch, or only when pruning")
+    amplify: str = key("corpus | seen: a minibatch's summaries count n/|S| times, n the training documents (Eq. 11 as "
+                       "printed), or n_t/|S| with n_t those seen so far (the first lap a sequential Gibbs start)")
+    new_weight: str = key("rest | stick (dp_mix): a new component's weight is the whole remaining stick mass, or "
+                          "that times the prior stick's mean 1/(1+gamma)")
+
+
 # ---------------------------------------------------------------- init
 @dataclass
 class InitConfig:
@@ -428,7 +447,7 @@ SCHEMAS = {
     "obs": {"gauss": GaussConfig, "diag_gauss": DiagGaussConfig, "zm_gauss": ZeroMeanGaussConfig,
             "mult": MultConfig, "bern": BernConfig, "ar_gauss": ARGaussConfig,
             "link": LinkConfig},
-    "alg": {"vb": VBConfig, "memo": MemoConfig, "sovb": SOVBConfig, "em": EMConfig},
+    "alg": {"vb": VBConfig, "memo": MemoConfig, "sovb": SOVBConfig, "em": EMConfig, "tfsvi": TFSVIConfig},
     "init": {"kmeanspp": KmeansppConfig, "random": RandomInitConfig, "from_run": FromRunConfig},
     "data": {"toy": ToyConfig, "hdf5": HDF5Config},
     "moves": {"birth": BirthConfig, "merge": MergeConfig, "delete": DeleteConfig, "reassign": ReassignConfig},

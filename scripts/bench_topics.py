@@ -342,7 +342,8 @@ def worker_gensim(args, ids, counts, dr, V) -> dict:
     logging.basicConfig(level=logging.WARNING)
     corpus = StreamedBow(ids, counts, dr)
     start = time.perf_counter()
-    model = HdpModel(corpus, id2word={v: str(v) for v in range(V)}, random_state=args.seed)
+    model = HdpModel(corpus, id2word={v: str(v) for v in range(V)}, random_state=args.seed,
+                     **parse_opts(getattr(args, "gensim_opts", None)))
     seconds = time.perf_counter() - start
     alpha, beta = np.asarray(model.lda_alpha, dtype=np.float64), np.asarray(model.lda_beta, dtype=np.float64)
     print(f"gensim HdpModel: T={beta.shape[0]}, sum alpha {alpha.sum():.4g}, {seconds:.1f} s", flush=True)
@@ -350,7 +351,8 @@ def worker_gensim(args, ids, counts, dr, V) -> dict:
     held = list(StreamedBow(docs.indices, docs.data.astype(np.int64), docs.indptr))
     return {"weights": beta, "prior": alpha, "prior_rest": 0.0, "mass": alpha, "seconds": seconds,
             "K": int(beta.shape[0]), **timed_inference(args, len(held), lambda n: model.inference(held)),
-            "info": f"one online pass, chunksize 256, T=150, alpha={model.m_alpha:g}, gamma={model.m_gamma:g}, "
+            "docs_processed": int(model.m_num_docs_processed),
+            "info": f"online, chunksize {model.chunksize}, T={model.m_T}, alpha={model.m_alpha:g}, gamma={model.m_gamma:g}, "
                     f"eta={model.m_eta:g}; inference: HdpModel.inference (lda_e_step per document)"}
 
 
@@ -550,7 +552,8 @@ def run_peer(args, name: str, store) -> dict | None:
            "--data", str(args.data), "--seed", str(args.seed), "--peer-iters", str(args.peer_iters),
            "--peer-workers", str(args.peer_workers), "--infer-threads", *map(str, args.infer_threads)] + \
         (["--max-docs", str(args.max_docs)] if args.max_docs is not None else []) + \
-        (["--tomotopy-opts", *args.tomotopy_opts] if args.tomotopy_opts else [])
+        (["--tomotopy-opts", *args.tomotopy_opts] if args.tomotopy_opts else []) + \
+        (["--gensim-opts", *args.gensim_opts] if getattr(args, "gensim_opts", None) else [])
     log_path = args.work / f"peer_{name}.log"
     print(f"  running: {name} (log {log_path})", flush=True)
     rc, wall, rss = run_child(cmd, log_path)
@@ -568,11 +571,11 @@ def run_peer(args, name: str, store) -> dict | None:
     if "prior_tokens" in peer:
         alt, _ = completion_score(store, peer["weights"][keep], peer["prior_tokens"][keep], float(peer["prior_rest"]))
         notes.append(f"{name}: with the prior beta_k proportional to tokens instead of tables: {alt:.4f}")
-    label = {"gensim": "gensim HdpModel (defaults)",
+    label = {"gensim": f"gensim HdpModel ({opts_text(getattr(args, 'gensim_opts', None))})",
              "tomotopy": f"tomotopy HDPModel ({args.peer_iters} sweeps, {opts_text(args.tomotopy_opts)})"}[name]
     return {"label": label, "K": int(peer["K"]), "K>1%": big_topics(peer["mass"]), "score": score,
             "train_s": float(peer["seconds"]), "wall": wall, "rss": rss, "notes": notes,
-            **{key: peer[key] for key in ("infer_threads", "infer_seconds", "infer_docs")}}
+            **{key: peer[key] for key in ("infer_threads", "infer_seconds", "infer_docs", "docs_processed") if key in peer}}
 
 
 SECTIONS = {"local": section_local, "memo": section_memo, "peers": section_peers}
@@ -599,6 +602,8 @@ def main(argv=None) -> None:
     p.add_argument("--infer-threads", type=int, nargs="+", default=[os.cpu_count() or 1],
                    help="thread counts at which every model's inference of the held-out documents is timed "
                         "(default: all cores)")
+    p.add_argument("--gensim-opts", nargs="+", default=None, metavar="KEY=VALUE",
+                   help="HdpModel keyword arguments (e.g. T=300 chunksize=100 max_time=60)")
     p.add_argument("--tomotopy-opts", nargs="+", default=None, metavar="KEY=VALUE",
                    help="tomotopy HDPModel options instead of its defaults (initial_k, alpha, gamma, eta, "
                         "optim_interval; e.g. initial_k=100 alpha=0.5 gamma=10 eta=0.1 optim_interval=0)")

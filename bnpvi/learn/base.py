@@ -57,6 +57,9 @@ class Algorithm(ABC):
     name = ""
     shuffles = True  # whether each lap visits the batches in a fresh random order
     objective = "elbo"  # what finish_lap returns; any other name is also a trace column of its own (em: log_posterior)
+    starts_empty = False  # whether a run starts with no clusters (tfsvi opens them as it goes; init.K refused)
+    uses_pool = True  # whether the batches' work runs in a pool (alg.workers, alg.scheduler)
+    anneals_prior = True  # whether an annealed prior (``Model.at_lap``) applies in its first laps
 
     def __init__(self, model, store, cfg, rng: np.random.Generator, globals_, ids: ClusterIds, pool=None):
         self.configured = model  # the run's model, its prior as configured

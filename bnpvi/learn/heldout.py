@@ -1,10 +1,12 @@
 """Held-out scores: a topic model's log-likelihood by document completion, a mixture's per-point bound.
 
 Mixtures (:func:`points_loglik`): for every held-out point of a points file
-(``PointStore.read_heldout``), ln Σ_k exp(E ln π_k + E ln p(x | φ_k)) under the global q, the
-optimal value of the point's own local step (Hughes 2016 thesis Eq. 3.46), a lower bound
-on its log predictive density; the mean over the held-out points, in nats per point. It
-is always the dense step, so an L-sparse training run is scored like a dense one.
+(``PointStore.read_heldout``), or document of a bag-of-words file (a mixture of multinomials; the
+multinomial coefficient left out as ``obs=mult`` leaves it out everywhere),
+ln Σ_k exp(E ln π_k + E ln p(x | φ_k)) under the global q, the optimal value of the point's own
+local step (Hughes 2016 thesis Eq. 3.46), a lower bound on its log predictive density; the mean over
+the held-out points, in nats per point. It is always the dense step, so an L-sparse training run is
+scored like a dense one.
 
 Topic models:
 
@@ -61,10 +63,10 @@ def is_topic_model(model) -> bool:
 
 def evaluates_heldout(model, store) -> bool:
     """Whether the file's held-out part can be scored: documents for a topic model with obs=mult
-    (:func:`completion_loglik`), points for a mixture (:func:`points_loglik`)."""
+    (:func:`completion_loglik`), points or whole documents for a mixture (:func:`points_loglik`)."""
     if not getattr(store, "has_heldout", False):
         return False
-    return is_topic_model(model) if store.kind == "bow" else isinstance(model.alloc, MixtureAlloc)
+    return is_topic_model(model) if isinstance(model.alloc, TopicAlloc) else isinstance(model.alloc, MixtureAlloc)
 
 
 def points_loglik(model, globals_, store, block: int = 20000) -> dict:

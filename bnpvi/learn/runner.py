@@ -51,6 +51,7 @@ from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.pool import open_pool
 from bnpvi.learn.progress import Progress
 from bnpvi.learn.sovb import StochasticVB
+from bnpvi.learn.tfsvi import TruncationFreeSVI
 from bnpvi.learn.vb import FullVB
 from bnpvi.metrics import adjusted_rand_index, hamming_distance
 from bnpvi.model import Model
@@ -60,7 +61,7 @@ from bnpvi.stats import ClusterIds, SuffStats
 
 log = logging.getLogger("bnpvi")
 
-ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB, EM)}
+ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB, EM, TruncationFreeSVI)}
 
 SOURCE_OPTIONS = {".csv": "", ".tsv": "", ".npy": "", ".npz": "", ".ldac": " [--vocab VOCAB.txt]", ".txt": " --text"}
 """Suffixes of the files ``bnpvi-data convert`` reads, and the options their conversion needs."""
@@ -205,8 +206,9 @@ class Run:
         state."""
         self.moments = moments = self.store.scan()
         self.model = build_model(cfg, alloc, self.store.kind, self.store.D, moments)
+        if cfg.init.name == "from_run" or not ALGORITHMS[cfg.alg.name].anneals_prior:
+            self.model = self.model.without_annealing()  # a warm start goes on from trained clusters, unannealed
         if cfg.init.name == "from_run":  # the saved globals describe all the data: memo's lap 1 keeps them
-            self.model = self.model.without_annealing()  # and a warm start goes on from trained clusters, unannealed
             self.model.alloc.full_first_pass = True  # until every batch has been summarised under them
         self.moves = self._moves()
         self.labels = self.store.labels()
@@ -226,6 +228,9 @@ class Run:
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
             + (["heldout_loglik"] if self.heldout else []) + (["heldout_auc", "heldout_ap"] if self.links else []) \
             + (["prior_lam"] if self.model.anneal_laps else []) + self._objective_column()
+        in_process = int(cfg.alg.get("workers", 1)) == 1 and not cfg.alg.get("scheduler")
+        if not (ALGORITHMS[cfg.alg.name].uses_pool or in_process):
+            raise BnpviError(f"alg={cfg.alg.name} works in this process; use alg.workers=1 and no alg.scheduler")
         self.pool = open_pool(cfg.alg, self.store)
         if checkpoint is None:
             self.alg = self._algorithm(*self._initial_globals())
@@ -244,6 +249,13 @@ class Run:
     def _initial_globals(self) -> tuple:
         """The globals and cluster ids the run starts from: a saved run's (``init=from_run``) or the
         summaries of K seeds."""
+        cls = ALGORITHMS[self.cfg.alg.name]
+        if cls.starts_empty:  # tfsvi: no components yet, it opens them as it goes
+            if self.cfg.init.name == "from_run" or self.cfg.init.get("K") is not None:
+                given = "init=from_run" if self.cfg.init.name == "from_run" else f"init.K={self.cfg.init.K}"
+                raise BnpviError(f"{given}: alg={cls.name} starts from 0 components and opens them as it goes; "
+                                 "drop it")
+            return cls.empty_globals(self.model, self.cfg.alg), ClusterIds.first(0)
         if self.cfg.init.name == "from_run":
             return saved_globals(self.model, self.store, self.cfg.init.path)
         K = initial_K(self.cfg, self.moves, self.model.alloc)
@@ -369,7 +381,7 @@ class Run:
         and draws nothing from the run's generator; the latest result is reused for the same globals."""
         if self._heldout_last is not None and self._heldout_last[0] is globals_:
             return self._heldout_last[1]
-        if self.store.kind == "bow":
+        if isinstance(self.model.alloc, TopicAlloc):
             out = completion_loglik(self.model, globals_, self.store, seed=self.heldout_seed, mode=self.heldout_split)
             result = (out["loglik_per_token"], out["n_tokens"])
         else:
@@ -494,7 +506,7 @@ class Run:
             stop_reason = ("converged: ELBO change below alg.converge_thr, counts stable, no move accepted or "
                            "left to try" if self.converged else
                            f"lap limit alg.n_laps={int(self.cfg.alg.n_laps)} reached")
-        summary = {"elbo": final_elbo,
+        summary = {"elbo": final_elbo if final_elbo is not None and np.isfinite(final_elbo) else None,  # tfsvi: none
                    "K": globals_.K, "laps": self.alg.lap, "converged": self.converged, "stop_reason": stop_reason,
                    "elapsed_s": round(self.elapsed(), 4), "n_atoms": self.store.n_atoms, "D": self.store.D,
                    "counts": np.round(globals_.stats.N, 6).tolist(), "uids": self.alg.ids.uids.tolist()}
@@ -504,7 +516,8 @@ class Run:
         summary.update(self.scores(segmentation))
         if self.heldout:
             score, count = self.heldout_score(globals_)
-            summary.update(heldout_loglik=score, **{"heldout_tokens" if self.store.kind == "bow" else "heldout_points":
+            summary.update(heldout_loglik=score, **{"heldout_tokens" if isinstance(self.model.alloc, TopicAlloc) else
+                                                    "heldout_points":
                                                     count})
         if isinstance(self.model.alloc, MMSBAlloc):
             summary.update(write_graph_outputs(self.run_dir, self.model, globals_, self.store, self.alg.ids.uids,
