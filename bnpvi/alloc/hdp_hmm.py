@@ -141,17 +141,8 @@ class HDPHMMAlloc(HMMAlloc):
         return {"rho": warm["rho"], "omega": warm["omega"], "theta_start": theta_start, "theta_trans": theta_trans}
 
     def warm_start(self, params: Params, sources: Sequence[Sequence[int]]) -> dict:
-        """Sticks for an edited cluster set: a new state's β̂ is the sum of its sources' β̂ (merges,
-        moves); states made from nothing (births) share half the remainder mass; removed states'
-        mass returns to the remainder. ω is the first source's (1 + γ for new states)."""
-        beta = hdp_top.stick_means(params["rho"])
-        omega = params["omega"]
-        fresh = sum(1 for s in sources if not s)
-        kept = np.array([beta[list(s)].sum() if s else 0.0 for s in sources])
-        remainder = max(1.0 - kept.sum(), 0.0)
-        kept[[i for i, s in enumerate(sources) if not s]] = 0.5 * remainder / max(fresh, 1)
-        new_omega = np.array([omega[s[0]] if s else 1.0 + self.gamma for s in sources])
-        return {"rho": hdp_top.sticks_from_means(kept), "omega": new_omega, "edited": np.array(True)}
+        """Sticks for an edited cluster set (``hdp_top.edited_sticks``), marked as edited."""
+        return hdp_top.edited_sticks(params, sources, self.gamma)
 
     # ------------------------------------------------------------------ ELBO
     def prior_terms(self, start: np.ndarray, trans: np.ndarray, params: Params) -> float:

@@ -406,12 +406,8 @@ class HDPTopicAlloc(TopicAlloc):
     def warm_start(self, params: Params, sources) -> dict:
         """Sticks for an edited topic set: a topic's β̂ is the sum of its sources'; new topics share half the
         remainder; ω is the first source's (1 + γ for new topics); a learned α is kept."""
-        beta = hdp_top.stick_means(params["rho"])
-        fresh = [i for i, s in enumerate(sources) if not s]
-        kept = np.array([beta[list(s)].sum() if s else 0.0 for s in sources])
-        kept[fresh] = 0.5 * max(1.0 - kept.sum(), 0.0) / max(len(fresh), 1)
-        omega = np.array([params["omega"][s[0]] if s else 1.0 + self.gamma for s in sources])
-        return self._with_alpha({"rho": hdp_top.sticks_from_means(kept), "omega": omega}, params)
+        sticks = hdp_top.edited_sticks(params, sources, self.gamma)
+        return self._with_alpha({"rho": sticks["rho"], "omega": sticks["omega"]}, params)
 
     @staticmethod
     def _with_alpha(new: dict, params: Params) -> dict:

@@ -95,12 +95,12 @@ class MergeMove(Move):
         if stats.K < 2:
             return none
         # the config node is read once: attribute access on it costs microseconds
-        max_pairs, per_cluster = int(self.cfg.max_pairs), int(self.cfg.max_per_cluster)
+        max_pairs, per_cluster = self._max_pairs(run), int(self.cfg.max_per_cluster)
         pairs = _allowed_pairs(uids, excluded)
         pairs = pairs[~self._blocked(pairs, uids, stats.N, float(self.cfg.retry_change))]
         if pairs.shape[0] == 0:
             return none
-        scores = merge_scores(run.model, run.globals, pairs)  # only the pairs that may be chosen are scored
+        scores = self._pair_scores(run, pairs)  # only the pairs that may be chosen are scored
         chosen, used = [], {}
         for m in np.argsort(-scores, kind="stable"):
             if scores[m] <= 0 or len(chosen) >= max_pairs:
@@ -112,6 +112,14 @@ class MergeMove(Move):
             used[i] = used.get(i, 0) + 1
             used[j] = used.get(j, 0) + 1
         return np.array(chosen, dtype=np.intp).reshape(-1, 2)
+
+    def _max_pairs(self, run) -> int:
+        """How many pairs a lap may track: ``max_pairs``."""
+        return int(self.cfg.max_pairs)
+
+    def _pair_scores(self, run, pairs: np.ndarray) -> np.ndarray:
+        """(P,) how promising each pair is, > 0 to be tried: the m-score of the tracked terms (``merge_scores``)."""
+        return merge_scores(run.model, run.globals, pairs)
 
     def _blocked(self, pairs: np.ndarray, uids: np.ndarray, N: np.ndarray, retry_change: float) -> np.ndarray:
         """Which pairs (positions a < b) an earlier rejection still blocks (one failure, neither cluster's size

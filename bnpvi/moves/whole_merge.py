@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from bnpvi.moves.base import Edit, accepts, ordered_sum
-from bnpvi.moves.merge import MergeMove, _allowed_pairs, _merge_sources
+from bnpvi.moves.merge import MergeMove, _merge_sources
 from bnpvi.stats import SuffStats
 
 
@@ -35,30 +35,14 @@ class WholeMergeMove(MergeMove):
         super().reset()
         self.tracked: dict[int, list[SuffStats]] = {}
 
-    def _choose(self, run, excluded: set[int]) -> np.ndarray:
-        stats, uids = run.globals.stats, run.ids.uids
-        none = np.zeros((0, 2), dtype=np.intp)
-        if stats.K < 2:
-            return none
+    def _max_pairs(self, run) -> int:
+        """``max_pairs``, and at most the model's ``merges_per_lap``."""
         cap = run.model.alloc.merges_per_lap
-        max_pairs = min(int(self.cfg.max_pairs), cap if cap is not None else int(self.cfg.max_pairs))
-        per_cluster = int(self.cfg.max_per_cluster)
-        pairs = _allowed_pairs(uids, excluded)
-        pairs = pairs[~self._blocked(pairs, uids, stats.N, float(self.cfg.retry_change))]
-        if pairs.shape[0] == 0:
-            return none
-        scores = run.model.alloc.merge_ranking(run.globals.alloc, pairs, run.store)
-        chosen, used = [], {}
-        for m in np.argsort(-scores, kind="stable"):
-            if scores[m] <= 0 or len(chosen) >= max_pairs:
-                break
-            i, j = (int(x) for x in pairs[m])
-            if used.get(i, 0) >= per_cluster or used.get(j, 0) >= per_cluster:
-                continue
-            chosen.append((i, j))
-            used[i] = used.get(i, 0) + 1
-            used[j] = used.get(j, 0) + 1
-        return np.array(chosen, dtype=np.intp).reshape(-1, 2)
+        return min(int(self.cfg.max_pairs), cap if cap is not None else int(self.cfg.max_pairs))
+
+    def _pair_scores(self, run, pairs: np.ndarray) -> np.ndarray:
+        """The allocation model's ``merge_ranking``."""
+        return run.model.alloc.merge_ranking(run.globals.alloc, pairs, run.store)
 
     def track(self, model, globals_, batch, log_lik, local, plan):
         """The batch's whole summaries with each planned pair merged."""
