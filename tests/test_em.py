@@ -210,7 +210,8 @@ def test_a_run_directory_loads_in_a_fresh_process(files, train):
     """The saved config's ``${bnpvi_init_K:}`` (alg=em's default γ) resolves wherever the run is loaded."""
     _, _, out = train("model=finite_mix", "alg=em", "init.K=3", *data_args(files, "blobs.h5"))
     code = f"import bnpvi; print(bnpvi.load({str(out)!r}).n_components_)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # away from the source tree, whose bnpvi/ has no compiled kernels where the package is installed (CI)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=out.parent)
     assert done.returncode == 0 and done.stdout.strip() == "3", done.stderr
 
 
