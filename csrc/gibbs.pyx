@@ -29,6 +29,16 @@ cdef inline Py_ssize_t _pick(double[::1] w, Py_ssize_t J, double total, double u
     return J - 1
 
 
+cdef inline Py_ssize_t _pick_log(double[::1] w, Py_ssize_t J, double mx, double u) noexcept nogil:
+    """:func:`_pick` from log weights w[:J] whose largest is mx (w is overwritten by exp(w − mx))."""
+    cdef double total = 0.0
+    cdef Py_ssize_t k
+    for k in range(J):
+        w[k] = exp(w[k] - mx)
+        total += w[k]
+    return _pick(w, J, total, u)
+
+
 def dp_doc_sweep(const long[::1] word_loc, const double[::1] counts, const long[::1] doc_range,
                  const double[:, ::1] lam, const double[::1] lam_total,
                  double[:, ::1] table, double[::1] table_total, double[::1] docs_in,
@@ -111,11 +121,7 @@ def dp_doc_sweep(const long[::1] word_loc, const double[::1] counts, const long[
                 if weights[T] > mx:
                     mx = weights[T]
                 J = T + 1
-            total = 0.0
-            for k in range(J):
-                weights[k] = exp(weights[k] - mx)
-                total += weights[k]
-            k_new = _pick(weights, J, total, uniforms[i])
+            k_new = _pick_log(weights, J, mx, uniforms[i])
             if k_new == T:
                 T += 1
             for e in range(lo, hi):
@@ -389,11 +395,7 @@ def dp_point_sweep(int family, const double[:, ::1] Y, double[::1] N, double[:, 
                 if weights[T] > mx:
                     mx = weights[T]
                 J = T + 1
-            total = 0.0
-            for k in range(J):
-                weights[k] = exp(weights[k] - mx)
-                total += weights[k]
-            k_new = _pick(weights, J, total, uniforms[i])
+            k_new = _pick_log(weights, J, mx, uniforms[i])
             if k_new == T:
                 T += 1
             _move(family, k_new, D, Y, i, 1.0, N, Sx, Sxx)

@@ -16,6 +16,16 @@ def _pick(weights: np.ndarray, u: float) -> int:
     return int(hits[0]) if hits.size else weights.shape[0] - 1
 
 
+def _stick_logs(docs_in, T: int, stick_u, stick_v) -> tuple[np.ndarray, np.ndarray]:
+    """Log stick-breaking weights of the first T components under the running stick counts: (T+1,) sums
+    Σ_{l<k} ln(1 − V̂_l) (the last one the mass left for a new component) and (T,) ln V̂_k, with
+    V̂_k = a_k / (a_k + b_k), a_k = u_k + m_k, b_k = v_k + Σ_{l>k} m_l (the sticks as the prior, Wang & Blei 2012 §2.2)."""
+    after = np.concatenate([np.cumsum(docs_in[:T][::-1])[::-1][1:], [0.0]]) if T else np.zeros(0)
+    a_k = stick_u[:T] + docs_in[:T]
+    b_k = stick_v[:T] + after
+    return np.concatenate([[0.0], np.cumsum(np.log(b_k / (a_k + b_k)))]), np.log(a_k / (a_k + b_k))
+
+
 def dp_doc_sweep(word_loc, counts, doc_range, lam, lam_total, table, table_total, docs_in, stick_u, stick_v, z,
                  uniforms, T, K_global, eta, V_eta, log_new_factor):
     Kcap = table.shape[0]
@@ -40,12 +50,7 @@ def dp_doc_sweep(word_loc, counts, doc_range, lam, lam_total, table, table_total
                 docs_in[last] = 0.0
                 T -= 1
             z[i] = -1
-        after = np.concatenate([np.cumsum(docs_in[:T][::-1])[::-1][1:], [0.0]]) if T else np.zeros(0)
-        a_k = stick_u[:T] + docs_in[:T]
-        b_k = stick_v[:T] + after
-        log_stick = np.log(a_k / (a_k + b_k))
-        log_rest = np.log(b_k / (a_k + b_k))
-        before = np.concatenate([[0.0], np.cumsum(log_rest)])
+        before, log_stick = _stick_logs(docs_in, T, stick_u, stick_v)
         x = lam[:T][:, w] + table[:T][:, w]
         tot = lam_total[:T] + table_total[:T]
         scores = before[:T] + log_stick + (gammaln(x + c) - gammaln(x)).sum(axis=1) - (gammaln(tot + L) - gammaln(tot))
@@ -155,12 +160,8 @@ def dp_point_sweep(family, Y, N, Sx, Sxx, kappa0, nu0, B0, lam1, lam0, docs_in, 
                 docs_in[last] = 0.0
                 T -= 1
             z[i] = -1
-        after = np.concatenate([np.cumsum(docs_in[:T][::-1])[::-1][1:], [0.0]]) if T else np.zeros(0)
-        a_k = stick_u[:T] + docs_in[:T]
-        b_k = stick_v[:T] + after
-        before = np.concatenate([[0.0], np.cumsum(np.log(b_k / (a_k + b_k)))])
-        scores = [before[k] + np.log(a_k[k] / (a_k[k] + b_k[k]))
-                  + point_log_pred(family, y, N[k], Sx[k], Sxx[k], *prior) for k in range(T)]
+        before, log_stick = _stick_logs(docs_in, T, stick_u, stick_v)
+        scores = [before[k] + log_stick[k] + point_log_pred(family, y, N[k], Sx[k], Sxx[k], *prior) for k in range(T)]
         if T < Kcap:
             scores.append(before[T] + log_new_factor + point_log_pred(family, y, N[Kcap], Sx[Kcap], Sxx[Kcap], *prior))
         scores = np.array(scores)
