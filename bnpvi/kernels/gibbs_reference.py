@@ -19,7 +19,8 @@ def _pick(weights: np.ndarray, u: float) -> int:
 def _stick_logs(docs_in, T: int, stick_u, stick_v) -> tuple[np.ndarray, np.ndarray]:
     """Log stick-breaking weights of the first T components under the running stick counts: (T+1,) sums
     Σ_{l<k} ln(1 − V̂_l) (the last one the mass left for a new component) and (T,) ln V̂_k, with
-    V̂_k = a_k / (a_k + b_k), a_k = u_k + m_k, b_k = v_k + Σ_{l>k} m_l (the sticks as the prior, Wang & Blei 2012 §2.2)."""
+    V̂_k = a_k / (a_k + b_k), a_k = u_k + m_k, b_k = v_k + Σ_{l>k} m_l (the sticks as the prior,
+    Wang & Blei 2012 §2.2)."""
     after = np.concatenate([np.cumsum(docs_in[:T][::-1])[::-1][1:], [0.0]]) if T else np.zeros(0)
     a_k = stick_u[:T] + docs_in[:T]
     b_k = stick_v[:T] + after
