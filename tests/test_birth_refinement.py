@@ -10,6 +10,7 @@ from bnpvi.data.generate import topic_documents
 from bnpvi.data.store import write_documents
 from bnpvi.learn import runner
 from bnpvi.moves.base import ordered_sum
+from bnpvi.moves import topic_birth
 from bnpvi.moves.birth import BirthMove
 
 from test_resume import assert_resume_is_exact
@@ -112,8 +113,49 @@ def test_rejected_topic_births_are_judged_again_while_the_topics_stay(compose_cf
 
 
 def test_resume_with_carried_topic_births_in_flight_is_exact(compose_cfg, tmp_path, docs):
+    """Cut in lap 4, whose carried proposals were put on the topics as the sort of lap 3 reordered them."""
     cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=6", "alg.converge_thr=-1",
                       "checkpoint_every=1", *TOPIC_ARGS)
-    assert_resume_is_exact(cfg, tmp_path, lap=5)
+    assert_resume_is_exact(cfg, tmp_path, lap=4)
     moves = pd.read_csv(tmp_path / "ref" / "moves.csv")
-    assert any(c[0][0] == 4 and len(c) > 1 for c in chains(moves)), "no topic birth carried from lap 4 into lap 5"
+    assert any(c[0][0] == 3 and len(c) > 1 for c in chains(moves)), "no topic birth carried from lap 3 into lap 4"
+
+
+def test_carried_topic_births_outlive_a_change_of_the_topics_and_gain_exactly(compose_cfg, tmp_path, docs,
+                                                                             monkeypatch):
+    """A carried topic proposal whose model's topics changed (reordered by the lap's sort, or another
+    proposal accepted) is put on the current topics: the current topics with the target's row replaced by
+    its refined first piece and its other pieces appended. Such a proposal is judged again and accepted in
+    some lap, with a logged gain equal to the ELBO difference."""
+    moved, accepted = [], []
+    transplanted, decide = topic_birth.transplanted, topic_birth.TopicBirthMove.decide
+
+    def recording(model, globals_, uids, uid, kept):
+        candidate = transplanted(model, globals_, uids, uid, kept)
+        if not np.array_equal(kept[0], uids):
+            old, new = (int(np.flatnonzero(ids == uid)[0]) for ids in (kept[0], uids))
+            K_old, K = kept[0].shape[0], globals_.K
+            pieces = np.concatenate([[kept[1].N[old]], kept[1].N[K_old:]])
+            np.testing.assert_array_equal(candidate.N[np.r_[new, K:candidate.N.shape[0]]], pieces)
+            others = np.delete(np.arange(K), new)
+            np.testing.assert_array_equal(candidate.N[others], np.maximum(globals_.stats.N, 0.0)[others])
+            moved.append(uid)
+        return candidate
+
+    def recording_decide(self, run, schedule):
+        before, start = run.elbo(), len(schedule.events)
+        carried = set(int(u) for u in self.target_uids[[age > 1 for age in self.ages]]) if self.ages else set()
+        decide(self, run, schedule)
+        wins = [e for e in schedule.events[start:] if e.move == "birth" and e.accepted and int(e.target) in moved
+                and int(e.target) in carried]
+        if wins:
+            accepted.append((wins[0].gain, run.elbo() - before))
+
+    monkeypatch.setattr(topic_birth, "transplanted", recording)
+    monkeypatch.setattr(topic_birth.TopicBirthMove, "decide", recording_decide)
+    cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=5", "alg.converge_thr=-1", *TOPIC_ARGS)
+    runner.train(cfg, tmp_path / "run")
+    assert moved, "no carried proposal was put on changed topics"
+    assert accepted, "no carried proposal on changed topics was accepted"
+    gain, difference = accepted[0]
+    assert gain > 0 and gain == pytest.approx(difference, rel=1e-9)

@@ -282,7 +282,7 @@ class LapBirths(TargetedBirths):
             plan = {"eligible": run.ids.positions(self.eligible), "seed": self.seed,
                     "room": self.cfg.Kmax - run.globals.K}
             if self.carried:
-                plan["carried"] = [(int(run.ids.positions([uid])[0]), self.carried_plan(kept), age)
+                plan["carried"] = [(int(run.ids.positions([uid])[0]), self.carried_plan(run, uid, kept), age)
                                    for uid, kept, age, _ in self.carried]
             return plan
         return self.tracking_plan(run) if self.target_uids.size else None
@@ -291,8 +291,8 @@ class LapBirths(TargetedBirths):
         """The seeding batch ends its round: the batches after it track the proposals it seeds."""
         return not self.seeded
 
-    def carried_plan(self, kept):
-        """What the seeding batch needs of a carried proposal, from what ``carry`` kept of it."""
+    def carried_plan(self, run, uid: int, kept):
+        """What the seeding batch needs of carried proposal ``uid`` at this lap, from what ``carry`` kept of it."""
         return kept
 
     def take_carried(self, ages) -> dict:
@@ -365,7 +365,7 @@ class BirthMove(LapBirths):
 
     name = "birth"
 
-    def carried_plan(self, kept: tuple) -> SuffStats:
+    def carried_plan(self, run, uid: int, kept: tuple) -> SuffStats:
         """A carried proposal's fresh summaries over the whole data (kept as (sum, per-batch parts))."""
         return kept[0]
 

@@ -28,9 +28,10 @@ accepted instead of the best single one when it gains more (moves.csv then logs 
 targets as accepted, with the gain of the whole). Extra pieces are left to the next
 laps' merges and deletes, which are exact for topic models.
 
-When no proposal of a lap gains, each one whose gain rose is judged again at the next lap (up to
-``refine_laps`` laps), its candidate globals made from its own whole-data summaries, as long as
-the model's topics stay the same (``birth.LapBirths``).
+Each proposal that is not accepted and whose gain rose is judged again at the next lap (up to
+``refine_laps`` laps), its candidate globals made from its own whole-data summaries
+(``birth.LapBirths``); when the model's topics changed meanwhile (another proposal accepted, or the
+lap's sort), its target's refined pieces are put on the current topics (``transplanted``).
 
 This costs one more document-level step per batch and proposal (the joint one included), during the
 laps with births.
@@ -87,24 +88,47 @@ class Candidate:
                    {n: np.asarray(v) for n, v in state["alloc"].items()})
 
 
+def pieces_of(candidate: Candidate, target: int, K: int) -> tuple[np.ndarray, dict]:
+    """The pieces of a birth's candidate made from a model of K topics: its row ``target`` (the first piece)
+    and its appended rows, as masses (J',) and observation summaries."""
+    rows = np.concatenate([[target], np.arange(K, candidate.N.shape[0])])
+    return candidate.N[rows], {n: v[rows] for n, v in candidate.fields.items()}
+
+
+def with_pieces(model, globals_, births: list[tuple[int, np.ndarray, dict]]) -> Candidate:
+    """Candidate globals of the births of several targets of ``globals_`` at once: for each (target,
+    masses, summaries) of ``births``, the target's row replaced by its first piece and the others appended,
+    and the target's stick split in proportion to the pieces' masses (``split_params``)."""
+    N = np.maximum(globals_.stats.N, 0.0).copy()
+    fields = {n: np.array(v) for n, v in globals_.stats.select(model.obs_fields).items()}
+    alloc = globals_.alloc
+    for target, piece_N, piece_fields in births:
+        N[target] = piece_N[0]
+        N = np.concatenate([N, piece_N[1:]])
+        for n in fields:
+            fields[n][target] = piece_fields[n][0]
+            fields[n] = np.concatenate([fields[n], piece_fields[n][1:]])
+        alloc = model.alloc.split_params(alloc, target, piece_N / piece_N.sum())
+    return Candidate(N, fields, alloc)
+
+
 def joint_candidate(model, globals_, targets: list[int], singles: list[Candidate]) -> Candidate:
     """The births of several targets at once: each single candidate (made from ``globals_``, target row
-    replaced by its first piece and the others appended) contributes its target's row and its appended
-    pieces, appended in turn, and the sticks are split target by target (``split_params``)."""
-    K = globals_.K
-    base = globals_.stats
-    N = np.maximum(base.N, 0.0).copy()
-    fields = {n: np.array(v) for n, v in base.select(model.obs_fields).items()}
-    alloc = globals_.alloc
-    for target, single in zip(targets, singles):
-        pieces = np.concatenate([[target], np.arange(K, single.N.shape[0])])
-        N[target] = single.N[target]
-        N = np.concatenate([N, single.N[K:]])
-        for n in fields:
-            fields[n][target] = single.fields[n][target]
-            fields[n] = np.concatenate([fields[n], single.fields[n][K:]])
-        alloc = model.alloc.split_params(alloc, target, single.N[pieces] / single.N[pieces].sum())
-    return Candidate(N, fields, alloc)
+    replaced by its first piece and the others appended) contributes its pieces (``with_pieces``)."""
+    return with_pieces(model, globals_, [(t, *pieces_of(s, t, globals_.K)) for t, s in zip(targets, singles)])
+
+
+def transplanted(model, globals_, uids: np.ndarray, target_uid: int, kept: tuple) -> Candidate:
+    """A carried candidate for the model of ``globals_`` (topic ids ``uids``): as kept while its model's
+    topics are the same ones in the same order; otherwise (the lap's sort moved them, or another move
+    was accepted) its target's refined pieces on the current topics (``with_pieces``), which keeps what
+    the proposal learned and is judged as exactly as any candidate."""
+    old_uids, candidate = kept
+    if np.array_equal(old_uids, uids):
+        return candidate
+    old = int(np.flatnonzero(old_uids == target_uid)[0])
+    target = int(np.flatnonzero(uids == target_uid)[0])
+    return with_pieces(model, globals_, [(target, *pieces_of(candidate, old, old_uids.shape[0]))])
 
 
 class TopicBirthMove(LapBirths):
@@ -122,13 +146,8 @@ class TopicBirthMove(LapBirths):
         self.joint_members = np.zeros(0, dtype=np.intp)  # the targets (positions in target_uids) of the joint one
         self.tracked: dict[int, list[tuple]] = {}  # per batch, per proposal: summaries, warm start (or None)
 
-    def carried_valid(self, run, carried) -> bool:
-        """A carried candidate holds every topic of the model it was made from: it applies while the topics
-        (their ids) are the same."""
-        return np.array_equal(carried[1][0], run.ids.uids)
-
-    def carried_plan(self, kept) -> Candidate:
-        return kept[1]
+    def carried_plan(self, run, uid: int, kept) -> Candidate:
+        return transplanted(run.model, run.globals, run.ids.uids, uid, kept)
 
     def tracking_plan(self, run) -> dict:
         return {"candidates": self.candidates}
@@ -252,9 +271,8 @@ class TopicBirthMove(LapBirths):
     # --------------------------------------------------------------- decide
     def decide(self, run, schedule) -> None:
         """Judge every proposal by the exact whole-data ELBO; accept the best one (a single target's or the
-        joint one) if it gains. When none
-        gains, each one whose gain rose is carried into the next lap (``LapBirths``), its candidate
-        globals those of its own whole-data summaries: one more round of its refinement."""
+        joint one) if it gains. Each other one whose gain rose is carried into the next lap (``LapBirths``),
+        its candidate globals those of its own whole-data summaries: one more round of its refinement."""
         if self.active(schedule.lap):
             self.stuck += 1
         if not self.target_uids.size or schedule.changed:
@@ -280,7 +298,7 @@ class TopicBirthMove(LapBirths):
             if accepted and best == n:  # a member of the joint proposal: the gain of all of them together
                 gain = judged[n][0]
             schedule.event(self.name, str(int(uid)), gain, accepted, fresh=fresh, kept=fresh)
-            if not any_accepted:
+            if not accepted:
                 total = globals_.stats
                 kept = (run.ids.uids.copy(), Candidate(np.maximum(total.N, 0.0), total.select(run.model.obs_fields),
                                                        globals_.alloc))
