@@ -189,7 +189,8 @@ class MultConfig:
     lam: float = key("Dirichlet pseudo-count λ̄ of every word in every cluster")
     lam_start: Optional[float] = key("pseudo-count of the first lap, annealed down to lam over anneal_laps laps "
                                      "(null: no annealing)", None)
-    anneal_laps: int = key("laps over which the prior is annealed from lam_start to lam (0: none)", 0)
+    anneal_laps: int = key("laps over which the prior is annealed from lam_start to lam (0: none); a lap that "
+                           "accepts a birth does not count (at most anneal_laps such laps)", 0)
 
 
 @dataclass

@@ -12,6 +12,7 @@ import bnpvi
 from bnpvi.errors import BnpviError
 from bnpvi.learn import runner
 from bnpvi.obs import Mult
+from test_resume import assert_resume_is_exact
 
 TOPICS = ["model=hdp_topic", "data.n_docs=300", "init.K=6", "moves=[]", "alg.converge_thr=-1", "seed=3"]
 
@@ -69,3 +70,26 @@ def test_warm_start_is_not_annealed(compose_cfg, tmp_path):
     runner.train(compose_cfg(*TOPICS[:2], "moves=[]", "alg.n_laps=2", "init=from_run",
                              f"init.path={tmp_path / 'saved'}"), tmp_path / "warm")
     assert "prior_lam" not in pd.read_csv(tmp_path / "warm" / "trace.csv").columns
+
+
+def test_the_prior_stands_still_in_laps_that_accept_a_birth(compose_cfg, tmp_path):
+    """From one topic with births: a lap that accepts a birth while the prior is annealed does not advance
+    the schedule (the next lap has the same λ), at most anneal_laps times; the ELBO rises once the prior
+    is settled, and a run cut while the clock stands still resumes exactly."""
+    laps, anneal = 12, 4
+    cfg = compose_cfg("model=hdp_topic", "data.n_docs=300", "init.K=1", "alg.converge_thr=-1", f"alg.n_laps={laps}",
+                      f"obs.anneal_laps={anneal}", "checkpoint_every=1", "seed=3")
+    _, trace = assert_resume_is_exact(cfg, tmp_path, lap=3)
+    births = trace["birth_accepted"].fillna(0).to_numpy() > 0
+    fam = Mult(0.1, 1, lam_start=0.5, anneal_laps=anneal)
+    step, paused, expected = 0, 0, []
+    for lap in range(laps):
+        expected.append(fam.annealed(step).lam)
+        if births[lap] and step < anneal and paused < anneal:
+            paused += 1
+        else:
+            step += 1
+    assert paused > 0, "no birth was accepted while the prior was annealed"
+    assert trace["prior_lam"].to_numpy() == pytest.approx(expected, rel=1e-12)
+    settled = trace["elbo"].to_numpy()[anneal + paused:]
+    assert settled.size > 2 and np.all(np.diff(settled) > -1e-9 * np.abs(settled[1:]))

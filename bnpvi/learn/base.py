@@ -78,11 +78,12 @@ class Algorithm(ABC):
         self.batches_seen = 0
         self.order = np.arange(self.n_batches)
         self.rejected_sort: tuple[int, np.ndarray] | None = None  # (lap, wanted id order) of the last rejected sort
+        self.anneal_paused = 0  # laps in which the annealed prior's clock stood still (``anneal_step``)
 
     def step(self) -> LapResult | None:
         """Process the next batch (or round of batches); at the end of a lap return its LapResult."""
         if self.pos == 0:
-            self.use_model(self.configured.at_lap(self.lap))
+            self.use_model(self.configured.at_lap(self.anneal_step))
             self.order = self.rng.permutation(self.n_batches) if self.shuffles else np.arange(self.n_batches)
             self.start_lap()
         done = self.visit_next()
@@ -93,7 +94,19 @@ class Algorithm(ABC):
         self.pos = 0
         self.lap += 1
         elbo, counts = self.finish_lap()
-        return LapResult(self.lap, elbo, self.globals.K, counts, self.lap_moves())
+        moves = self.lap_moves()
+        if moves.get("birth_accepted") and self.model is not self.configured \
+                and self.anneal_paused < self.configured.anneal_laps:
+            self.anneal_paused += 1
+        return LapResult(self.lap, elbo, self.globals.K, counts, moves)
+
+    @property
+    def anneal_step(self) -> int:
+        """The annealed prior's clock (``Model.at_lap``): the laps done, less those that accepted a birth
+        while the prior was annealed (at most ``anneal_laps`` of them). The prior tightens only while the
+        clusters are not growing, so clusters born from one cluster settle under the loose prior as an
+        abundant start's do (docs/births.md), and it is settled by lap 2 ``anneal_laps`` at the latest."""
+        return self.lap - self.anneal_paused
 
     def start_lap(self) -> None:
         """Hook run before the first batch of every lap."""
@@ -192,6 +205,7 @@ class Algorithm(ABC):
                 "order": np.asarray(self.order, dtype=np.int64),
                 "globals": {"stats": self.globals.stats.to_tree(), "alloc": dict(self.globals.alloc)},
                 "ids": self.ids.state(), "warm": {str(b): w for b, w in enumerate(self.warm) if w is not None},
+                "anneal_paused": np.int64(self.anneal_paused),
                 "rejected_sort": {} if self.rejected_sort is None else {"lap": np.int64(self.rejected_sort[0]),
                                                                        "order": self.rejected_sort[1]}}
 
@@ -201,7 +215,8 @@ class Algorithm(ABC):
         self.batches_seen = int(state["batches_seen"])
         self.order = np.asarray(state["order"], dtype=np.int64)
         saved = state["globals"]
-        self.model = self.configured.at_lap(self.lap)  # mid-lap: that lap's; at a lap's start: the same globals
+        self.anneal_paused = int(state.get("anneal_paused", 0))
+        self.model = self.configured.at_lap(self.anneal_step)  # mid-lap: that lap's; at a lap's start: the same globals
         self.globals = self.model.restore(SuffStats.from_tree(saved["stats"]), saved["alloc"])
         self.ids = ClusterIds.from_state(state["ids"])
         warm = state.get("warm", {})

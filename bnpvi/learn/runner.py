@@ -405,7 +405,8 @@ class Run:
             schedule.settled = False
         if "prior_lam" in self.trace.columns:
             row["prior_lam"] = float(self.alg.model.obs.lam)
-        settled_prior = result.lap >= self.model.anneal_laps + 2  # this lap's ELBO and the last one's: the configured prior
+        # this lap's ELBO and the last one's under the configured prior
+        settled_prior = self.alg.anneal_step >= self.model.anneal_laps + 2
         if settled_prior and prev is not None and self.prev_counts is not None \
                 and self.prev_counts.shape == result.counts.shape:
             mass = max(float(result.counts.sum()), 1e-300)  # atoms; a topic model's tokens
@@ -448,7 +449,7 @@ class Run:
         score = "".join(f"  {name} {row[column]:.4f}" for name, column in (("hamming", "hamming"),
                                                                            ("heldout", "heldout_loglik"))
                         if np.isfinite(row.get(column, np.nan)))
-        if result.lap <= self.model.anneal_laps:
+        if "prior_lam" in row and self.alg.model is not self.alg.configured:
             score += f"  prior λ {row['prior_lam']:.4g}"
         log.info("lap %4d  %s %.10g  K %3d  %8.2f s%s%s", result.lap, ALGORITHMS[self.cfg.alg.name].objective, elbo,
                  result.K, row["elapsed_s"], score, moves)
@@ -499,8 +500,9 @@ class Run:
         final_elbo = self.trace.rows[-1]["elbo"] if self.trace.rows else None
         if self.alg.use_model(self.alg.configured):  # stopped while the prior was annealed: save the configured model
             final_elbo = self.alg.elbo()
-            log.warning("the run stopped in lap %d of the %d laps of its annealed prior (obs.anneal_laps); the model is "
-                        "saved under the configured prior, ELBO %.10g", self.alg.lap, self.model.anneal_laps, final_elbo)
+            log.warning("the run stopped at step %d of the %d laps of its annealed prior (obs.anneal_laps); the model is "
+                        "saved under the configured prior, ELBO %.10g", self.alg.anneal_step, self.model.anneal_laps,
+                        final_elbo)
         globals_ = self.alg.globals
         if stop_reason is None:
             stop_reason = ("converged: ELBO change below alg.converge_thr, counts stable, no move accepted or "
