@@ -6,7 +6,10 @@ summaries for full and memoized VB, a running average for stochastic VB; Hughes
 2016 thesis §3.5) and, for allocation models whose global step is an
 optimisation, warm-started from the previous parameters. A checkpoint saves a
 Globals whole (its summaries and the allocation parameters), so a resume is exact
-even when the global step is not a pure function of the summaries.
+even when the global step is not a pure function of the summaries. Summaries and
+allocation parameters are kept C-contiguous, the layout a checkpoint gives back:
+NumPy adds up a reduction (Σ_i E ln π_iℓ of the HDP's top level, say) in an order
+that depends on the layout, so a resumed run would otherwise differ in the last bits.
 """
 from __future__ import annotations
 
@@ -91,7 +94,8 @@ class Model:
     def global_step(self, stats: SuffStats, warm: Params | None = None) -> Globals:
         """q(π), q(φ) from summaries (Hughes 2016 thesis Eq. 3.41, 3.43; 6.38-6.47)."""
         obs_post = self.obs.posterior(np.maximum(stats.N, 0.0), stats.select(self.obs_fields))
-        return Globals(stats, self.alloc.global_step(stats, warm), obs_post)
+        alloc = {k: np.asarray(v, order="C") for k, v in self.alloc.global_step(stats, warm).items()}
+        return Globals(stats, alloc, obs_post)
 
     def restore(self, stats: SuffStats, alloc_params: Params) -> Globals:
         """Globals from a checkpoint: the saved summaries and allocation parameters, taken as they are."""

@@ -111,3 +111,21 @@ def test_sigkill_during_a_disk_cache_run_then_resume_is_exact(tmp_path, env):  #
     train([f"resume={run}"], tmp_path, env)
     assert_same_run(tmp_path / "ref", run)
     assert [p for p in cache_files(run) if p.startswith(".")] == []
+
+
+def test_a_rewrite_in_memory_replaces_the_caches_one_at_a_time():
+    """Each old cache is let go before the next new one is made: a rewrite (a sort, an accepted move) never holds
+    two copies of every cache (docs/mmsb.md, memory)."""
+    caches = MemoryCaches(3)
+    for b in range(3):
+        caches[b] = stats(2, b)
+    made = {}
+
+    def edit(b, cache):
+        if b > 0:
+            assert caches[b - 1] is made[b - 1]
+        made[b] = cache.reorder([1, 0])
+        return made[b]
+
+    caches.rewrite(edit)
+    assert [caches[b] for b in range(3)] == [made[b] for b in range(3)]

@@ -96,8 +96,11 @@ class MemoryCaches:
         return iter(self._items)
 
     def rewrite(self, edit: Callable[[int, SuffStats], SuffStats]) -> None:
-        """Every cache b replaced by ``edit(b, cache)`` (an accepted move, a sort)."""
-        self._items = [None if c is None else edit(b, c) for b, c in enumerate(self._items)]
+        """Every cache b replaced by ``edit(b, cache)`` (an accepted move, a sort), one at a time: each old
+        cache is freed as its new one is made, so a rewrite never holds two copies of all the caches."""
+        for b, cache in enumerate(self._items):
+            if cache is not None:
+                self._items[b] = edit(b, cache)
 
     def state(self) -> dict:
         return {str(b): c.to_tree() for b, c in enumerate(self._items) if c is not None}

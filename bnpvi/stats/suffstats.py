@@ -95,7 +95,9 @@ class SuffStats:
             raise ValueError(f"SuffStats fields {sorted(fields)} and specs {sorted(specs)} differ")
         if "N" not in fields or specs["N"].axes != (0,):
             raise ValueError("SuffStats needs a per-cluster field 'N'")
-        self.fields = {name: np.asarray(fields[name], dtype=np.float64) for name in specs}
+        # C-contiguous, as a checkpoint gives them back: NumPy adds up a reduction in an order that depends on
+        # the memory layout, so a resumed run would otherwise differ in the last bits
+        self.fields = {name: np.asarray(fields[name], dtype=np.float64, order="C") for name in specs}
         self.specs = dict(specs)
         K = self.fields["N"].shape[0]
         for name, value in self.fields.items():
