@@ -159,3 +159,31 @@ def test_carried_topic_births_outlive_a_change_of_the_topics_and_gain_exactly(co
     assert accepted, "no carried proposal on changed topics was accepted"
     gain, difference = accepted[0]
     assert gain > 0 and gain == pytest.approx(difference, rel=1e-9)
+
+
+def test_carried_topic_births_are_refined_batch_by_batch(compose_cfg, tmp_path, docs, monkeypatch):
+    """Through the lap after it was carried, a topic proposal's pieces are memoized: at the lap's end their
+    aggregate is the sum of that lap's summaries of the pieces (no batch of the previous lap left), and the
+    candidate's pieces are made from it; the ELBO never decreases."""
+    checked = []
+    decide = topic_birth.TopicBirthMove.decide
+
+    def checking_decide(self, run, schedule):
+        batches, K = sorted(self.tracked), run.globals.K
+        for i, memo in enumerate(self.memo):
+            if memo is not None and not schedule.changed:  # (an accepted merge or delete voids the lap's births)
+                target = int(run.ids.positions(self.target_uids[i:i + 1])[0])
+                total = ordered_sum(topic_birth.piece_stats(self.tracked[b][i][0], target, K) for b in batches)
+                assert memo[0].allclose(total, rtol=1e-9, atol=1e-6)
+                assert not memo[1]  # every batch replaced its part of the previous lap
+                rows = np.r_[target, K:self.candidates[i].N.shape[0]]
+                np.testing.assert_allclose(self.candidates[i].N[rows], np.maximum(memo[0].N, 0.0), rtol=1e-12)
+                checked.append(schedule.lap)
+        decide(self, run, schedule)
+
+    monkeypatch.setattr(topic_birth.TopicBirthMove, "decide", checking_decide)
+    cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=6", "alg.converge_thr=-1", *TOPIC_ARGS)
+    runner.train(cfg, tmp_path / "run")
+    assert checked, "no carried topic proposal was refined"
+    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    assert np.all(np.diff(trace.elbo.to_numpy()) >= -1e-9 * np.abs(trace.elbo.to_numpy()[1:]))

@@ -31,7 +31,12 @@ laps' merges and deletes, which are exact for topic models.
 Each proposal that is not accepted and whose gain rose is judged again at the next lap (up to
 ``refine_laps`` laps), its candidate globals made from its own whole-data summaries
 (``birth.LapBirths``); when the model's topics changed meanwhile (another proposal accepted, or the
-lap's sort), its target's refined pieces are put on the current topics (``transplanted``).
+lap's sort), its target's refined pieces are put on the current topics (``transplanted``). Through
+that next lap its pieces are refined as memoized VI refines the model: after each batch, their rows
+of the candidate are made from the aggregate of their per-batch summaries, each batch's part of the
+previous lap replaced by its new one (``collect``), so a carried proposal takes as many refinement
+steps as the lap has batches. The judgement stays exact: what is judged is the sum of the batches'
+summaries, each from a valid q for that batch's documents.
 
 This costs one more document-level step per batch and proposal (the joint one included), during the
 laps with births.
@@ -45,7 +50,7 @@ import scipy.sparse as sp
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.model import Globals
 from bnpvi.moves.base import Edit, accepts, ordered_sum
-from bnpvi.moves.birth import LapBirths, kmeans_clusters
+from bnpvi.moves.birth import LapBirths, kmeans_clusters, memo_from_tree, memo_tree
 from bnpvi.stats import SuffStats
 
 MIN_FRESH_MASS = 1.0
@@ -95,6 +100,24 @@ def pieces_of(candidate: Candidate, target: int, K: int) -> tuple[np.ndarray, di
     return candidate.N[rows], {n: v[rows] for n, v in candidate.fields.items()}
 
 
+def piece_stats(stats: SuffStats, target: int, K: int) -> SuffStats:
+    """The pieces' rows of summaries made under a birth's candidate built from K topics: row ``target``
+    (the first piece) and the appended rows."""
+    return stats.remap([[target]] + [[k] for k in range(K, stats.K)])
+
+
+def with_piece_rows(candidate: Candidate, model, target: int, K: int, pieces: SuffStats) -> Candidate:
+    """``candidate`` (built from K topics) with its pieces' rows (``target`` and the appended ones) made from
+    the summaries ``pieces``; the other topics and the allocation parameters as they are."""
+    rows = np.concatenate([[target], np.arange(K, candidate.N.shape[0])])
+    N = candidate.N.copy()
+    N[rows] = np.maximum(pieces.N, 0.0)
+    fields = {n: np.array(v) for n, v in candidate.fields.items()}
+    for n, v in pieces.select(model.obs_fields).items():
+        fields[n][rows] = v
+    return Candidate(N, fields, candidate.alloc)
+
+
 def with_pieces(model, globals_, births: list[tuple[int, np.ndarray, dict]]) -> Candidate:
     """Candidate globals of the births of several targets of ``globals_`` at once: for each (target,
     masses, summaries) of ``births``, the target's row replaced by its first piece and the others appended,
@@ -123,7 +146,7 @@ def transplanted(model, globals_, uids: np.ndarray, target_uid: int, kept: tuple
     topics are the same ones in the same order; otherwise (the lap's sort moved them, or another move
     was accepted) its target's refined pieces on the current topics (``with_pieces``), which keeps what
     the proposal learned and is judged as exactly as any candidate."""
-    old_uids, candidate = kept
+    old_uids, candidate = kept[0], kept[1]
     if np.array_equal(old_uids, uids):
         return candidate
     old = int(np.flatnonzero(old_uids == target_uid)[0])
@@ -145,6 +168,9 @@ class TopicBirthMove(LapBirths):
         self.candidates: list[Candidate] = []  # one per target, then the joint one (if any)
         self.joint_members = np.zeros(0, dtype=np.intp)  # the targets (positions in target_uids) of the joint one
         self.tracked: dict[int, list[tuple]] = {}  # per batch, per proposal: summaries, warm start (or None)
+        # per proposal (None for a new one): the aggregate of its pieces' summaries, and the parts of it (of
+        # the previous lap) that each batch's next summaries replace
+        self.memo: list[tuple[SuffStats, dict[int, SuffStats]] | None] = []
 
     def carried_plan(self, run, uid: int, kept) -> Candidate:
         return transplanted(run.model, run.globals, run.ids.uids, uid, kept)
@@ -266,7 +292,26 @@ class TopicBirthMove(LapBirths):
     def keep_seeds(self, tracked: dict) -> None:
         self.candidates = tracked["candidates"]
         self.joint_members = tracked["joint_members"]
-        self.take_carried(tracked["ages"])
+        carried = self.take_carried(tracked["ages"])
+        parts = {uid: kept[2] for uid, kept in carried.items()}
+        self.memo = [None if int(uid) not in parts else
+                     (ordered_sum(parts[int(uid)][b] for b in sorted(parts[int(uid)])), dict(parts[int(uid)]))
+                     for uid in self.target_uids]
+
+    def collect(self, run, schedule, b: int, tracked) -> None:
+        """``LapBirths.collect``; then each carried proposal's aggregate takes batch b's summaries of its
+        pieces, and its candidate's pieces are made from that aggregate for the batches after b."""
+        super().collect(run, schedule, b, tracked)
+        K = run.globals.K
+        for i, memo in enumerate(self.memo):
+            if memo is None:
+                continue
+            total, parts = memo
+            target = int(run.ids.positions(self.target_uids[i:i + 1])[0])
+            fresh = piece_stats(self.tracked[b][i][0], target, K)
+            total = total - parts.pop(b) + fresh if b in parts else total + fresh
+            self.memo[i] = (total, parts)
+            self.candidates[i] = with_piece_rows(self.candidates[i], run.model, target, K, total)
 
     # --------------------------------------------------------------- decide
     def decide(self, run, schedule) -> None:
@@ -301,7 +346,8 @@ class TopicBirthMove(LapBirths):
             if not accepted:
                 total = globals_.stats
                 kept = (run.ids.uids.copy(), Candidate(np.maximum(total.N, 0.0), total.select(run.model.obs_fields),
-                                                       globals_.alloc))
+                                                       globals_.alloc),
+                        {b: piece_stats(self.tracked[b][i][0], target, K) for b in batches})
                 if self.carry(int(uid), i, gain, kept):
                     continue
             self.failures.record(uid, accepted, (float(stats.N[target]),))
@@ -317,7 +363,9 @@ class TopicBirthMove(LapBirths):
     def state(self) -> dict:
         return dict(super().state(), seeded=np.int64(self.seeded), target_uids=self.target_uids,
                     joint_members=np.asarray(self.joint_members, dtype=np.int64),
-                    **self.carried_state(lambda kept: {"uids": kept[0], "candidate": kept[1].state()}),
+                    **self.carried_state(lambda kept: {"uids": kept[0], "candidate": kept[1].state(),
+                                                       "parts": {str(b): v.to_tree() for b, v in kept[2].items()}}),
+                    memo={str(i): memo_tree(m) for i, m in enumerate(self.memo) if m is not None},
                     candidates={str(i): c.state() for i, c in enumerate(self.candidates)},
                     tracked={str(b): {str(i): dict({"stats": s.to_tree()}, **({} if w is None else {"warm": w}))
                                       for i, (s, w) in enumerate(v)} for b, v in self.tracked.items()})
@@ -330,7 +378,10 @@ class TopicBirthMove(LapBirths):
         candidates = state.get("candidates", {})
         self.candidates = [Candidate.from_state(candidates[str(i)]) for i in range(len(candidates))]
         self.load_carried(state, lambda tree: (np.asarray(tree["uids"], dtype=np.int64),
-                                               Candidate.from_state(tree["candidate"])))
+                                               Candidate.from_state(tree["candidate"]),
+                                               {int(b): SuffStats.from_tree(v) for b, v in tree["parts"].items()}))
+        memo = state.get("memo", {})
+        self.memo = [memo_from_tree(memo[str(i)]) if str(i) in memo else None for i in range(self.target_uids.size)]
         self.tracked = {int(b): [(SuffStats.from_tree(v[str(i)]["stats"]),
                                   np.asarray(v[str(i)]["warm"]) if "warm" in v[str(i)] else None)
                                  for i in range(len(v))]
