@@ -27,11 +27,17 @@ Section "scaling": seconds per lap (memo, K = 20, no moves, ``--scaling-batches`
 generated graphs of ``--sizes`` nodes (average degree ~6.5 like the co-authorship graph); the fitted
 exponent of N (least squares of log time on log N). Target: 1.8-2.2 (the all-pairs step is O(N² K)).
 
+Section "moves" (not in the default sections; the co-authorship-size graph, 300 batches, K = 20, memo with
+merge and delete from lap ``--moves-from``, ``--moves-laps`` laps, in a child process): per lap the seconds, the
+peak RSS within the lap, K, the ELBO and the moves accepted; ``--events-out`` keeps them with every move's
+gain (moves.csv's rows) as JSON, to compare two versions of the code on the same run.
+
 Usage::
 
     python scripts/bench_mmsb.py                  # everything, full sizes
     python scripts/bench_mmsb.py --quick          # small sizes, few laps: a smoke run
     python scripts/bench_mmsb.py --sections lap scaling
+    python scripts/bench_mmsb.py --sections moves --events-out moves.json
 """
 from __future__ import annotations
 
@@ -74,7 +80,7 @@ def generated_graph(path: Path, n_nodes: int, n_edges: int, n_batches: int, seed
     return {"strengths": strengths, "edges": int(src.size + held[2].sum())}
 
 
-def build(path: Path, K: int, model: str = "hdp_mmsb", seed: int = 0, init: str = "kmeanspp"):
+def build(path: Path, K: int, model: str = "hdp_mmsb", seed: int = 0, init: str = "kmeanspp", moves_start_lap: int = 60):
     """(store, model, initial globals, ids, rng) as bnpvi-train builds them."""
     from omegaconf import OmegaConf
 
@@ -84,7 +90,7 @@ def build(path: Path, K: int, model: str = "hdp_mmsb", seed: int = 0, init: str 
     from bnpvi.stats import ClusterIds
 
     store = BatchStore.open(path)
-    alloc = HDPMMSBAlloc() if model == "hdp_mmsb" else FiniteMMSBAlloc()
+    alloc = HDPMMSBAlloc(moves_start_lap=moves_start_lap) if model == "hdp_mmsb" else FiniteMMSBAlloc()
     cfg = OmegaConf.create({"obs": {"_target_": "bnpvi.obs.LinkStrength.from_config", "lam1": 10.0, "lam0": 1.0}})
     mdl = build_model(cfg, alloc, store.kind, store.D, None)
     rng = np.random.default_rng(seed)
@@ -92,13 +98,15 @@ def build(path: Path, K: int, model: str = "hdp_mmsb", seed: int = 0, init: str 
     return store, mdl, mdl.global_step(stats), ClusterIds.first(K), rng
 
 
-def train(path: Path, K: int, laps: int, moves: bool, seed: int = 0) -> tuple:
-    """Memoized VB (with merge and delete when ``moves``) for ``laps`` laps; (model, globals, store, lap seconds)."""
+def train(path: Path, K: int, laps: int, moves: bool, seed: int = 0, moves_start_lap: int = 60,
+          on_lap=None) -> tuple:
+    """Memoized VB (with merge and delete when ``moves``, from lap ``moves_start_lap``) for ``laps`` laps;
+    (model, globals, store, lap seconds). ``on_lap(alg, result, seconds)``, if given, is called after every lap."""
     from omegaconf import OmegaConf
 
     from bnpvi.learn.memo import MemoizedVB
 
-    store, model, globals_, ids, rng = build(path, K, seed=seed)
+    store, model, globals_, ids, rng = build(path, K, seed=seed, moves_start_lap=moves_start_lap)
     move_cfg = None
     if moves:
         from hydra import compose, initialize_config_module
@@ -116,6 +124,8 @@ def train(path: Path, K: int, laps: int, moves: bool, seed: int = 0) -> tuple:
         if result is not None:
             times.append(time.perf_counter() - start)
             cpu.append(time.process_time() - start_cpu)
+            if on_lap is not None:
+                on_lap(alg, result, times[-1])
             start, start_cpu = time.perf_counter(), time.process_time()
             if moves and previous is not None and abs(result.elbo - previous) < 1e-7 * abs(previous) \
                     and not any(v for k, v in result.moves.items() if k.endswith("accepted")) \
@@ -206,6 +216,44 @@ def child_lap(path: Path, laps: int) -> None:
                       "pairs_per_s": graph.n_pairs / kernel_s}))
 
 
+def section_moves(args, tmp: Path) -> list[tuple]:
+    path = tmp / "coauth.h5"
+    generated_graph(path, args.nodes, args.edges, args.batches)
+    child = subprocess.run([sys.executable, __file__, "--child-moves", str(path), "--moves-laps", str(args.moves_laps),
+                            "--moves-from", str(args.moves_from)], capture_output=True, text=True, check=True)
+    got = json.loads(child.stdout.strip().splitlines()[-1])
+    if args.events_out:
+        Path(args.events_out).write_text(json.dumps(got, indent=1))
+    rows = [(f"lap {row['lap']}", f"{row['s']:.1f}", f"{row['rss_mb']:.0f}", row["K"], f"{row['elbo']:.10g}",
+             row["moves"]) for row in got["laps"]]
+    rows.append(("whole run", "", f"{got['rss_mb']:.0f}", "", "", ""))
+    return rows
+
+
+def child_moves(path: Path, laps: int, moves_from: int) -> None:
+    """In a child process: memo at K = 20 with merge and delete from lap ``moves_from``; per lap the wall
+    seconds, the peak RSS within the lap (VmHWM reset at each lap's start), K, the ELBO and the moves;
+    then every move event. One line of JSON."""
+    rows = []
+
+    def on_lap(alg, result, seconds):
+        done = {k: v for k, v in result.moves.items() if v}
+        rows.append({"lap": result.lap, "s": seconds, "rss_mb": peak_rss_mb(), "K": result.K, "elbo": result.elbo,
+                     "moves": " ".join(f"{k}={v}" for k, v in sorted(done.items()))})
+        events[:] = [vars(e) for e in alg.moves.events]
+        reset_peak_rss()
+
+    events: list = []
+    reset_peak_rss()
+    train(path, 20, laps, moves=True, moves_start_lap=moves_from, on_lap=on_lap)
+    print(json.dumps({"laps": rows, "events": events, "rss_mb": max(row["rss_mb"] for row in rows)}))
+
+
+def reset_peak_rss() -> None:
+    """Start this process's peak resident memory (VmHWM) afresh (Linux: ``/proc/self/clear_refs``)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident memory (VmHWM; unlike ru_maxrss it starts afresh at exec)."""
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -265,7 +313,7 @@ def table(title: str, header: tuple, rows: list[tuple]) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", nargs="+", default=["lap", "links", "scaling"],
-                        choices=["lap", "links", "scaling"])
+                        choices=["lap", "moves", "links", "scaling"])
     parser.add_argument("--quick", action="store_true", help="small sizes and few laps (a smoke run)")
     parser.add_argument("--nodes", type=int, default=COAUTH_NODES)
     parser.add_argument("--edges", type=int, default=COAUTH_EDGES, help="undirected edges of the generated graph")
@@ -277,10 +325,17 @@ def main(argv=None) -> None:
     parser.add_argument("--scaling-batches", type=int, default=20)
     parser.add_argument("--scaling-laps", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--moves-from", type=int, default=3, help="section moves: model.moves_start_lap")
+    parser.add_argument("--moves-laps", type=int, default=6, help="section moves: laps")
+    parser.add_argument("--events-out", default=None, help="section moves: write the laps and move events (JSON) here")
     parser.add_argument("--child-lap", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-moves", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child_lap:
         child_lap(Path(args.child_lap), args.laps)
+        return
+    if args.child_moves:
+        child_moves(Path(args.child_moves), args.moves_laps, args.moves_from)
         return
     if args.quick:
         args.nodes, args.edges, args.batches, args.laps = 800, 2600, 40, 3
@@ -293,6 +348,9 @@ def main(argv=None) -> None:
             table(f"lap: generated graph of {args.nodes} nodes, ~{args.edges} undirected edges", ("what", "value",
                                                                                                    "target"),
                   section_lap(args, tmp))
+        if "moves" in args.sections:
+            table(f"moves: generated graph of {args.nodes} nodes, merge and delete from lap {args.moves_from}",
+                  ("lap", "s", "peak RSS MB", "K", "ELBO", "moves"), section_moves(args, tmp))
         if "links" in args.sections:
             table("links: held-out link prediction", ("method", "AUC", "AP"), section_links(args, tmp))
         if "scaling" in args.sections:

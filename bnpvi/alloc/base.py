@@ -95,6 +95,12 @@ class AllocModel(ABC):
         True when a delete must re-run the local step on every batch without the target
         (``local_step_without``) instead of re-dividing the target's mass among a few
         clusters (``restricted_local_step``).
+    whole_totals : bool
+        True when a whole-data candidate (a whole delete, a ``merge_kind = "whole"`` merge) keeps only the
+        running sum of its batch summaries, and an accepted one's are made again from each batch's globals
+        (``bnpvi.moves.whole``): for models whose batch summaries are as large as the globals (an MMSB's node
+        usage over all nodes) and whose ``local_step_without`` and ``local_step_merged`` need nothing but the
+        globals and the log-likelihoods. Whole merges always keep running sums.
     pairs_in_local_step : bool
         True when a merge's tracked terms for the planned pairs are computed inside the local step
         (``local_step(..., pairs=...)``), because its responsibilities are never held whole.
@@ -125,6 +131,7 @@ class AllocModel(ABC):
     abundant_K: int = 8
     init_kmeans_iters: int = 0
     whole_delete: bool = False
+    whole_totals: bool = False
     merge_kind: str = "tracked"
     moves_start_lap: int = 1
     merges_per_lap: int | None = None

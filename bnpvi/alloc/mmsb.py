@@ -111,6 +111,7 @@ class MMSBAlloc(AllocModel):
     full_first_pass = True  # a batch's source nodes see every node, but U_i of the others only in part
     moves = ("merge", "delete")
     whole_delete = True
+    whole_totals = True  # a candidate's batch summaries are dense over all nodes: running sums (bnpvi.moves.whole)
     merge_kind = "whole"  # merging a and b turns their cross pairs into community pairs (bnpvi.moves.whole_merge)
     merges_per_lap = 5  # each tracked pair costs one more local step per batch
     deletes_per_lap = 2

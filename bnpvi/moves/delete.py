@@ -29,6 +29,7 @@ import numpy as np
 from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
 from bnpvi.moves.history import FailureLog
 from bnpvi.moves.merge import merge_scores
+from bnpvi.moves.whole import RunningTotals, Visit
 from bnpvi.stats import SuffStats
 
 
@@ -48,6 +49,7 @@ class DeleteMove(Move):
         self.proposals: list[np.ndarray] = []  # ids [target, absorbing ...] of each delete
         self.tracked: dict[int, list[SuffStats]] = {}
         self.warm_after: dict[int, list] = {}  # whole deletes: each batch's warm start without the target
+        self.totals = RunningTotals()  # whole deletes of a model with ``whole_totals``, instead of the two above
 
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
         if run.lap + 1 < self.next_lap and not run.moves.settled:
@@ -106,7 +108,12 @@ class DeleteMove(Move):
     def track(self, model, globals_, batch, log_lik, local, plan):
         """Per delete: summaries over A of this batch's proposal responsibilities, or, for a model
         with ``whole_delete``, the batch's whole summaries without the target and the warm start
-        (``AllocModel.warm_state``) of that local step, where the batch starts if the delete is accepted."""
+        (``AllocModel.warm_state``) of that local step, where the batch starts if the delete is accepted; for a model
+        with ``whole_totals``, the batch's whole summaries without each target and the :class:`Visit` they were
+        made under (``bnpvi.moves.whole``)."""
+        if model.alloc.whole_totals:
+            visit = Visit(globals_.alloc, log_lik, np.array([int(p[0]) for p in plan], dtype=np.intp))
+            return [summaries_without(model, batch, visit, i) for i in range(len(plan))], visit
         if model.alloc.whole_delete:
             out = []
             for positions in plan:
@@ -124,13 +131,17 @@ class DeleteMove(Move):
         return out
 
     def collect(self, run, schedule, b: int, tracked) -> None:
+        if run.model.alloc.whole_totals:
+            self.totals.add(b, *tracked)
+            return
         self.tracked[b] = [stats for stats, _ in tracked]
         self.warm_after[b] = [warm for _, warm in tracked]
 
     def decide(self, run, schedule) -> None:
         if not self.proposals:
             return
-        self.check_complete(run, self.tracked, "delete proposal")
+        totals = run.model.alloc.whole_totals
+        self.check_complete(run, self.totals if totals else self.tracked, "delete proposal")
         whole = run.model.alloc.whole_delete
         any_accepted = False
         for i, uids in enumerate(self.proposals):
@@ -139,10 +150,13 @@ class DeleteMove(Move):
             pos = run.ids.positions(uids)
             target, absorb = int(pos[0]), pos[1:]
             stats = run.globals.stats
-            if whole:  # batches visited before a mid-lap birth have no mass on the fresh states
-                for b in self.tracked:
-                    self.tracked[b][i] = self.tracked[b][i].pad_to(stats.K - 1)
-            total = ordered_sum(self.tracked[b][i] for b in sorted(self.tracked))
+            if totals:
+                total = self.totals.sums[i].pad_to(stats.K - 1)
+            else:
+                if whole:  # batches visited before a mid-lap birth have no mass on the fresh states
+                    for b in self.tracked:
+                        self.tracked[b][i] = self.tracked[b][i].pad_to(stats.K - 1)
+                total = ordered_sum(self.tracked[b][i] for b in sorted(self.tracked))
             candidate = total if whole else stats.with_clusters(absorb, total).remove([target])
             sources = [[k] for k in range(stats.K) if k != target]
             current = run.elbo()
@@ -150,7 +164,10 @@ class DeleteMove(Move):
             gain = value - current
             accepted = accepts(gain, current)
             if accepted:
-                if whole:  # the batches start where the candidate's local steps ended, not from the old N_d
+                if totals:  # each batch's summaries made again from the lap's visit (bnpvi.moves.whole)
+                    run.apply(Edit(sources, lambda b, cache, i=i, K=stats.K - 1: summaries_without(
+                        run.model, run.store.read_batch(b), self.totals.visits[b], i).pad_to(K), globals_))
+                elif whole:  # the batches start where the candidate's local steps ended, not from the old N_d
                     run.apply(Edit(sources, lambda b, cache, i=i: self.tracked[b][i], globals_,
                                    warm=lambda b, w, i=i: self._warm_after(b, i, stats.K - 1)))
                 else:
@@ -173,7 +190,8 @@ class DeleteMove(Move):
                 "proposals": {str(i): uids for i, uids in enumerate(self.proposals)},
                 "tracked": {str(b): {str(i): s.to_tree() for i, s in enumerate(v)} for b, v in self.tracked.items()},
                 "warm_after": {str(b): {str(i): w for i, w in enumerate(v) if w is not None}
-                               for b, v in self.warm_after.items()}}
+                               for b, v in self.warm_after.items()},
+                "totals": self.totals.state()}
 
     def load_state(self, state: dict) -> None:
         self.failures.load_state(state["failures"])
@@ -185,3 +203,10 @@ class DeleteMove(Move):
         warm = state.get("warm_after", {})
         self.warm_after = {b: [np.asarray(warm[str(b)][str(i)]) if str(b) in warm and str(i) in warm[str(b)] else None
                                for i in range(len(v))] for b, v in self.tracked.items()}
+        self.totals = RunningTotals.from_state(state.get("totals", {}))
+
+
+def summaries_without(model, batch, visit: Visit, i: int) -> SuffStats:
+    """The batch's summaries with planned target i removed (``local_step_without``), under ``visit`` (the
+    tracking of a model with ``whole_totals``, and its remaking)."""
+    return model.summarize(batch, model.alloc.local_step_without(batch, visit.log_lik, visit.alloc, int(visit.plan[i])))

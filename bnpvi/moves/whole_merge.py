@@ -18,22 +18,29 @@ kept only if it raises the candidate's ELBO): one local step after a merge can l
 community's strength and the nodes' memberships far from where they settle, and a candidate judged
 there loses to the current state (an MMSB's halves of one community, held together by mixed
 memberships). Every refined candidate is still a valid q of the whole data set, so the gain stays exact.
+
+A candidate keeps only the running sum of its batch summaries (``bnpvi.moves.whole``); the accepted one's are
+made again while the caches are rewritten, from the lap's visits or under its last refinement's globals.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.moves.base import Edit, accepts, ordered_sum
+from bnpvi.moves.base import Edit, accepts
 from bnpvi.moves.merge import MergeMove, _merge_sources
+from bnpvi.moves.whole import RunningTotals, Visit
 from bnpvi.stats import SuffStats
 
 
 class WholeMergeMove(MergeMove):
-    """Merges of pairs ranked by ``merge_ranking``, each re-run on every batch, judged exactly (module docstring)."""
+    """Merges of pairs ranked by ``merge_ranking``, each re-run on every batch, judged exactly (module docstring).
+
+    Each pair keeps the running sum of its batch summaries and each batch its :class:`~bnpvi.moves.whole.Visit`;
+    the accepted pair's batch summaries are made again from those (``bnpvi.moves.whole``)."""
 
     def reset(self) -> None:
         super().reset()
-        self.tracked: dict[int, list[SuffStats]] = {}
+        self.tracked = RunningTotals()
 
     def _max_pairs(self, run) -> int:
         """``max_pairs``, and at most the model's ``merges_per_lap``."""
@@ -45,16 +52,14 @@ class WholeMergeMove(MergeMove):
         return run.model.alloc.merge_ranking(run.globals.alloc, pairs, run.store)
 
     def track(self, model, globals_, batch, log_lik, local, plan):
-        """The batch's whole summaries with each planned pair merged."""
-        out = []
-        for a, b in np.asarray(plan, dtype=np.intp):
-            merged = model.alloc.local_step_merged(batch, log_lik, globals_.alloc, int(a), int(b),
-                                                   merged_log_lik(model, globals_, batch, int(a), int(b)))
-            out.append(model.summarize(batch, merged))
-        return out
+        """The batch's whole summaries with each planned pair merged, and the :class:`Visit` they were made under."""
+        plan = np.asarray(plan, dtype=np.intp).reshape(-1, 2)
+        merged = np.stack([merged_log_lik(model, globals_, batch, int(a), int(b)) for a, b in plan])
+        visit = Visit(globals_.alloc, log_lik, plan, merged)
+        return [merged_summaries(model, batch, visit, m) for m in range(plan.shape[0])], visit
 
     def collect(self, run, schedule, b: int, tracked) -> None:
-        self.tracked[b] = tracked
+        self.tracked.add(b, *tracked)
 
     def decide(self, run, schedule) -> None:
         if not self.pair_uids.shape[0]:
@@ -63,44 +68,67 @@ class WholeMergeMove(MergeMove):
         if schedule.changed:
             return  # an earlier move changed the clusters these candidates were tracked under
         current = run.elbo()
-        batches = sorted(self.tracked)
+        batches = sorted(self.tracked.visits)
         results = []
         for m, pair in enumerate(self.pair_uids):
             a, b = (int(p) for p in run.ids.positions(pair))
             sources = _merge_sources(run.globals.K, a, b)
-            value, globals_ = run.evaluate(ordered_sum(self.tracked[i][m] for i in batches), sources)
+            value, globals_ = run.evaluate(self.tracked.sums[m], sources)
             results.append((value - current, sources, globals_))
         best = int(np.argmax([gain for gain, _, _ in results]))
-        caches = {i: self.tracked[i][best] for i in batches}
+        made_under = None  # the globals the best candidate's batch summaries come from (None: the lap's visits)
         for _ in range(run.model.alloc.merge_refine_laps):  # whole-data laps under the best candidate's globals
             gain, sources, globals_ = results[best]
-            refined = {i: run.model.summarize(batch, run.model.local_step(batch, globals_)[1])
-                       for i, batch in ((i, run.store.read_batch(i)) for i in batches)}
-            value, refined_globals = run.model.evaluate(ordered_sum(refined[i] for i in batches), globals_.alloc)
+            value, refined_globals = run.model.evaluate(_summed_lap(run, batches, globals_), globals_.alloc)
             if value - current <= gain:
                 break
-            results[best], caches = (value - current, sources, refined_globals), refined
+            results[best], made_under = (value - current, sources, refined_globals), globals_
         sizes = [tuple(run.globals.stats.N[run.ids.positions(pair)]) for pair in self.pair_uids]
         for m, (gain, sources, globals_) in enumerate(results):
             ua, ub = (int(u) for u in self.pair_uids[m])
             accepted = m == best and accepts(gain, current)
             if accepted:
-                run.apply(Edit(sources, lambda i, cache: caches[i], globals_))
+                run.apply(Edit(sources, lambda i, cache: self._batch_summaries(run, i, best, made_under), globals_))
                 schedule.changed |= set(self.plan_uids.tolist())
             if accepted or not accepts(gain, current):  # a good pair that lost to a better one is tried again
                 self.failures.record((ua, ub), accepted, sizes[m])
             schedule.event(self.name, f"{ua}+{ub}", gain, accepted)
 
+    def _batch_summaries(self, run, i: int, m: int, made_under) -> SuffStats:
+        """Batch i's summaries of accepted pair m, made again: from the lap's visit of the batch, or, after
+        refinement laps, by the local step under the globals ``made_under`` of the last one kept."""
+        batch = run.store.read_batch(i)
+        if made_under is None:
+            return merged_summaries(run.model, batch, self.tracked.visits[i], m)
+        return run.model.summarize(batch, run.model.local_step(batch, made_under)[1])
+
     def state(self) -> dict:
         return {"pair_uids": self.pair_uids, "plan_uids": self.plan_uids, "failures": self.failures.state(),
-                "tracked": {str(b): {str(i): s.to_tree() for i, s in enumerate(v)} for b, v in self.tracked.items()}}
+                "tracked": self.tracked.state()}
 
     def load_state(self, state: dict) -> None:
         self.pair_uids = np.asarray(state["pair_uids"], dtype=np.int64).reshape(-1, 2)
         self.plan_uids = np.asarray(state["plan_uids"], dtype=np.int64)
         self.failures.load_state(state["failures"])
-        self.tracked = {int(b): [SuffStats.from_tree(v[str(i)]) for i in range(len(v))]
-                        for b, v in state.get("tracked", {}).items()}
+        self.tracked = RunningTotals.from_state(state.get("tracked", {}))
+
+
+def _summed_lap(run, batches: list[int], globals_) -> SuffStats:
+    """Σ_b of the batches' summaries of a local step under ``globals_``, added in batch order as made (no batch's
+    kept: an accepted candidate's are made again, ``WholeMergeMove._batch_summaries``)."""
+    total = None
+    for i in batches:
+        batch = run.store.read_batch(i)
+        part = run.model.summarize(batch, run.model.local_step(batch, globals_)[1])
+        total = part if total is None else total + part
+    return total
+
+
+def merged_summaries(model, batch, visit: Visit, m: int) -> SuffStats:
+    """The batch's summaries with planned pair m merged, under ``visit`` (the tracking, and its remaking)."""
+    a, b = (int(p) for p in visit.plan[m])
+    return model.summarize(batch, model.alloc.local_step_merged(batch, visit.log_lik, visit.alloc, a, b,
+                                                                visit.merged[m]))
 
 
 def merged_log_lik(model, globals_, batch, a: int, b: int) -> np.ndarray:
