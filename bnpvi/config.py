@@ -358,8 +358,9 @@ class BirthConfig:
     max_atoms: int = key("at most this many atoms in the k-means subset")
     kmeans_iters: int = key("Bregman k-means iterations on the subset")
     refine_iters: int = key("local step / global step rounds of the proposal on the seeding batch")
-    refine_laps: int = key("mixtures, topic models: laps a rejected proposal may live, refined by its "
-                           "whole-data summaries")
+    refine_laps: int = key("mixtures, topic models: a rejected proposal lives on (refined by its whole-data "
+                           "summaries) while, at its last lap's pace, it would win within this many laps; "
+                           "twice this many laps at most")
     Kmax: int = key("no births beyond this many clusters")
     retry_change: float = key("retry a failed target once its size changed by this fraction")
     min_block: int = key("HMMs: births cut new states from a run of one state this long or longer")

@@ -305,9 +305,13 @@ class LapBirths(TargetedBirths):
         return {uid: kept for uid, (kept, _) in carried.items()}
 
     def carry(self, uid: int, i: int, gain: float, kept) -> bool:
-        """Carry rejected proposal i (target ``uid``) into the next lap if it may still win: it has lived
-        fewer than ``refine_laps`` laps and its best gain rose since its previous lap."""
-        if kept is None or self.ages[i] >= self.cfg.refine_laps or gain <= self.previous[i]:
+        """Carry rejected proposal i (target ``uid``) into the next lap if it may still win: its gain rose
+        since its previous lap (or it is new), and at the pace of that rise it would win within
+        ``refine_laps`` more laps; it lives 2 ``refine_laps`` laps at most. A proposal that creeps up keeps
+        no place from a fresh one, and one about to win is not dropped for its age."""
+        horizon = self.cfg.refine_laps
+        rise = gain - self.previous[i]
+        if kept is None or self.ages[i] >= 2 * horizon or rise <= 0 or -gain > horizon * rise:
             return False
         self.carried.append((uid, kept, self.ages[i] + 1, float(gain)))
         return True
