@@ -242,8 +242,8 @@ class LapBirths(TargetedBirths):
     """Births seeded at the lap's first batch, tracked in every batch and judged at the lap's end: the
     plan (eligible targets and the k-means++ seed) and the seeding batch's plan.
 
-    A rejected proposal whose best gain rose since its previous lap (or that was just seeded) may
-    live on into the next lap (``carry``), for up to ``refine_laps`` laps in all, refined from its
+    A rejected proposal that may still win (``carry``: just seeded, or its gain rising at a pace that
+    would make it win within ``refine_laps`` laps) lives on into the next lap, refined from its
     own whole-data summaries (each family says how: ``carried_plan``); its target is reserved from
     the other moves meanwhile. Seeds made from one batch hold too little of the target's data to
     win on short documents (docs/births.md)."""

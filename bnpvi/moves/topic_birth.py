@@ -28,9 +28,9 @@ accepted instead of the best single one when it gains more (moves.csv then logs 
 targets as accepted, with the gain of the whole). Extra pieces are left to the next
 laps' merges and deletes, which are exact for topic models.
 
-Each proposal that is not accepted and whose gain rose is judged again at the next lap (up to
-``refine_laps`` laps), its candidate globals made from its own whole-data summaries
-(``birth.LapBirths``); when the model's topics changed meanwhile (another proposal accepted, or the
+Each proposal that is not accepted and may still win (``LapBirths.carry``: its gain rises at a pace
+that would make it win within ``refine_laps`` laps) is judged again at the next lap, its candidate
+globals made from its own whole-data summaries; when the model's topics changed meanwhile (another proposal accepted, or the
 lap's sort), its target's refined pieces are put on the current topics (``transplanted``). Through
 that next lap its pieces are refined as memoized VI refines the model: after each batch, their rows
 of the candidate are made from the aggregate of their per-batch summaries, each batch's part of the
@@ -93,23 +93,28 @@ class Candidate:
                    {n: np.asarray(v) for n, v in state["alloc"].items()})
 
 
+def piece_rows(target: int, K: int, total: int) -> np.ndarray:
+    """The rows of a birth's pieces among the ``total`` topics of its candidate made from a model of K topics:
+    row ``target`` (the first piece) and the appended rows."""
+    return np.concatenate([[target], np.arange(K, total)]).astype(np.intp)
+
+
 def pieces_of(candidate: Candidate, target: int, K: int) -> tuple[np.ndarray, dict]:
-    """The pieces of a birth's candidate made from a model of K topics: its row ``target`` (the first piece)
-    and its appended rows, as masses (J',) and observation summaries."""
-    rows = np.concatenate([[target], np.arange(K, candidate.N.shape[0])])
+    """The pieces of a birth's candidate made from a model of K topics (``piece_rows``), as masses (J',) and
+    observation summaries."""
+    rows = piece_rows(target, K, candidate.N.shape[0])
     return candidate.N[rows], {n: v[rows] for n, v in candidate.fields.items()}
 
 
 def piece_stats(stats: SuffStats, target: int, K: int) -> SuffStats:
-    """The pieces' rows of summaries made under a birth's candidate built from K topics: row ``target``
-    (the first piece) and the appended rows."""
-    return stats.remap([[target]] + [[k] for k in range(K, stats.K)])
+    """The pieces' rows (``piece_rows``) of summaries made under a birth's candidate built from K topics."""
+    return stats.remap([[int(k)] for k in piece_rows(target, K, stats.K)])
 
 
 def with_piece_rows(candidate: Candidate, model, target: int, K: int, pieces: SuffStats) -> Candidate:
     """``candidate`` (built from K topics) with its pieces' rows (``target`` and the appended ones) made from
     the summaries ``pieces``; the other topics and the allocation parameters as they are."""
-    rows = np.concatenate([[target], np.arange(K, candidate.N.shape[0])])
+    rows = piece_rows(target, K, candidate.N.shape[0])
     N = candidate.N.copy()
     N[rows] = np.maximum(pieces.N, 0.0)
     fields = {n: np.array(v) for n, v in candidate.fields.items()}
@@ -316,7 +321,7 @@ class TopicBirthMove(LapBirths):
     # --------------------------------------------------------------- decide
     def decide(self, run, schedule) -> None:
         """Judge every proposal by the exact whole-data ELBO; accept the best one (a single target's or the
-        joint one) if it gains. Each other one whose gain rose is carried into the next lap (``LapBirths``),
+        joint one) if it gains. Each other one that may still win is carried into the next lap (``LapBirths.carry``),
         its candidate globals those of its own whole-data summaries: one more round of its refinement."""
         if self.active(schedule.lap):
             self.stuck += 1
