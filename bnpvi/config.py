@@ -364,7 +364,7 @@ class BirthConfig:
     Kmax: int = key("no births beyond this many clusters")
     retry_change: float = key("retry a failed target once its size changed by this fraction")
     min_block: int = key("HMMs: births cut new states from a run of one state this long or longer")
-    max_stuck: int = key("when every cluster failed: retry the least recently tried for this many laps")
+    max_stuck: int = key("places left free by unblocked targets retry the least recently failed ones, until this many laps in a row fail")
 
 
 @dataclass

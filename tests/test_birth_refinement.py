@@ -11,7 +11,7 @@ from bnpvi.data.store import write_documents
 from bnpvi.learn import runner
 from bnpvi.moves.base import ordered_sum
 from bnpvi.moves import topic_birth
-from bnpvi.moves.birth import BirthMove
+from bnpvi.moves.birth import BirthMove, LapBirths
 
 from test_resume import assert_resume_is_exact
 
@@ -50,7 +50,8 @@ def target_chains(moves: pd.DataFrame) -> list[tuple[str, list[tuple[int, bool]]
 
 
 def test_rejected_births_are_judged_again_and_their_targets_left_alone(compose_cfg, tmp_path, docs, monkeypatch):
-    """A carried proposal is tried at the next lap; its target is in no merge or delete of that lap; each
+    """A carried proposal is tried at the next lap with the pieces of its best cleanup level; its target is
+    in no merge or delete of that lap; each
     carried proposal's aggregate ends its lap as the sum of that lap's transfers (the memoized refinement
     never keeps a stale batch); and the ELBO never decreases."""
     checked = []
@@ -73,7 +74,10 @@ def test_rejected_births_are_judged_again_and_their_targets_left_alone(compose_c
     carried = [(target, c) for target, c in target_chains(moves) if len(c) > 1]
     assert carried, "no birth was judged again"
     assert checked
-    for target, chain in carried:
+    births = moves[moves.move == "birth"].set_index(["lap", "target"])
+    for target, chain in carried:  # a carried proposal goes on with the pieces of its best cleanup level
+        for (lap, _), (next_lap, _) in zip(chain[:-1], chain[1:]):
+            assert births.loc[(next_lap, target), "fresh"] <= births.loc[(lap, target), "kept"]
         later = moves[moves.lap.isin([lap for lap, _ in chain[1:]]) & moves.move.isin(["merge", "delete"])]
         used = {int(t) for value in later.target for t in str(value).split("+")}
         assert int(target) not in used
@@ -81,28 +85,60 @@ def test_rejected_births_are_judged_again_and_their_targets_left_alone(compose_c
     assert np.all(np.diff(trace.elbo.to_numpy()) >= -1e-9 * np.abs(trace.elbo.to_numpy()[1:]))
 
 
-def gain_chains(moves: pd.DataFrame) -> list[list[float]]:
-    """The gains of each chain of :func:`target_chains`, lap by lap."""
+def gain_chains(moves: pd.DataFrame, carried: set | None = None) -> list[list[float]]:
+    """The gains of each chain of :func:`target_chains`, lap by lap; with ``carried`` (the (lap, target id) of
+    every proposal carried out of its lap), a chain is cut where its proposal was not carried (the next lap's
+    proposal on that target, a retry, starts a chain of its own)."""
     births = moves[moves.move == "birth"].dropna(subset=["gain"])
     gain = {(int(r.lap), str(r.target)): float(r.gain) for r in births.itertuples()}
-    return [[gain[(lap, str(target))] for lap, _ in chain] for target, chain in target_chains(moves)]
+    out = []
+    for target, chain in target_chains(moves):
+        gains = [gain[(chain[0][0], str(target))]]
+        for (lap, _), (next_lap, _) in zip(chain[:-1], chain[1:]):
+            if carried is not None and (lap, str(target)) not in carried:
+                out.append(gains)
+                gains = []
+            gains.append(gain[(next_lap, str(target))])
+        out.append(gains)
+    return out
 
 
-def assert_carried_at_pace(moves: pd.DataFrame, horizon: int, longest: int) -> None:
+def recorded_carries(monkeypatch) -> set:
+    """The (lap, target id) of every proposal ``LapBirths.carry`` carries out of its lap, filled as a run goes."""
+    carried, decide, carry = set(), BirthMove.decide, LapBirths.carry
+
+    def noting_decide(self, run, schedule):
+        self.deciding_lap = schedule.lap
+        decide(self, run, schedule)
+
+    def noting_carry(self, uid, i, gain, kept):
+        done = carry(self, uid, i, gain, kept)
+        if done:
+            carried.add((self.deciding_lap, str(uid)))
+        return done
+
+    monkeypatch.setattr(BirthMove, "decide", noting_decide)
+    monkeypatch.setattr(LapBirths, "carry", noting_carry)
+    return carried
+
+
+def assert_carried_at_pace(moves: pd.DataFrame, horizon: int, longest: int, carried: set | None = None) -> None:
     """Every proposal lived at most 2 ``horizon`` laps, some ``longest`` laps or more, and each one carried
     after its first lap had risen since the lap before at a pace that would make it win within ``horizon``
-    laps (``LapBirths.carry``)."""
-    chains = gain_chains(moves)
+    laps (``LapBirths.carry``). ``carried``: see :func:`gain_chains`."""
+    chains = gain_chains(moves, carried)
     assert longest <= max(len(c) for c in chains) <= 2 * horizon, chains
     for gains in chains:
         for previous, gain in zip(gains[:-2], gains[1:-1]):  # a link out of lap 2 of the chain or later
             assert gain > previous and -gain <= horizon * (gain - previous), gains
 
 
-def test_proposals_live_while_they_would_win_within_refine_laps(compose_cfg, tmp_path, docs):
+def test_proposals_live_while_they_would_win_within_refine_laps(compose_cfg, tmp_path, docs, monkeypatch):
+    carried = recorded_carries(monkeypatch)
     cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=10", "moves.birth.refine_laps=5", *ARGS)
     runner.train(cfg, tmp_path / "run")
-    assert_carried_at_pace(pd.read_csv(tmp_path / "run" / "moves.csv"), 5, longest=3)
+    assert carried
+    assert_carried_at_pace(pd.read_csv(tmp_path / "run" / "moves.csv"), 5, longest=3, carried=carried)
 
 
 def test_resume_with_carried_births_in_flight_is_exact(compose_cfg, tmp_path, docs):

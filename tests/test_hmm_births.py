@@ -186,7 +186,7 @@ def test_a_state_with_no_long_run_takes_its_turn_among_the_retries():
 
     from bnpvi.moves.seq_birth import SequenceBirthMove
 
-    move = SequenceBirthMove(OmegaConf.create(dict(BIRTH, max_stuck=10)))
+    move = SequenceBirthMove(OmegaConf.create(dict(BIRTH, max_stuck=10, max_per_lap=1)))
     sizes = np.array([50.0, 40.0, 30.0])
     run = SimpleNamespace(ids=SimpleNamespace(uids=np.array([0, 1, 2])),
                           globals=SimpleNamespace(stats=SimpleNamespace(N=sizes, K=3)))
@@ -197,3 +197,25 @@ def test_a_state_with_no_long_run_takes_its_turn_among_the_retries():
     move.eligible, move.visited, move.usable = np.array([0]), {0}, set()
     move.decide(run, SimpleNamespace(lap=5))
     assert move._eligible(run, set()).tolist() == [1]
+
+
+def test_places_left_free_go_to_the_least_recently_tried_blocked_targets():
+    """Unblocked targets come first; the places of ``max_per_lap`` they leave free go to blocked ones, least
+    recently tried first, until ``max_stuck`` laps in a row have failed; a state excluded by another move never."""
+    from types import SimpleNamespace
+
+    from bnpvi.moves.seq_birth import SequenceBirthMove
+
+    move = SequenceBirthMove(OmegaConf.create(dict(BIRTH, max_stuck=4, max_per_lap=3)))
+    sizes = np.array([50.0, 40.0, 30.0, 20.0, 10.0])
+    run = SimpleNamespace(ids=SimpleNamespace(uids=np.array([7, 8, 9, 10, 11])),
+                          globals=SimpleNamespace(stats=SimpleNamespace(N=sizes, K=5)))
+    for uid in (7, 8, 9, 10):
+        move.failures.record(uid, False, (sizes[uid - 7],))
+    move.last_tried = {7: 6, 8: 2, 9: 5, 10: 2}
+    assert move._eligible(run, set()).tolist() == [11, 8, 10]
+    assert move._eligible(run, {8}).tolist() == [11, 10, 9]
+    move.stuck = 4
+    assert move._eligible(run, set()).tolist() == [11]
+    move.failures.record(11, False, (sizes[4],))
+    assert move._eligible(run, set()).tolist() == []

@@ -191,9 +191,10 @@ class TargetedBirths(Move):
     """What every birth move shares: the rejection history of its targets and the retry rules.
 
     A cluster whose birth was rejected is not targeted again until its size changes by
-    ``retry_change`` (thesis §4.2.4); when every cluster is blocked, the least recently
-    tried one is retried with new seeds, for at most ``max_stuck`` laps in a row without
-    an accepted birth.
+    ``retry_change`` (thesis §4.2.4). The places of a lap (``max_per_lap``) that the other
+    clusters leave free go to the least recently tried blocked ones, retried with new seeds,
+    until ``max_stuck`` laps in a row have ended without an accepted birth: whether a birth
+    wins depends on its seeds as much as on its target (docs/births.md).
     """
 
     min_new = 2
@@ -210,20 +211,21 @@ class TargetedBirths(Move):
         return self.active(run.lap + 1) and self._eligible(run, set()).size > 0
 
     def _eligible(self, run, excluded: set[int]) -> np.ndarray:
-        """Ids of the clusters that may be targeted: not used by another move, and not blocked by a
-        rejection (class docstring)."""
+        """Ids of the clusters that may be targeted: those not used by another move nor blocked by a
+        rejection, then, while fewer than ``max_per_lap`` and fewer than ``max_stuck`` laps in a row
+        failed, the least recently tried blocked ones (class docstring)."""
         stats, uids, cfg = run.globals.stats, run.ids.uids, self.cfg
         none = np.zeros(0, dtype=np.int64)
         if cfg.Kmax - stats.K < self.min_new:
             return none
         free = [(k, int(u)) for k, u in enumerate(uids) if int(u) not in excluded]
         eligible = [u for k, u in free if not self.failures.blocked(u, (float(stats.N[k]),), 1, cfg.retry_change)]
-        if eligible:
-            return np.array(eligible, dtype=np.int64)
-        if self.stuck >= cfg.max_stuck or not free:
-            return none
-        oldest = min(free, key=lambda ku: (self.last_tried.get(ku[1], -1), ku[0]))
-        return np.array([oldest[1]], dtype=np.int64)
+        places = int(cfg.max_per_lap) - len(eligible)
+        if places > 0 and self.stuck < cfg.max_stuck:
+            blocked = sorted((ku for ku in free if ku[1] not in eligible),
+                             key=lambda ku: (self.last_tried.get(ku[1], -1), ku[0]))
+            eligible += [u for _, u in blocked[:places]]
+        return np.array(eligible, dtype=np.int64) if eligible else none
 
     def state(self) -> dict:
         return {"failures": self.failures.state(), "stuck": np.int64(self.stuck),
@@ -359,7 +361,8 @@ class LapBirths(TargetedBirths):
 class BirthMove(LapBirths):
     """Births for memoized VI: seeded in the lap's first batch, tracked every batch, judged at lap end.
 
-    A carried proposal (``LapBirths``) is refined at whole-data scale as memoized VI refines the
+    A carried proposal (``LapBirths``) goes on with the pieces of its best cleanup level (their
+    summaries merged by the level's groups) and is refined at whole-data scale as memoized VI refines the
     model: its fresh clusters' parameters are the posterior of an aggregate of per-batch
     summaries, first those of the lap just judged, and each batch's transfer replaces that
     batch's part of the aggregate before the next batch. Every judgement stays exact: the
@@ -509,9 +512,11 @@ class BirthMove(LapBirths):
             schedule.event(self.name, str(int(uid)), gain, accepted, fresh=levels.shape[1],
                            kept=int(levels[level].max()) + 1)
             if not accepted:
-                keep = [[j] for j in np.flatnonzero(total.N > 1e-8)]
-                kept = (total.remap(keep), {b: v[i][0].remap(keep) for b, v in self.tracked.items()}) \
-                    if len(keep) >= 2 else None
+                labels, nodes = levels[level], node_of[level]
+                best_total = grouped(total, labels, terms, nodes)
+                keep = [[j] for j in np.flatnonzero(best_total.N > 1e-8)]
+                kept = (best_total.remap(keep), {b: grouped(v[i][0], labels, v[i][1], nodes).remap(keep)
+                                                 for b, v in self.tracked.items()}) if len(keep) >= 2 else None
                 if self.carry(int(uid), i, gain, kept):
                     continue
             self.failures.record(uid, accepted, (float(stats.N[target]),))
