@@ -189,7 +189,8 @@ def test_a_state_with_no_long_run_takes_its_turn_among_the_retries():
     move = SequenceBirthMove(OmegaConf.create(dict(BIRTH, max_stuck=10, max_per_lap=1)))
     sizes = np.array([50.0, 40.0, 30.0])
     run = SimpleNamespace(ids=SimpleNamespace(uids=np.array([0, 1, 2])),
-                          globals=SimpleNamespace(stats=SimpleNamespace(N=sizes, K=3)))
+                          globals=SimpleNamespace(stats=SimpleNamespace(N=sizes, K=3)),
+                          model=SimpleNamespace(alloc=SimpleNamespace(births_per_lap=None)))
     for uid in range(3):
         move.failures.record(uid, False, (sizes[uid],))
     move.last_tried = {0: 3, 1: 4, 2: 4}
@@ -200,21 +201,27 @@ def test_a_state_with_no_long_run_takes_its_turn_among_the_retries():
 
 
 def test_places_left_free_go_to_the_least_recently_tried_blocked_targets():
-    """Unblocked targets come first; the places of ``max_per_lap`` they leave free go to blocked ones, least
-    recently tried first, until ``max_stuck`` laps in a row have failed; a state excluded by another move never."""
+    """Unblocked targets come first; the places of ``max_per_lap`` (at most the allocation model's
+    ``births_per_lap``) they leave free go to blocked ones, least recently tried first, until ``max_stuck`` laps
+    in a row have failed; a state excluded by another move never."""
     from types import SimpleNamespace
 
     from bnpvi.moves.seq_birth import SequenceBirthMove
 
     move = SequenceBirthMove(OmegaConf.create(dict(BIRTH, max_stuck=4, max_per_lap=3)))
     sizes = np.array([50.0, 40.0, 30.0, 20.0, 10.0])
+    alloc = SimpleNamespace(births_per_lap=None)
     run = SimpleNamespace(ids=SimpleNamespace(uids=np.array([7, 8, 9, 10, 11])),
-                          globals=SimpleNamespace(stats=SimpleNamespace(N=sizes, K=5)))
+                          globals=SimpleNamespace(stats=SimpleNamespace(N=sizes, K=5)),
+                          model=SimpleNamespace(alloc=alloc))
     for uid in (7, 8, 9, 10):
         move.failures.record(uid, False, (sizes[uid - 7],))
     move.last_tried = {7: 6, 8: 2, 9: 5, 10: 2}
     assert move._eligible(run, set()).tolist() == [11, 8, 10]
     assert move._eligible(run, {8}).tolist() == [11, 10, 9]
+    alloc.births_per_lap = 2  # the allocation model's cap (HMMs: 3) is below max_per_lap
+    assert move._eligible(run, set()).tolist() == [11, 8]
+    alloc.births_per_lap = None
     move.stuck = 4
     assert move._eligible(run, set()).tolist() == [11]
     move.failures.record(11, False, (sizes[4],))

@@ -91,6 +91,8 @@ class AllocModel(ABC):
         At most this many merge pairs tracked per lap, below ``moves.merge.max_pairs`` (None: no cap).
     deletes_per_lap : int or None
         At most this many deletes tracked per lap, below ``moves.delete.max_per_lap`` (None: no cap).
+    births_per_lap : int or None
+        At most this many birth proposals per lap, below ``moves.birth.max_per_lap`` (None: no cap).
     whole_delete : bool
         True when a delete must re-run the local step on every batch without the target
         (``local_step_without``) instead of re-dividing the target's mass among a few
@@ -137,6 +139,7 @@ class AllocModel(ABC):
     merges_per_lap: int | None = None
     merge_refine_laps: int = 0
     deletes_per_lap: int | None = None
+    births_per_lap: int | None = None
     pairs_in_local_step: bool = False
     sort_needs_check: bool = False
     has_sparse_step: bool = False

@@ -55,6 +55,7 @@ class HMMAlloc(AllocModel):
     full_first_pass = True
     moves = ("birth", "merge", "delete")
     birth_kind = "interval"
+    births_per_lap = 3  # a birth runs forward-backward over its whole batch several times (moves/seq_birth.py)
     whole_delete = True  # a state's removal changes every transition row: deletes re-run forward-backward
 
     def layout(self):

@@ -210,6 +210,11 @@ class TargetedBirths(Move):
     def pending(self, run) -> bool:
         return self.active(run.lap + 1) and self._eligible(run, set()).size > 0
 
+    def places(self, run) -> int:
+        """Proposals per lap: ``max_per_lap``, at most the allocation model's ``births_per_lap``."""
+        cap = run.model.alloc.births_per_lap
+        return int(self.cfg.max_per_lap) if cap is None else min(int(self.cfg.max_per_lap), cap)
+
     def _eligible(self, run, excluded: set[int]) -> np.ndarray:
         """Ids of the clusters that may be targeted: those not used by another move nor blocked by a
         rejection, then, while fewer than ``max_per_lap`` and fewer than ``max_stuck`` laps in a row
@@ -220,7 +225,7 @@ class TargetedBirths(Move):
             return none
         free = [(k, int(u)) for k, u in enumerate(uids) if int(u) not in excluded]
         eligible = [u for k, u in free if not self.failures.blocked(u, (float(stats.N[k]),), 1, cfg.retry_change)]
-        places = int(cfg.max_per_lap) - len(eligible)
+        places = self.places(run) - len(eligible)
         if places > 0 and self.stuck < cfg.max_stuck:
             blocked = sorted((ku for ku in free if ku[1] not in eligible),
                              key=lambda ku: (self.last_tried.get(ku[1], -1), ku[0]))

@@ -23,7 +23,8 @@ At a visit of batch b in memoized VI, after the ordinary local step:
    In a round of parallel memoized VI the births are applied at the round's end, judged
    again against the caches of the whole round (``SequenceBirthMove.judged_again``).
 
-Up to ``max_per_lap`` proposals per lap, spread over the lap's batches in visiting
+Up to ``max_per_lap`` proposals per lap (at most ``births_per_lap`` = 3 for HMMs: each costs
+forward-backward passes over a whole batch), spread over the lap's batches in visiting
 order; a target is tried at most once per batch visit. The retry rules are those of
 mixture births (``birth.TargetedBirths``).
 """
@@ -198,7 +199,7 @@ class SequenceBirthMove(TargetedBirths):
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
         self.eligible = self._eligible(run, excluded)
         self.seed = int(rng.integers(2**63 - 1))
-        self.budget = int(self.cfg.max_per_lap) if self.eligible.size else 0
+        self.budget = self.places(run) if self.eligible.size else 0
         self.batches_left = run.n_batches
         return set()
 
