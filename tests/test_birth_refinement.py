@@ -68,17 +68,18 @@ def test_rejected_births_are_judged_again_and_their_targets_left_alone(compose_c
         decide(self, run, schedule)
 
     monkeypatch.setattr(BirthMove, "decide", checking_decide)
+    carried = recorded_carries(monkeypatch)
     cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=8", *ARGS)
     runner.train(cfg, tmp_path / "run")
     moves = pd.read_csv(tmp_path / "run" / "moves.csv")
-    carried = [(target, c) for target, c in target_chains(moves) if len(c) > 1]
-    assert carried, "no birth was judged again"
+    links = [(target, lap, next_lap) for target, chain in target_chains(moves)
+             for (lap, _), (next_lap, _) in zip(chain[:-1], chain[1:]) if (lap, str(target)) in carried]
+    assert links, "no birth was judged again"
     assert checked
     births = moves[moves.move == "birth"].set_index(["lap", "target"])
-    for target, chain in carried:  # a carried proposal goes on with the pieces of its best cleanup level
-        for (lap, _), (next_lap, _) in zip(chain[:-1], chain[1:]):
-            assert births.loc[(next_lap, target), "fresh"] <= births.loc[(lap, target), "kept"]
-        later = moves[moves.lap.isin([lap for lap, _ in chain[1:]]) & moves.move.isin(["merge", "delete"])]
+    for target, lap, next_lap in links:  # a carried proposal goes on with the pieces of its best cleanup level
+        assert births.loc[(next_lap, target), "fresh"] <= births.loc[(lap, target), "kept"]
+        later = moves[(moves.lap == next_lap) & moves.move.isin(["merge", "delete"])]
         used = {int(t) for value in later.target for t in str(value).split("+")}
         assert int(target) not in used
     trace = pd.read_csv(tmp_path / "run" / "trace.csv")
@@ -105,11 +106,13 @@ def gain_chains(moves: pd.DataFrame, carried: set | None = None) -> list[list[fl
 
 def recorded_carries(monkeypatch) -> set:
     """The (lap, target id) of every proposal ``LapBirths.carry`` carries out of its lap, filled as a run goes."""
-    carried, decide, carry = set(), BirthMove.decide, LapBirths.carry
+    carried, carry = set(), LapBirths.carry
 
-    def noting_decide(self, run, schedule):
-        self.deciding_lap = schedule.lap
-        decide(self, run, schedule)
+    def noting(decide):
+        def noting_decide(self, run, schedule):
+            self.deciding_lap = schedule.lap
+            decide(self, run, schedule)
+        return noting_decide
 
     def noting_carry(self, uid, i, gain, kept):
         done = carry(self, uid, i, gain, kept)
@@ -117,7 +120,8 @@ def recorded_carries(monkeypatch) -> set:
             carried.add((self.deciding_lap, str(uid)))
         return done
 
-    monkeypatch.setattr(BirthMove, "decide", noting_decide)
+    for cls in (BirthMove, topic_birth.TopicBirthMove):
+        monkeypatch.setattr(cls, "decide", noting(cls.decide))
     monkeypatch.setattr(LapBirths, "carry", noting_carry)
     return carried
 
@@ -153,12 +157,14 @@ def test_resume_with_carried_births_in_flight_is_exact(compose_cfg, tmp_path, do
 TOPIC_ARGS = ["model=hdp_topic", "obs.anneal_laps=0", "alg.n_batches=5", "init.K=1", "seed=7"]
 
 
-def test_rejected_topic_births_are_judged_again_while_the_topics_stay(compose_cfg, tmp_path, docs):
+def test_rejected_topic_births_are_judged_again_while_the_topics_stay(compose_cfg, tmp_path, docs, monkeypatch):
     """An HDP topic model from one topic: a lap whose births all lose carries them into the next lap, as long as
     they would win within refine_laps laps at their pace; the ELBO never decreases."""
+    carried = recorded_carries(monkeypatch)
     cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=10", "moves.birth.refine_laps=5", *TOPIC_ARGS)
     runner.train(cfg, tmp_path / "run")
-    assert_carried_at_pace(pd.read_csv(tmp_path / "run" / "moves.csv"), 5, longest=2)
+    assert carried
+    assert_carried_at_pace(pd.read_csv(tmp_path / "run" / "moves.csv"), 5, longest=2, carried=carried)
     trace = pd.read_csv(tmp_path / "run" / "trace.csv")
     assert np.all(np.diff(trace.elbo.to_numpy()) >= -1e-9 * np.abs(trace.elbo.to_numpy()[1:]))
 
