@@ -24,6 +24,11 @@ import numpy as np
 
 from bnpvi.stats import SuffStats
 
+
+def per_lap(limit, cap: int | None) -> int:
+    """A move's proposals per lap: its config's ``limit``, at most the allocation model's ``cap`` (None: no cap)."""
+    return int(limit) if cap is None else min(int(limit), cap)
+
 ACCEPT_RTOL = 1e-10
 """A move must raise the ELBO by more than this fraction of |L| (guards against float noise)."""
 

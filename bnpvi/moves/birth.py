@@ -25,7 +25,7 @@ from abc import abstractmethod
 
 import numpy as np
 
-from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
+from bnpvi.moves.base import Edit, Move, accepts, ordered_sum, per_lap
 from bnpvi.moves.history import FailureLog
 from bnpvi.obs.bregman import hard_summaries, kmeans, kmeanspp_seeds
 from bnpvi.stats import SuffStats
@@ -212,8 +212,7 @@ class TargetedBirths(Move):
 
     def places(self, run) -> int:
         """Proposals per lap: ``max_per_lap``, at most the allocation model's ``births_per_lap``."""
-        cap = run.model.alloc.births_per_lap
-        return int(self.cfg.max_per_lap) if cap is None else min(int(self.cfg.max_per_lap), cap)
+        return per_lap(self.cfg.max_per_lap, run.model.alloc.births_per_lap)
 
     def _eligible(self, run, excluded: set[int]) -> np.ndarray:
         """Ids of the clusters that may be targeted: those not used by another move nor blocked by a
@@ -227,7 +226,8 @@ class TargetedBirths(Move):
         eligible = [u for k, u in free if not self.failures.blocked(u, (float(stats.N[k]),), 1, cfg.retry_change)]
         places = self.places(run) - len(eligible)
         if places > 0 and self.stuck < cfg.max_stuck:
-            blocked = sorted((ku for ku in free if ku[1] not in eligible),
+            unblocked = set(eligible)
+            blocked = sorted((ku for ku in free if ku[1] not in unblocked),
                              key=lambda ku: (self.last_tried.get(ku[1], -1), ku[0]))
             eligible += [u for _, u in blocked[:places]]
         return np.array(eligible, dtype=np.int64) if eligible else none
@@ -287,7 +287,7 @@ class LapBirths(TargetedBirths):
             if not (self.eligible.size or self.carried) or run.pos != 0:
                 return None
             plan = {"eligible": run.ids.positions(self.eligible), "seed": self.seed,
-                    "room": self.cfg.Kmax - run.globals.K}
+                    "room": self.cfg.Kmax - run.globals.K, "places": self.places(run)}
             if self.carried:
                 plan["carried"] = [(int(run.ids.positions([uid])[0]), self.carried_plan(run, uid, kept), age)
                                    for uid, kept, age, _ in self.carried]
@@ -450,7 +450,7 @@ class BirthMove(LapBirths):
             room -= fresh.K
         for k in np.argsort(score, kind="stable"):
             k = int(k)
-            if len(targets) >= cfg.max_per_lap or room < 2:
+            if len(targets) >= plan["places"] or room < 2:
                 break
             if k not in eligible:
                 continue
@@ -508,16 +508,15 @@ class BirthMove(LapBirths):
             value, level, sources, globals_ = best
             gain = value - current
             accepted = accepts(gain, current)
+            labels, nodes = levels[level], node_of[level]
             if accepted:
-                labels, nodes = levels[level], node_of[level]
                 run.apply(Edit(sources, lambda b, cache, t=target, i=i, labels=labels, nodes=nodes: split(
                     cache, t, grouped(self.tracked[b][i][0], labels, self.tracked[b][i][1], nodes)), globals_))
                 schedule.changed.add(int(uid))
                 self.stuck = 0
             schedule.event(self.name, str(int(uid)), gain, accepted, fresh=levels.shape[1],
-                           kept=int(levels[level].max()) + 1)
+                           kept=int(labels.max()) + 1)
             if not accepted:
-                labels, nodes = levels[level], node_of[level]
                 best_total = grouped(total, labels, terms, nodes)
                 keep = [[j] for j in np.flatnonzero(best_total.N > 1e-8)]
                 kept = (best_total.remap(keep), {b: grouped(v[i][0], labels, v[i][1], nodes).remap(keep)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
+from bnpvi.moves.base import Edit, Move, accepts, ordered_sum, per_lap
 from bnpvi.moves.history import FailureLog
 from bnpvi.moves.merge import merge_scores
 from bnpvi.moves.whole import RunningTotals, Visit
@@ -54,8 +54,7 @@ class DeleteMove(Move):
     def plan(self, run, rng, excluded: set[int]) -> set[int]:
         if run.lap + 1 < self.next_lap and not run.moves.settled:
             return set()
-        cap = run.model.alloc.deletes_per_lap
-        limit = int(self.cfg.max_per_lap) if cap is None else min(int(self.cfg.max_per_lap), cap)
+        limit = per_lap(self.cfg.max_per_lap, run.model.alloc.deletes_per_lap)
         self.proposals = self._choose(run, excluded, self.cfg.max_fails, limit)
         return {int(uids[0]) for uids in self.proposals}
 

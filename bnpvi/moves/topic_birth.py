@@ -212,7 +212,7 @@ class TopicBirthMove(LapBirths):
             room -= candidate.N.shape[0] - globals_.K
         for k in np.argsort(score, kind="stable"):
             k = int(k)
-            if len(targets) >= cfg.max_per_lap or room < 1:
+            if len(targets) >= plan["places"] or room < 1:
                 break
             if k not in eligible:
                 continue
