@@ -738,6 +738,29 @@ def quad_argmax(const double[:, ::1] X, const double[::1] shift, const double[:,
                                        &d_scratch[t, FEATURE_BLOCK], &labels[start])
 
 
+def quad_features(const double[:, ::1] Y, double[:, ::1] out, bint linear, int n_threads):
+    """out_n = [y_d y_e for d ≤ e (row-major upper triangle), y_d (when ``linear``)] for every row y_n of Y;
+    rows in parallel, each written as one contiguous run (elementwise, so the threads change no bit)."""
+    cdef Py_ssize_t N = Y.shape[0], D = Y.shape[1], F = out.shape[1]
+    cdef Py_ssize_t n, d, e
+    cdef const double* y
+    cdef double* row
+    cdef double yd
+    cdef int nt = n_threads
+    with nogil:
+        for n in prange(N, schedule="static", num_threads=nt):
+            y = &Y[n, 0]
+            row = &out[n, 0]
+            for d in range(D):
+                yd = y[d]
+                for e in range(d, D):
+                    row[e - d] = yd * y[e]
+                row = row + (D - d)
+            if linear:
+                for d in range(D):
+                    row[d] = y[d]
+
+
 def feature_block():
     """Rows per block of :func:`quad_argmax` (its scratch sizes)."""
     return FEATURE_BLOCK

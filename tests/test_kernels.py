@@ -453,6 +453,35 @@ def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise(giv
     assert out.strip() == (given or "PASSIVE")
 
 
+# ------------------------------------------------------------ quad_features
+@pytest.mark.parametrize("N, D", [(5000, 16), (300, 64), (1, 1), (0, 4), (2000, 3)])
+@pytest.mark.parametrize("linear", [True, False])
+def test_quad_features_equals_reference(N, D, linear):
+    Y = np.random.default_rng(N + D).standard_normal((N, D)) * 5.0
+    expected = ref.quad_features(Y, linear)
+    rows, cols = np.triu_indices(D)  # the definition, independently of the reference
+    np.testing.assert_array_equal(expected[:, :rows.size], Y[:, rows] * Y[:, cols])
+    for nt in (1, 2, None):
+        got = kernels.quad_features(Y, linear, n_threads=nt)
+        assert got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+    out = np.full(expected.shape, np.nan)
+    assert kernels.quad_features(Y, linear, out=out) is out
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("args, match", [
+    ((np.zeros((3, 2), dtype=np.float32),), "Y must have dtype float64"),
+    ((np.zeros((4, 3))[:, :2],), "Y must be C-contiguous"),
+    ((np.zeros((3, 2)), True, np.zeros((3, 4))), r"out must have shape \(3, 5\)"),
+])
+def test_quad_features_rejects_bad_input(args, match):
+    Y, *rest = args
+    kwargs = {"linear": rest[0], "out": rest[1]} if rest else {}
+    with pytest.raises(kernels.KernelInputError, match=match):
+        kernels.quad_features(Y, **kwargs)
+
+
 # ------------------------------------------------------------ quad_argmax
 def make_quad(N: int, D: int, K: int, linear: bool, seed: int = 0):
     """Points, and the weights and constants of K Gaussians' log densities over the quadratic features."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.kernels.features import quad_features
+from bnpvi.kernels.features import n_quad_features
 
 __all__ = ["dense_local_step", "doc_topic_step", "entropy_of", "forward_backward", "pair_merge_entropy",
-           "quad_argmax", "sparse_local_step", "viterbi"]
+           "quad_argmax", "quad_features", "sparse_local_step", "viterbi"]
 
 
 def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray):
@@ -490,6 +490,19 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     if pairs is not None:
         pair_entropy = counts @ entr(resp[:, pairs[:, 0]] + resp[:, pairs[:, 1]])
     return resp, doc_counts, iters, objective, accepted, entropy, word_topic, pair_entropy
+
+
+def quad_features(Y: np.ndarray, linear: bool = True) -> np.ndarray:
+    """(N, F) rows [y_d y_e for d ≤ e (row-major upper triangle), y_d (when ``linear``)]."""
+    N, D = Y.shape
+    out = np.empty((N, n_quad_features(D, linear)))
+    col = 0
+    for d in range(D):
+        np.multiply(Y[:, d:d + 1], Y[:, d:], out=out[:, col:col + D - d])
+        col += D - d
+    if linear:
+        out[:, col:] = Y
+    return out
 
 
 def quad_argmax(Y: np.ndarray, weights: np.ndarray, const: np.ndarray) -> np.ndarray:

@@ -29,8 +29,7 @@ import scipy.sparse as sp
 from scipy.special import digamma
 
 from bnpvi.errors import BnpviError
-from bnpvi.kernels import quad_argmax
-from bnpvi.kernels.features import quad_features
+from bnpvi.kernels import quad_argmax, quad_features
 from bnpvi.special import LOG_2PI, multigammaln
 
 LOG_2 = float(np.log(2.0))
@@ -44,7 +43,7 @@ _CHUNK_ELEMS = 1 << 22
 _CHUNK_ELEMS_SMALL = 1 << 20
 """The same for the per-cluster weighted rows of ``weighted_outer_sum`` (8 MB: faster, measured)."""
 _CHUNK_ELEMS_FEATURES = 1 << 18
-"""The same for a block of :func:`~bnpvi.kernels.features.quad_features` (2 MB, near the cache: 1,024 rows at D = 16)."""
+"""The same for a block of :func:`~bnpvi.kernels.quad_features` (2 MB, near the cache: 1,024 rows at D = 16)."""
 
 
 # ====================================================================== config
@@ -321,7 +320,7 @@ def quad_weights(P: np.ndarray, m: np.ndarray | None, scale: np.ndarray | None =
     """((F, K) weights, (K,) constants) with c_k + s_k (y − m_k)ᵀP_k(y − m_k) = f(y)·w_k + c'_k for symmetric
     (K, D, D) P_k, (K, D) centers m_k and (K,) scales s and offsets c (1 and 0 when not given):
     yᵀP_k y − 2 yᵀP_k m_k + m_kᵀP_k m_k over the F = D(D+1)/2 + D features of
-    :func:`~bnpvi.kernels.features.quad_features`; centers None: 0, and the D(D+1)/2 products alone."""
+    :func:`~bnpvi.kernels.quad_features`; centers None: 0, and the D(D+1)/2 products alone."""
     K, D = P.shape[:2]
     rows, cols = np.triu_indices(D)
     quad = P[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
@@ -341,7 +340,7 @@ def quad_forms(Y: np.ndarray, P: np.ndarray, m: np.ndarray | None = None, scale:
                offset: np.ndarray | None = None) -> np.ndarray:
     """(N, K) c_k + s_k (y_n − m_k)ᵀP_k(y_n − m_k) for symmetric (K, D, D) P_k (s = 1, c = 0 when not given):
     one (n × F)·(F × K) BLAS product per block of n rows over the F = D(D+1)/2 + D features of
-    :func:`~bnpvi.kernels.features.quad_features` (half the multiplications of y ↦ L_k⁻¹y, and no (N, K, D) temporary)."""
+    :func:`~bnpvi.kernels.quad_features` (half the multiplications of y ↦ L_k⁻¹y, and no (N, K, D) temporary)."""
     N, D = Y.shape
     weights, const = quad_weights(P, m, scale, offset)
     out = np.empty((N, P.shape[0]))
@@ -378,7 +377,7 @@ def weighted_outer_sum(resp, Y: np.ndarray) -> np.ndarray:
     ``resp`` is an (N, K) ndarray or sparse matrix (``Responsibilities.matrix()``).
 
     Dense, K ≥ D: (resp_cᵀ) @ [y_nd y_ne]_{d ≤ e} over chunks of atoms, the D(D+1)/2 distinct
-    products of :func:`~bnpvi.kernels.features.quad_features` (half the multiplications of the full y_n ⊗ y_n). Measured at
+    products of :func:`~bnpvi.kernels.quad_features` (half the multiplications of the full y_n ⊗ y_n). Measured at
     one thread: D=16, K=25, N=10⁵ 0.051 s against 0.079 s for the full outer products; D=64, K=200,
     N=9,000 0.16 s against 0.27 s. Dense, K < D: :func:`_weighted_outer_sum_by_cluster`.
 
