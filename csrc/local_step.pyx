@@ -761,6 +761,57 @@ def quad_features(const double[:, ::1] Y, double[:, ::1] out, bint linear, int n
                     row[d] = y[d]
 
 
+# ----------------------------------------------------------- merged scale matrices
+def pair_logdets(const double[:, ::1] base, const double[:, :, ::1] X, const long long[:, ::1] pairs,
+                 const double[:, ::1] Y, const double[::1] s, double[::1] out, double[:, ::1] scratch,
+                 int n_threads):
+    """out_p = ln|M_p| for M_p = sym(base + (X_a + X_b) − u uᵀ/s_p), u = Y_a + Y_b, (a, b) = pairs[p]
+    (no rank-one term when Y has no columns), sym(W) = (W + Wᵀ)/2; NaN where M_p is not positive
+    definite. One LAPACK Cholesky (dpotrf) per pair, pairs in parallel (each pair's bits do not depend on
+    the threads); ln|M| = 2 Σ_d ln L_dd. scratch: (threads, 2·D·D + D). BLAS must be on one thread."""
+    cdef Py_ssize_t P = pairs.shape[0], D = base.shape[0]
+    cdef Py_ssize_t p, d, e, t, a, b
+    cdef bint rank_one = Y.shape[1] > 0
+    cdef int Dc = <int>D, info
+    cdef char lower = b'L'
+    cdef double* W
+    cdef double* M
+    cdef double* u
+    cdef double acc
+    cdef int nt = n_threads
+    if P == 0:
+        return
+    with nogil:
+        for p in prange(P, schedule="static", num_threads=nt):
+            t = threadid()
+            W = &scratch[t, 0]
+            M = W + D * D
+            u = M + D * D
+            a = pairs[p, 0]
+            b = pairs[p, 1]
+            for d in range(D):
+                for e in range(D):
+                    W[d * D + e] = base[d, e] + (X[a, d, e] + X[b, d, e])
+            if rank_one:
+                for d in range(D):
+                    u[d] = Y[a, d] + Y[b, d]
+                for d in range(D):
+                    for e in range(D):
+                        W[d * D + e] = W[d * D + e] - u[d] * (u[e] / s[p])
+            for d in range(D):
+                for e in range(D):
+                    M[d * D + e] = 0.5 * (W[d * D + e] + W[e * D + d])
+            info = 0
+            _dpotrf(&lower, &Dc, M, &Dc, &info)
+            if info != 0:
+                out[p] = NAN
+                continue
+            acc = 0.0
+            for d in range(D):
+                acc = acc + log(M[d * D + d])
+            out[p] = 2.0 * acc
+
+
 def feature_block():
     """Rows per block of :func:`quad_argmax` (its scratch sizes)."""
     return FEATURE_BLOCK

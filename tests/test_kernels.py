@@ -482,6 +482,55 @@ def test_quad_features_rejects_bad_input(args, match):
         kernels.quad_features(Y, **kwargs)
 
 
+# ------------------------------------------------------------ pair_logdets
+def make_scatters(K: int, D: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((K, D, 2 * D))
+    X = np.einsum("kdn,ken->kde", A, A)
+    Y = rng.standard_normal((K, D)) * 2.0
+    return np.eye(D) * 0.5, X, Y
+
+
+@pytest.mark.parametrize("K, D", [(12, 16), (6, 64), (3, 1)])
+@pytest.mark.parametrize("rank_one", [False, True])
+def test_pair_logdets_equals_reference(K, D, rank_one):
+    base, X, Y = make_scatters(K, D)
+    pairs = np.array([(a, b) for a in range(K) for b in range(K) if a != b], dtype=np.int64)
+    s = 50.0 + np.arange(pairs.shape[0], dtype=np.float64) if rank_one else None
+    Y = Y if rank_one else None
+    expected = ref.pair_logdets(base, X, pairs, Y, s)
+    a, b = pairs[0]  # the definition, independently of the reference
+    M = base + X[a] + X[b] - (np.outer(Y[a] + Y[b], Y[a] + Y[b]) / s[0] if rank_one else 0.0)
+    assert expected[0] == pytest.approx(np.linalg.slogdet(M)[1], rel=1e-12)
+    for nt in (1, 2):
+        got = kernels.pair_logdets(base, X, pairs, Y, s, n_threads=nt)
+        np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-12)
+        if nt == 2:
+            np.testing.assert_array_equal(got, one_thread)
+        one_thread = got
+
+
+def test_pair_logdets_marks_matrices_that_are_not_positive_definite():
+    base, X, _ = make_scatters(4, 5)
+    X[2] = -10.0 * np.eye(5)
+    got = kernels.pair_logdets(base, X, np.array([[0, 1], [0, 2], [1, 2]], dtype=np.int64))
+    assert np.isfinite(got[0]) and np.isnan(got[1]) and np.isnan(got[2])
+    assert kernels.pair_logdets(base, X, np.zeros((0, 2), dtype=np.int64)).shape == (0,)
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda a: dict(a, pairs=np.array([[0, 4]], dtype=np.int64)), r"outside \[0, 3\]"),
+    (lambda a: dict(a, base=np.eye(3)), "with the same D"),
+    (lambda a: dict(a, Y=np.zeros((4, 5))), "Y and s come together"),
+    (lambda a: dict(a, Y=np.zeros((4, 5)), s=np.zeros(1)), "s must be positive"),
+])
+def test_pair_logdets_rejects_bad_input(change, match):
+    base, X, _ = make_scatters(4, 5)
+    args = change(dict(base=base, X=X, pairs=np.array([[0, 1]], dtype=np.int64)))
+    with pytest.raises(kernels.KernelInputError, match=match):
+        kernels.pair_logdets(**args)
+
+
 # ------------------------------------------------------------ quad_argmax
 def make_quad(N: int, D: int, K: int, linear: bool, seed: int = 0):
     """Points, and the weights and constants of K Gaussians' log densities over the quadratic features."""

@@ -138,6 +138,19 @@ def test_a_merge_candidate_scored_from_its_two_rows_and_the_allocation_summaries
         assert model.alloc_value(part) == model.alloc_value(merged)
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_merged_log_marginal_equals_the_log_marginal_of_the_summed_summaries(family):
+    """Every family's pair route (compiled for the Wishart families) against merging the statistics by hand."""
+    model, _, _, _, _, stats = fitted(family, K=7)
+    N = np.maximum(stats.N, 0.0)
+    fields = stats.select(model.obs_fields)
+    pairs = np.array([(a, b) for a in range(7) for b in range(a + 1, 7)])
+    got = model.obs.merged_log_marginal(N, fields, pairs)
+    for (a, b), value in zip(pairs, got):
+        by_hand = model.obs.log_marginal(N[[a]] + N[[b]], {n: v[[a]] + v[[b]] for n, v in fields.items()})[0]
+        assert value == pytest.approx(by_hand, rel=1e-12, abs=1e-9)
+
+
 def test_merge_pairs_blocked_by_rejections_are_skipped_as_one_check_per_pair_skips_them():
     model, _, globals_, _, _, stats = fitted("gauss", K=8)
     globals_ = model.global_step(stats)

@@ -48,6 +48,7 @@ __all__ = [
     "KernelInputError",
     "dense_local_step",
     "entropy_of",
+    "pair_logdets",
     "pair_merge_entropy",
     "quad_argmax",
     "quad_features",
@@ -379,6 +380,52 @@ def sparse_pair_entropy(values: np.ndarray, indices: np.ndarray, entropy: np.nda
     if bad >= 0:
         raise KernelInputError(f"values row {bad} has a negative, NaN or infinite entry: {_row_preview(values[bad])}")
     return entropy[pairs[:, 0]] + entropy[pairs[:, 1]] - change[which.ravel()]
+
+
+def pair_logdets(base: np.ndarray, X: np.ndarray, pairs: np.ndarray, Y: np.ndarray | None = None,
+                 s: np.ndarray | None = None, *, n_threads=None) -> np.ndarray:
+    """ln|M_p| of the merged scale matrices of cluster pairs, without forming them all:
+    M_p = sym(base + (X_a + X_b) − u_p u_pᵀ/s_p), u_p = Y_a + Y_b, (a, b) = pairs[p], sym(W) = (W + Wᵀ)/2.
+
+    A Wishart family's merged posterior scale B̂ (zero-mean: base B̄, X the scatters Sxx; with a mean:
+    X the relative scatters, Y the relative sums Sx and s_p = κ̂ of the merged pair), as the merge m-scores
+    of all K(K−1)/2 pairs need it (Hughes 2016 thesis Eq. 4.6). One LAPACK Cholesky per pair in a
+    thread's scratch, pairs in parallel; each pair's result does not depend on the thread count.
+
+    Parameters
+    ----------
+    base : (D, D) ndarray of float64, C-contiguous, symmetric
+    X : (K, D, D) ndarray of float64, C-contiguous, symmetric slices
+    pairs : (P, 2) int64 cluster indices
+    Y : (K, D) ndarray of float64, optional (with ``s``)
+    s : (P,) ndarray of float64, positive, optional
+
+    Returns
+    -------
+    (P,) ndarray: ln|M_p|, NaN where M_p is not numerically positive definite (the caller decides).
+    """
+    _check_array(base, "base", 2)
+    _check_array(X, "X", 3)
+    D = base.shape[0]
+    if base.shape != (D, D) or X.shape[1:] != (D, D):
+        raise KernelInputError(f"base must be (D, D) and X (K, D, D) with the same D, got {base.shape} and {X.shape}")
+    M = _check_pairs(pairs, X.shape[0])
+    if (Y is None) != (s is None):
+        raise KernelInputError("Y and s come together (the rank-one term), or neither")
+    if Y is None:
+        Y, s = np.zeros((X.shape[0], 0)), np.zeros(M)
+    else:
+        _check_array(Y, "Y", 2)
+        _check_array(s, "s", 1)
+        if Y.shape != (X.shape[0], D) or s.shape != (M,):
+            raise KernelInputError(f"Y must be ({X.shape[0]}, {D}) and s ({M},), got {Y.shape} and {s.shape}")
+        if not np.all(s > 0):
+            raise KernelInputError("s must be positive")
+    out = np.empty(M)
+    nt = min(_threads(n_threads, M * D * D), max(M, 1))
+    with blas_single_thread():
+        _ext.pair_logdets(base, X, pairs, Y, s, out, np.empty((nt, 2 * D * D + D)), nt)
+    return out
 
 
 def quad_features(Y: np.ndarray, linear: bool = True, *, out=None, n_threads=None) -> np.ndarray:

@@ -13,7 +13,7 @@ import numpy as np
 from bnpvi.kernels.features import n_quad_features
 
 __all__ = ["dense_local_step", "doc_topic_step", "entropy_of", "forward_backward", "pair_merge_entropy",
-           "quad_argmax", "quad_features", "sparse_local_step", "viterbi"]
+           "pair_logdets", "quad_argmax", "quad_features", "sparse_local_step", "viterbi"]
 
 
 def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray):
@@ -490,6 +490,25 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     if pairs is not None:
         pair_entropy = counts @ entr(resp[:, pairs[:, 0]] + resp[:, pairs[:, 1]])
     return resp, doc_counts, iters, objective, accepted, entropy, word_topic, pair_entropy
+
+
+def pair_logdets(base: np.ndarray, X: np.ndarray, pairs: np.ndarray, Y: np.ndarray | None = None,
+                 s: np.ndarray | None = None) -> np.ndarray:
+    """ln|M_p|, M_p = sym(base + (X_a + X_b) − u uᵀ/s_p), u = Y_a + Y_b (no rank-one term without Y); NaN
+    where M_p is not positive definite."""
+    a, b = pairs[:, 0], pairs[:, 1]
+    W = base + (X[a] + X[b])
+    if Y is not None:
+        u = Y[a] + Y[b]
+        W = W - np.einsum("pd,pe->pde", u, u / s[:, None])
+    M = 0.5 * (W + np.swapaxes(W, 1, 2))
+    out = np.full(pairs.shape[0], np.nan)
+    for p in range(pairs.shape[0]):
+        try:
+            out[p] = 2.0 * np.sum(np.log(np.diag(np.linalg.cholesky(M[p]))))
+        except np.linalg.LinAlgError:
+            pass
+    return out
 
 
 def quad_features(Y: np.ndarray, linear: bool = True) -> np.ndarray:

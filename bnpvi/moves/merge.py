@@ -19,8 +19,6 @@ from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
 from bnpvi.moves.history import FailureLog
 from bnpvi.stats import SuffStats
 
-PAIR_BLOCK = 500_000  # float64 values of merged statistics scored at a time (4 MB, and a few temporaries)
-
 SCREEN_RTOL = 1e-4
 """A merge candidate whose gain at the warm-start global parameters (``AllocModel.warm_start``: the merged
 sticks of the current ones) is below −SCREEN_RTOL |L| is rejected without its own global step (an
@@ -36,15 +34,7 @@ def data_merge_scores(model, stats: SuffStats, pairs: np.ndarray) -> np.ndarray:
     N = np.maximum(stats.N, 0.0)
     fields = stats.select(model.obs_fields)
     base = model.obs.log_marginal(N, fields)
-    a, b = pairs[:, 0], pairs[:, 1]
-    per_pair = max(1, sum(int(np.prod(v.shape[1:])) for v in fields.values()))
-    step = max(1, PAIR_BLOCK // per_pair)
-    data = np.empty(pairs.shape[0])
-    for lo in range(0, pairs.shape[0], step):
-        s = slice(lo, lo + step)
-        merged = {name: v[a[s]] + v[b[s]] for name, v in fields.items()}
-        data[s] = model.obs.log_marginal(N[a[s]] + N[b[s]], merged) - base[a[s]] - base[b[s]]
-    return data
+    return model.obs.merged_log_marginal(N, fields, pairs) - base[pairs[:, 0]] - base[pairs[:, 1]]
 
 
 def merge_scores(model, globals_, pairs) -> np.ndarray:

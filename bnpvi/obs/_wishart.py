@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from scipy.special import digamma
 
 from bnpvi.errors import BnpviError
-from bnpvi.kernels import quad_argmax, quad_features
+from bnpvi.kernels import pair_logdets, quad_argmax, quad_features
 from bnpvi.special import LOG_2PI, multigammaln
 
 LOG_2 = float(np.log(2.0))
@@ -254,6 +254,27 @@ def chol_spd(B: np.ndarray, what: str = "posterior scale matrix B̂") -> tuple[n
 def logdet_chol(L: np.ndarray) -> np.ndarray:
     """ln|B| = 2 Σ_d ln L_dd from the Cholesky factor (never ln det B, which can overflow or underflow)."""
     return 2.0 * np.sum(np.log(np.diagonal(L, axis1=-2, axis2=-1)), axis=-1)
+
+
+def merged_logdets(base: np.ndarray, X: np.ndarray, pairs: np.ndarray, Y: np.ndarray | None = None,
+                   s: np.ndarray | None = None) -> np.ndarray:
+    """(P,) ln|B̂| of the merged scale matrices sym(base + X_a + X_b − u uᵀ/s_p), u = Y_a + Y_b, of cluster
+    pairs (:func:`bnpvi.kernels.pair_logdets`, one Cholesky per pair, no (P, D, D) array); a pair whose
+    matrix is not numerically positive definite gets :func:`chol_spd`'s ridge, as a posterior would."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    pairs = np.ascontiguousarray(pairs, dtype=np.int64)
+    if Y is not None:
+        Y, s = np.ascontiguousarray(Y, dtype=np.float64), np.ascontiguousarray(s, dtype=np.float64)
+    out = pair_logdets(np.ascontiguousarray(base, dtype=np.float64), X, pairs, Y, s)
+    bad = np.flatnonzero(~np.isfinite(out))
+    if bad.size:
+        a, b = pairs[bad, 0], pairs[bad, 1]
+        M = base + (X[a] + X[b])
+        if Y is not None:
+            u = Y[a] + Y[b]
+            M = M - np.einsum("pd,pe->pde", u, u / s[bad, None])
+        out[bad] = logdet_chol(chol_spd(M)[0])
+    return out
 
 
 def chol_inverse(L: np.ndarray) -> np.ndarray:

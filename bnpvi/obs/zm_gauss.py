@@ -95,6 +95,17 @@ class ZeroMeanGauss(ObsFamily):
         out = W.wishart_log_marginal(N, self.nu, self.logdet_B, post["nu"], post["logdet_B"], self.D)
         return np.where(W.empty_rows(N, stats), 0.0, out)
 
+    def merged_log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], pairs: np.ndarray) -> np.ndarray:
+        """:meth:`log_marginal` of each merged pair, B̂ = B̄ + Sxx_a + Sxx_b factored pair by pair in a compiled
+        pass (:func:`bnpvi.obs._wishart.merged_logdets`)."""
+        N = W.counts(N)
+        a, b = pairs[:, 0], pairs[:, 1]
+        Nm = N[a] + N[b]
+        logdet = W.merged_logdets(self.B, stats["Sxx"], pairs)
+        out = W.wishart_log_marginal(Nm, self.nu, self.logdet_B, self.nu + Nm, logdet, self.D)
+        empty = W.empty_rows(N, stats)
+        return np.where(empty[a] & empty[b], 0.0, out)
+
     # ------------------------------------------------ MAP point estimates (alg=em)
     def map_point(self, N: np.ndarray, stats: Mapping[str, np.ndarray], natural: bool = False) -> Posterior:
         """The mode of q*(Λ_k) = W(ν̂, B̂): Λ_k = (ν̂_k − D − 1) B̂_k⁻¹, i.e. Σ_k = (Sxx_k + B̄)/(N_k + ν̄ − D − 1).
