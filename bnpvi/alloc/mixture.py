@@ -143,6 +143,36 @@ class DPMixAlloc(MixtureAlloc):
         value = np.sum(np.log(self.gamma) - c_beta(1.0 + N, self.gamma + counts_after(N)), axis=-1)
         return float(value) if N.ndim == 1 else value
 
+    def merge_score(self, stats: SuffStats, params: Params, pairs: np.ndarray) -> np.ndarray:
+        """ΔL_alloc of merging each pair (a < b) (Hughes 2016 thesis Eq. 4.8), from the terms that change.
+
+        With T_k = c_B(1 + N_k, γ + N^>_k), merging b into a removes T_b and one ln γ, gives a the term
+        c_B(1 + N_a + N_b, γ + N^>_a − N_b), and lowers N^>_k by N_b for a < k < b:
+        ΔL = −ln γ + T_b + T_a − c_B(1 + N_a + N_b, γ + N^>_a − N_b) − Σ_{a<k<b} [c_B(1 + N_k, γ + N^>_k − N_b) − T_k].
+        The sums come from one (b, k) table per block of b, O(K²) terms for all K(K−1)/2 pairs instead of
+        the O(K) terms per pair of re-evaluating Eq. 3.44 (the base class's route, equal to rounding).
+        """
+        N = _counts(stats.N)
+        a, b = pairs[:, 0], pairs[:, 1]
+        K = N.shape[0]
+        after = counts_after(N)
+        T = c_beta(1.0 + N, self.gamma + after)
+        out = T[b] + T[a] - c_beta(1.0 + N[a] + N[b], self.gamma + np.maximum(after[a] - N[b], 0.0)) - np.log(self.gamma)
+        between = np.empty(pairs.shape[0])
+        rows = max(1, (1 << 20) // max(K, 1))
+        for lo in range(0, K, rows):
+            bs = np.arange(lo, min(K, lo + rows))
+            mine = np.flatnonzero((b >= lo) & (b < lo + rows))
+            if not mine.size:
+                continue
+            # table[i, k] = c_B(1 + N_k, γ + N^>_k − N_b) − T_k for k < b = bs[i], 0 elsewhere
+            table = c_beta(1.0 + N[None, :], self.gamma + np.maximum(after[None, :] - N[bs, None], 0.0)) - T[None, :]
+            table[np.arange(K)[None, :] >= bs[:, None]] = 0.0
+            tail = np.cumsum(table[:, ::-1], axis=1)[:, ::-1]  # tail[i, k] = Σ_{j ≥ k} table[i, j]
+            tail = np.concatenate([tail, np.zeros((bs.size, 1))], axis=1)
+            between[mine] = tail[b[mine] - lo, a[mine] + 1]
+        return out - between
+
     def kl(self, q: Params, p: Params) -> float:
         """Σ_k KL(Beta(q) ‖ Beta(p))."""
         a1, b1, a0, b0 = q["eta1"], q["eta0"], p["eta1"], p["eta0"]
