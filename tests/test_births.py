@@ -41,6 +41,7 @@ def final(compose_cfg, tmp_path, data, start, seed, big=False):
     return out
 
 
+@pytest.mark.slow  # 10 runs, ~30 s; the default suite keeps the toy's births from one cluster (test_moves)
 def test_points_from_one_cluster_reach_the_best_abundant_start(compose_cfg, tmp_path, data_sets):
     best = max(final(compose_cfg, tmp_path, data_sets["points"], 50, seed)[0] for seed in SEEDS)
     for seed in SEEDS:
