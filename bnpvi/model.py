@@ -151,14 +151,16 @@ class Model:
         return self.alloc.decode(batch, log_lik, globals_.alloc), local.resp.best()[0]
 
     # ------------------------------------------------------------------ ELBO
-    def data_terms(self, stats: SuffStats, rows=None) -> np.ndarray:
+    def data_terms(self, stats: SuffStats, rows=None, post=None) -> np.ndarray:
         """L_data,k*(N_k, S_k) of every cluster (or of clusters ``rows``): the observation part of the ELBO
-        at globals made from ``stats``, one term per cluster (Hughes 2016 thesis Eq. 3.24)."""
+        at globals made from ``stats``, one term per cluster (Hughes 2016 thesis Eq. 3.24). ``post``: the
+        posterior q(φ) of all of ``stats`` when known (see ``ObsFamily.log_marginal``)."""
         N = np.maximum(stats.N, 0.0)
         fields = stats.select(self.obs_fields)
         if rows is not None:
             N, fields = N[rows], {name: v[rows] for name, v in fields.items()}
-        return self.obs.log_marginal(N, fields)
+            post = None
+        return self.obs.log_marginal(N, fields, post)
 
     def alloc_value(self, stats: SuffStats, warm: Params | None = None) -> float:
         """The allocation and entropy part of the ELBO at the allocation model's global step for ``stats``:
@@ -172,8 +174,9 @@ class Model:
         (Hughes 2016 thesis Eq. 3.24, 3.42); the KL is 0, and skipped, when ``globals_``
         were made from ``stats`` itself (full and memoized VB, every move's candidate).
         """
-        value = float(np.sum(self.data_terms(stats)))
-        if globals_.stats is not stats:
+        same = globals_.stats is stats  # globals made from these summaries by this model: q(φ) is q*(φ | stats)
+        value = float(np.sum(self.data_terms(stats, post=globals_.obs if same else None)))
+        if not same:
             N = np.maximum(stats.N, 0.0)
             value -= float(np.sum(self.obs.kl(globals_.obs, self.obs.posterior(N, stats.select(self.obs_fields)))))
         return value + self.alloc.elbo(stats, globals_.alloc)

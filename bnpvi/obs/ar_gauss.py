@@ -144,7 +144,7 @@ class ARGauss(ObsFamily):
         maha = post["nu"] * _residual_sq_norms(Y, P, post) + self.D * W.whitened_sq_norms(P, post["V_chol"])
         return W.gauss_expected_log_lik(post["E_logdet_Lambda"], maha, self.D)
 
-    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """L_data,k* = −(N D/2) ln π + (D/2) ln(|V̄|/|V̂|) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂| + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2).
 
         The log marginal likelihood of the cluster's steps given their regressors, for hard
@@ -152,7 +152,7 @@ class ARGauss(ObsFamily):
         clusters (N_k = 0 and zero statistics).
         """
         N = W.counts(N)
-        post = self.posterior(N, stats)
+        post = self.posterior(N, stats) if post is None else post
         out = W.wishart_log_marginal(N, self.nu, self.logdet_B, post["nu"], post["logdet_B"], self.D)
         out = out + 0.5 * self.D * (self.logdet_V - post["logdet_V"])
         return np.where(W.empty_rows(N, stats), 0.0, out)

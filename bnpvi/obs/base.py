@@ -89,8 +89,12 @@ class ObsFamily(ABC):
         return np.argmax(scores, axis=1)
 
     @abstractmethod
-    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """(K,) L_data,k*(N_k, S_k): the ELBO data term at the optimal q.
+
+        ``post``: :meth:`posterior` of these (N, S) when the caller has it (a global step's), so that families
+        whose term is a function of the posterior (the Wishart ones: a Cholesky per cluster) skip making it
+        again; the others ignore it.
 
         The per-cluster term of Hughes 2016 thesis Eq. 3.42 (with its sign corrected).
         Includes Σ_n r_nk h(x_n) and every constant, so that it equals the log

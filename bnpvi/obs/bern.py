@@ -118,7 +118,7 @@ class Bern(ObsFamily):
         E1, E0 = post["E_log_mu"], post["E_log_1mmu"]
         return X @ (E1 - E0).T + E0.sum(axis=1)[None, :]
 
-    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """L_data,k* = Σ_d [c_B(λ̄₁, λ̄₀) − c_B(λ̂₁_kd, λ̂₀_kd)].
 
         Evaluated as Σ_d [lnΓ(λ̂₁) − lnΓ(λ̄₁) + lnΓ(λ̂₀) − lnΓ(λ̄₀) − lnΓ(λ̂₁ + λ̂₀) + lnΓ(λ̄₁ + λ̄₀)].

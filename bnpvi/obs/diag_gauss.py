@@ -122,13 +122,13 @@ class DiagGauss(ObsFamily):
         maha = _diag_maha(Y, post["nu"][:, None] / post["b"], post["m_rel"])
         return W.gauss_expected_log_lik(post["E_log_lambda"].sum(axis=1), maha, self.D, post["kappa"])
 
-    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """L_data,k* = Σ_d [−(N/2) ln π + lnΓ(ν̂/2) − lnΓ(ν̄/2) + (ν̄/2) ln b̄_d − (ν̂/2) ln b̂_d + ½ ln(κ̄/κ̂)].
 
         Exactly 0 for empty clusters (N_k = 0 and zero statistics).
         """
         N = W.counts(N)
-        post = self.posterior(N, stats)
+        post = self.posterior(N, stats) if post is None else post
         per_dim = W.wishart_log_marginal(N[:, None], self.nu, self.log_b[None, :], post["nu"][:, None], post["log_b"], 1)
         out = per_dim.sum(axis=1) + 0.5 * self.D * np.log(self.kappa / post["kappa"])
         return np.where(W.empty_rows(N, stats), 0.0, out)

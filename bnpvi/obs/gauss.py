@@ -138,13 +138,13 @@ class Gauss(ObsFamily):
         return W.wishart_best_clusters(W.data_matrix(batch, self.D, self.name), post, self.D, log_weights,
                                        post["m_rel"], post["kappa"], shift=self.m)
 
-    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """L_data,k* = −(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂| + (D/2) ln(κ̄/κ̂).
 
         Exactly 0 for empty clusters (N_k = 0 and zero statistics).
         """
         N = W.counts(N)
-        post = self.posterior(N, stats)
+        post = self.posterior(N, stats) if post is None else post
         out = W.wishart_log_marginal(N, self.nu, self.logdet_B, post["nu"], post["logdet_B"], self.D)
         out = out + 0.5 * self.D * np.log(self.kappa / post["kappa"])
         return np.where(W.empty_rows(N, stats), 0.0, out)

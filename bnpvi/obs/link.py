@@ -60,7 +60,7 @@ class LinkStrength(Bern):
         X = self._binary(batch)
         return np.where(X == 1.0, post["E_log_mu"][:, 0][None, :], post["E_log_1mmu"][:, 0][None, :])
 
-    def log_marginal(self, N: np.ndarray, stats) -> np.ndarray:
+    def log_marginal(self, N: np.ndarray, stats, post=None) -> np.ndarray:
         """Σ [c_B(λ̄₁, λ̄₀) − c_B(λ̂₁, λ̂₀)] per community, with lnΓ(λ̂₀) − lnΓ(λ̄₀) = 0 when λ̂₀ = λ̄₀ (also at 0)."""
         lam1, lam0 = self._params(N, stats)
         with np.errstate(invalid="ignore"):

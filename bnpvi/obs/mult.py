@@ -182,7 +182,7 @@ class Mult(ObsFamily):
         X = self._counts(batch)
         return np.asarray(X @ np.ascontiguousarray(post["E_log_mu"].T))
 
-    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """L_data,k* = c_Dir(λ̄) − c_Dir(λ̂_k) (Hughes 2016 thesis Eq. 3.42, with its sign corrected).
 
         Evaluated as Σ_v [lnΓ(λ̂_kv) − lnΓ(λ̄)] − [lnΓ(Σ_v λ̂_kv) − lnΓ(Vλ̄)], so words absent

@@ -67,7 +67,7 @@ class PointFamily(ObsFamily):
         """(K,) ln p(φ̂_k) in the coordinates the modes are taken in."""
         return self.family.log_prior_at(point, self.natural)
 
-    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post=None) -> np.ndarray:
         raise BnpviError("alg=em has point estimates, not an ELBO: its objective is the log posterior "
                          "(bnpvi.learn.em.log_posterior)")
 

@@ -85,13 +85,13 @@ class ZeroMeanGauss(ObsFamily):
         """argmax_k log_weights_k + E_q log p(x_n | Λ_k), by one compiled pass where it pays."""
         return W.wishart_best_clusters(self._data(batch), post, self.D, log_weights)
 
-    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+    def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """L_data,k* = −(N D/2) ln π + lnΓ_D(ν̂/2) − lnΓ_D(ν̄/2) + (ν̄/2) ln|B̄| − (ν̂/2) ln|B̂|.
 
         Exactly 0 for empty clusters (N_k = 0 and zero statistics).
         """
         N = W.counts(N)
-        post = self.posterior(N, stats)
+        post = self.posterior(N, stats) if post is None else post
         out = W.wishart_log_marginal(N, self.nu, self.logdet_B, post["nu"], post["logdet_B"], self.D)
         return np.where(W.empty_rows(N, stats), 0.0, out)
 
