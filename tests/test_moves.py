@@ -17,7 +17,7 @@ from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
-from bnpvi.moves.birth import (BirthMove, cleanup_order, fresh_weights, grouped, partitions_membership, seed_birth,
+from bnpvi.moves.birth import (FAINT_MASS, BirthMove, cleanup_order, fresh_weights, grouped, partitions_membership, seed_birth,
                                split, transfer)
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove, _alloc_part, _merged_data_term, merge_scores
@@ -79,6 +79,16 @@ def brute_stats(model, batch, r):
     fields = {"N": r.sum(axis=0), "H": H, "n_atoms": float(batch.n_atoms)}
     fields.update(model.obs.summarize(batch, Responsibilities(r, r.shape[1])))
     return SuffStats(fields, {name: spec for name, (_, spec) in model.layout.items()})
+
+
+def proposal_share(model, batch, r_target, N, fields):
+    """p̃_nj of a birth's transfer: softmax_j(E log p(x_n|φ̃_j) + ln π̃_j), and for an atom holding at most
+    FAINT_MASS of the target all of its share at the largest fresh cluster."""
+    share = softmax(model.obs.expected_log_lik(model.obs.posterior(N, fields), batch) + fresh_weights(N), axis=1)
+    faint = (r_target > 0) & (r_target <= FAINT_MASS)
+    share[faint] = 0.0
+    share[faint, int(np.argmax(N))] = 1.0
+    return share
 
 
 def elbo_of(model, stats):
@@ -228,13 +238,31 @@ def test_birth_gain_equals_brute_force(family, sparse_L):
     N, fields = seed
     rows = transfer(model, batch, r[:, target].copy(), N, fields)[0]
     predicted = elbo_of(model, split(stats, target, rows)) - elbo_of(model, stats)
-    share = softmax(model.obs.expected_log_lik(model.obs.posterior(N, fields), batch) + fresh_weights(N), axis=1)
+    share = proposal_share(model, batch, r[:, target], N, fields)
     new = np.concatenate([r, r[:, [target]] * share], axis=1)
     new[:, target] = 0.0
     brute = elbo_of(model, brute_stats(model, batch, new)) - elbo_of(model, stats)
     assert_gain(predicted, brute)
     if family != "zm_gauss":  # zero-mean clusters cannot tell shifted blobs apart
         assert predicted > 0  # 2 clusters cannot explain 4: splitting the biggest helps
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_transfer_summarises_its_proposal_faint_atoms_included(family):
+    """Fresh summaries of a transfer (scored atoms, then the faint ones given whole to the largest fresh
+    cluster) equal the summaries of the responsibilities r_nt p̃_nj straight from the definition."""
+    model, batch, _, _, local, stats = fitted(family, K=6)
+    r = dense_resp(local.resp)
+    faint = ((r > 0) & (r <= FAINT_MASS)).sum(axis=0)
+    target = int(np.argmax(faint))
+    if family == "mult":
+        assert faint[target] > 0  # the case the rule is for
+    N, fields = seed_birth(model, batch, r[:, target].copy(), OmegaConf.create(BIRTH), np.random.default_rng(0), 10)
+    fresh, proposal = transfer(model, batch, r[:, target].copy(), N, fields)
+    expected = brute_stats(model, batch, r[:, [target]] * proposal_share(model, batch, r[:, target], N, fields))
+    for name in ("N", "H", *model.obs_fields):
+        np.testing.assert_allclose(fresh[name], expected[name], rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(proposal.resp.values.sum(axis=0), expected["N"], rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -250,7 +278,7 @@ def test_every_level_of_a_birth_cleanup_gains_what_brute_force_says(family):
     J = N.shape[0]
     assert levels.shape == (J - 1, J)
     assert [int(labels.max()) + 1 for labels in levels] == list(range(J, 1, -1))
-    share = softmax(model.obs.expected_log_lik(model.obs.posterior(N, fields), batch) + fresh_weights(N), axis=1)
+    share = proposal_share(model, batch, r[:, target], N, fields)
     membership, node_of = partitions_membership(levels)
     terms = model.alloc.group_terms(proposal, membership) if membership.shape[1] else {}
     for level, labels in enumerate(levels):
