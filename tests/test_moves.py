@@ -263,6 +263,13 @@ def test_a_transfer_summarises_its_proposal_faint_atoms_included(family):
     for name in ("N", "H", *model.obs_fields):
         np.testing.assert_allclose(fresh[name], expected[name], rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(proposal.resp.values.sum(axis=0), expected["N"], rtol=1e-10, atol=1e-12)
+    # with the target's own batch summaries the faint atoms are not read: their statistics are the rest
+    held = brute_stats(model, batch, r[:, [target]])
+    from_held, _ = transfer(model, batch, r[:, target].copy(), N, fields, held)
+    scale = max(1.0, float(np.abs(held["N"]).max()))
+    for name in ("N", "H", *model.obs_fields):
+        np.testing.assert_allclose(from_held[name], expected[name], rtol=1e-9, atol=1e-12 * scale * max(
+            1.0, float(np.abs(held[name]).max())))
 
 
 @pytest.mark.parametrize("family", FAMILIES)

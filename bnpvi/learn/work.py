@@ -38,5 +38,5 @@ def process_batch(model, globals_, batch, plans: dict | None = None, schedule=No
     pairs = plans.get("merge") if plans and model.alloc.pairs_in_local_step else None
     log_lik, local = model.local_step(batch, globals_, warm=warm, pairs=pairs)
     stats = model.summarize(batch, local)
-    tracked = schedule.track(model, globals_, batch, log_lik, local, plans) if plans else {}
+    tracked = schedule.track(model, globals_, batch, log_lik, local, plans, stats) if plans else {}
     return BatchResult(stats, tracked, model.alloc.warm_state(local))

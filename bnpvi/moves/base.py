@@ -139,6 +139,9 @@ class Move(ABC):
         batches after it depend on what it tracks (none do by default)."""
         return False
 
+    uses_batch_stats = False
+    """Whether ``track`` takes the batch's summaries of this visit as ``stats=`` (made just before it)."""
+
     @abstractmethod
     def track(self, model, globals_, batch, log_lik: np.ndarray, local, plan):
         """Inside the per-batch work: the data this move needs from one batch (pure)."""

@@ -47,7 +47,8 @@ def fresh_weights(N: np.ndarray) -> np.ndarray:
     return np.log((N + 1.0 / N.shape[0]) / (N.sum() + 1.0))
 
 
-def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict) -> tuple[SuffStats, Local]:
+def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict,
+             held: SuffStats | None = None) -> tuple[SuffStats, Local]:
     """Summaries and local step of r'_{n,j} = r_{n,t} p̃_nj over a batch, for fresh clusters (N, fields).
 
     An atom holding at most ``FAINT_MASS`` of the target (0 < r_{n,t} ≤ 1e-10) gives all of it to the
@@ -56,7 +57,9 @@ def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict) ->
     one cluster only. Dense responsibilities leave some mass of every cluster on most atoms: on 64-D
     image patches (K = 28) 82 % of a batch's atoms hold some of a cluster, 13 % more than 1e-10, so a
     birth's transfers cost about a sixth of what scoring every such atom did. The local step returned
-    holds the scored rows, then the faint ones (for the fresh clusters' group entropies).
+    holds the scored rows, then the faint ones (for the fresh clusters' group entropies). With ``held``,
+    the target's own summaries of this batch (one cluster), the faint atoms' statistics are those less
+    the scored atoms' at the target's weights, and the faint atoms are not read at all.
     """
     rows = np.flatnonzero(r_target > FAINT_MASS)
     atoms = batch.take(rows)
@@ -68,8 +71,13 @@ def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict) ->
     if faint.size:
         J, j = N.shape[0], int(np.argmax(N))
         mass = r_target[faint]
-        whole = model.alloc.restricted_local_step(mass, np.zeros((faint.size, 1)), np.zeros(1))
-        fresh = fresh + model.summarize(batch.take(faint), whole).remap([[0] if i == j else [] for i in range(J)])
+        if held is None:
+            whole = model.alloc.restricted_local_step(mass, np.zeros((faint.size, 1)), np.zeros(1))
+            gained = model.summarize(batch.take(faint), whole)
+        else:
+            scored = model.alloc.restricted_local_step(r_target[rows], np.zeros((rows.size, 1)), np.zeros(1))
+            gained = held - model.summarize(atoms, scored)
+        fresh = fresh + gained.remap([[0] if i == j else [] for i in range(J)])
         one_hot = np.zeros((faint.size, J))
         one_hot[:, j] = mass
         proposal = Local(Responsibilities(np.vstack([proposal.resp.values, one_hot]), J))
@@ -169,7 +177,13 @@ def kmeans_clusters(obs, sample, J: int, kmeans_iters: int, rng: np.random.Gener
     return kmeans(obs, sample, N, fields, kmeans_iters)
 
 
-def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator, max_new: int):
+def _held(stats: SuffStats | None, k: int) -> SuffStats | None:
+    """Cluster k of a batch's summaries as summaries of their own (None without them)."""
+    return None if stats is None else stats.remap([[k]])
+
+
+def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator, max_new: int,
+               held: SuffStats | None = None):
     """Summaries (N, fields) of J' ≤ min(n_new, max_new) fresh clusters from the target's atoms in ``batch``.
 
     Returns None when the target's data cannot seed at least two clusters.
@@ -185,7 +199,7 @@ def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator
         keep = N > 1e-8
         if keep.sum() < 2:
             return None
-        rows = transfer(model, batch, r_target, N[keep], {n: v[keep] for n, v in fields.items()})[0]
+        rows = transfer(model, batch, r_target, N[keep], {n: v[keep] for n, v in fields.items()}, held)[0]
         N, fields = rows.N, rows.select(model.obs_fields)
     keep = N > 1e-8
     if keep.sum() < 2:
@@ -431,16 +445,18 @@ class BirthMove(LapBirths):
                 fresh = self.tracked[b][i][0]
                 self.memo[i] = (total - parts.pop(b) + fresh if b in parts else total + fresh), parts
 
-    def track(self, model, globals_, batch, log_lik, local, plan):
+    uses_batch_stats = True  # a target's own summaries spare its transfers a pass over its faint atoms
+
+    def track(self, model, globals_, batch, log_lik, local, plan, stats=None):
         resp = local.resp
         out = {}
         if "eligible" in plan:  # the seeding batch: its transfers were made while seeding
-            seeded = self._seed(model, globals_, batch, log_lik, resp, plan)
+            seeded = self._seed(model, globals_, batch, log_lik, resp, plan, stats)
             transfers = seeded.pop("transfers")
             plan = dict(plan, **seeded)
             out.update(seeded)
         else:
-            transfers = [transfer(model, batch, resp.column(int(t)), N, fields)
+            transfers = [transfer(model, batch, resp.column(int(t)), N, fields, _held(stats, int(t)))
                          for t, (N, fields) in zip(plan["targets"], plan["seeds"])]
         out["tracked"] = []
         for (fresh, proposal), levels in zip(transfers, plan["levels"]):
@@ -449,7 +465,7 @@ class BirthMove(LapBirths):
             out["tracked"].append((fresh, terms))
         return out
 
-    def _seed(self, model, globals_, batch, log_lik, resp, plan) -> dict:
+    def _seed(self, model, globals_, batch, log_lik, resp, plan, stats=None) -> dict:
         """At the lap's first batch: seed births on the worst-fit eligible clusters (§4.2.4), and plan
         each one's cleanup order on this batch."""
         cfg = self.cfg
@@ -460,7 +476,7 @@ class BirthMove(LapBirths):
         targets, seeds, levels, failed, transfers, small, ages = [], [], [], [], [], [], []
         for k, fresh_total, age in plan.get("carried", ()):
             seed = np.maximum(fresh_total.N, 0.0), fresh_total.select(model.obs_fields)
-            fresh, proposal = transfer(model, batch, resp.column(k), *seed)
+            fresh, proposal = transfer(model, batch, resp.column(k), *seed, _held(stats, k))
             if mass[k] >= cfg.min_batch_mass:
                 order = cleanup_order(model, globals_, k, fresh, proposal, float(globals_.stats.N[k]) / float(mass[k]))
             else:  # too little of the target here: plan on its whole-data summaries of the previous lap
@@ -480,11 +496,11 @@ class BirthMove(LapBirths):
             if mass[k] < cfg.min_batch_mass:
                 small.append(k)
                 continue
-            seed = seed_birth(model, batch, resp.column(k), cfg, rng, max_new=room)
+            seed = seed_birth(model, batch, resp.column(k), cfg, rng, max_new=room, held=_held(stats, k))
             if seed is None:
                 failed.append(k)
                 continue
-            fresh, proposal = transfer(model, batch, resp.column(k), *seed)
+            fresh, proposal = transfer(model, batch, resp.column(k), *seed, _held(stats, k))
             scale = float(globals_.stats.N[k]) / float(mass[k])
             targets.append(k)
             seeds.append(seed)

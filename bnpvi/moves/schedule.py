@@ -112,9 +112,11 @@ class MoveSchedule:
         """Whether a round of memoized VI ends after the batch of ``plans`` (``Move.ends_round``)."""
         return any(move.ends_round(plans[move.name]) for move in self.moves if move.name in plans)
 
-    def track(self, model, globals_, batch, log_lik, local, plans: dict) -> dict:
-        """Inside the per-batch work: each planned move's tracked data."""
-        return {move.name: move.track(model, globals_, batch, log_lik, local, plans[move.name])
+    def track(self, model, globals_, batch, log_lik, local, plans: dict, stats=None) -> dict:
+        """Inside the per-batch work: each planned move's tracked data (``stats``: the batch's summaries of
+        this visit, for the moves that use them, ``Move.uses_batch_stats``)."""
+        return {move.name: move.track(model, globals_, batch, log_lik, local, plans[move.name],
+                                      **({"stats": stats} if move.uses_batch_stats else {}))
                 for move in self.moves if move.name in plans}
 
     def after_batch(self, run, b: int, tracked: dict) -> bool:
