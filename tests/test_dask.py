@@ -64,6 +64,25 @@ def test_vb_on_two_local_workers_is_vb_in_one_process_and_the_cluster_closes(com
     assert not multiprocessing.active_children()  # the local cluster's worker processes are gone
 
 
+def test_a_round_whose_tasks_were_forgotten_is_sent_again(compose_cfg, tmp_path, scheduler, monkeypatch):
+    """When the scheduler forgets a round's tasks (a scattered input went with a worker killed while it was
+    being sent), the pool sends the inputs and the round again, and the run ends where an undisturbed one does."""
+    args = ["init.K=1", f"alg.scheduler={scheduler}", *COMMON]
+    runner.train(compose_cfg(*args), tmp_path / "undisturbed")
+    gather, calls = distributed.Client.gather, []
+
+    def forgets_the_third_round(self, futures, *rest, **options):
+        calls.append(len(futures))
+        if len(calls) == 3:
+            raise distributed.client.FutureCancelledError("bnpvi-round-2-0", "already forgotten")
+        return gather(self, futures, *rest, **options)
+
+    monkeypatch.setattr(distributed.Client, "gather", forgets_the_third_round)
+    runner.train(compose_cfg(*args), tmp_path / "disturbed")
+    assert len(calls) > 3
+    assert_same_runs(tmp_path / "undisturbed", tmp_path / "disturbed")
+
+
 def test_sovb_on_dask_workers_is_sovb_in_one_process(compose_cfg, tmp_path, scheduler):
     runner.train(compose_cfg("alg=sovb", "init.K=6", *COMMON), tmp_path / "one")
     runner.train(compose_cfg("alg=sovb", "init.K=6", f"alg.scheduler={scheduler}", *COMMON), tmp_path / "two")

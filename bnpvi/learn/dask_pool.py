@@ -128,6 +128,7 @@ class DaskPool:
 
     def share_store(self, store) -> None:
         """Send the batch store to the workers (its path and split: each opens the file itself)."""
+        self._store_value = store
         self._store = self._scatter(store)
 
     @classmethod
@@ -194,13 +195,31 @@ class DaskPool:
                 self._schedule, self._tracker = schedule, schedule.tracker()
             tracker_f = self._shared_future("tracker", self._tracker)
         round_ = next(self._rounds)
-        shared = self._scatter(globals_) if globals_bytes(globals_) > INLINE_BYTES else globals_
         groups = [jobs[i::self.slots] for i in range(min(self.slots, len(jobs)))]
-        futures = [self.client.submit(work_on_batches, self._store, model_f, shared, tracker_f,
-                                      {job.b: job.plans for job in group if job.plans}, [job.b for job in group],
-                                      [job.warm for job in group], key=f"bnpvi-round-{round_}-{i}", pure=False)
-                   for i, group in enumerate(groups)]
-        done = self.client.gather(futures)
+        for attempt in range(1, SCATTER_TRIES + 1):
+            shared = self._scatter(globals_) if globals_bytes(globals_) > INLINE_BYTES else globals_
+            suffix = "" if attempt == 1 else f"-again{attempt}"
+            futures = [self.client.submit(work_on_batches, self._store, model_f, shared, tracker_f,
+                                          {job.b: job.plans for job in group if job.plans}, [job.b for job in group],
+                                          [job.warm for job in group], key=f"bnpvi-round-{round_}-{i}{suffix}",
+                                          pure=False)
+                       for i, group in enumerate(groups)]
+            try:
+                done = self.client.gather(futures)
+                break
+            except distributed.client.FutureCancelledError:
+                # a scattered input (globals, model, moves, store) went with a worker killed while it was being
+                # sent, and the scheduler forgot the tasks that needed it: send everything again, run the round
+                # again (the work is a pure function of its inputs, so the results are the same)
+                if attempt == SCATTER_TRIES:
+                    raise
+                log.debug("round %d lost an input with a worker; sending it again", round_)
+                self._shared.clear()
+                self._store = self._scatter(self._store_value)
+                model_f = self._shared_future("model", model)
+                if tracker_f is not None:
+                    tracker_f = self._shared_future("tracker", self._tracker)
+                time.sleep(0.2 * attempt)
         return [done[i % len(groups)][i // len(groups)] for i in range(len(jobs))]
 
     def close(self) -> None:
