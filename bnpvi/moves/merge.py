@@ -93,7 +93,7 @@ class MergeMove(Move):
         if pairs.shape[0] == 0:
             return none
         scores = self._pair_scores(run, pairs)  # only the pairs that may be chosen are scored
-        floor = self._score_floor(run)
+        floor = ACCEPT_RTOL * max(1.0, abs(run.elbo()))
         chosen, used = [], {}
         for m in np.argsort(-scores, kind="stable"):
             if scores[m] <= floor or len(chosen) >= max_pairs:
@@ -110,13 +110,8 @@ class MergeMove(Move):
         """How many pairs a lap may track: ``max_pairs``."""
         return int(self.cfg.max_pairs)
 
-    def _score_floor(self, run) -> float:
-        """The score a pair must exceed to be tried: for m-scores, the acceptance threshold of ``accepts``."""
-        return ACCEPT_RTOL * max(1.0, abs(run.elbo()))
-
     def _pair_scores(self, run, pairs: np.ndarray) -> np.ndarray:
-        """(P,) how promising each pair is, > ``_score_floor`` to be tried: the m-score of the tracked terms
-        (``merge_scores``)."""
+        """(P,) how promising each pair is, > 0 to be tried: the m-score of the tracked terms (``merge_scores``)."""
         return merge_scores(run.model, run.globals, pairs)
 
     def _blocked(self, pairs: np.ndarray, uids: np.ndarray, N: np.ndarray, retry_change: float) -> np.ndarray:

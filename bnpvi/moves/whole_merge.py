@@ -47,10 +47,6 @@ class WholeMergeMove(MergeMove):
         cap = run.model.alloc.merges_per_lap
         return min(int(self.cfg.max_pairs), cap if cap is not None else int(self.cfg.max_pairs))
 
-    def _score_floor(self, run) -> float:
-        """0: the ranking is a similarity, not a bound on the gain."""
-        return 0.0
-
     def _pair_scores(self, run, pairs: np.ndarray) -> np.ndarray:
         """The allocation model's ``merge_ranking``."""
         return run.model.alloc.merge_ranking(run.globals.alloc, pairs, run.store)
