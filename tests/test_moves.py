@@ -161,25 +161,11 @@ def test_merged_log_marginal_equals_the_log_marginal_of_the_summed_summaries(fam
         assert value == pytest.approx(by_hand, rel=1e-12, abs=1e-9)
 
 
-@pytest.mark.parametrize("family", ["gauss", "zm_gauss", "mult"])
-def test_merges_with_an_empty_last_cluster_are_not_tracked(family):
-    """Merging an empty last cluster changes the ELBO by exactly 0 (its m-score is rounding); never tried."""
-    model, _, _, _, _, stats = fitted(family, K=6)
-    stats = stats.remap([[k] for k in range(6)] + [[]])
-    globals_ = model.global_step(stats)
-    pairs = np.array([(k, 6) for k in range(6)])
-    assert np.all(np.abs(merge_scores(model, globals_, pairs)) < 1e-9)
-    run = SimpleNamespace(model=model, globals=globals_, ids=ClusterIds(np.arange(7)),
-                          elbo=lambda: model.elbo(stats, globals_))
-    chosen = MergeMove(OmegaConf.create(dict(MERGE, max_pairs=50, max_per_cluster=6)))._choose(run, set())
-    assert 6 not in chosen
-
-
 def test_merge_pairs_blocked_by_rejections_are_skipped_as_one_check_per_pair_skips_them():
     model, _, globals_, _, _, stats = fitted("gauss", K=8)
     globals_ = model.global_step(stats)
     uids = np.array([7, 3, 11, 0, 5, 9, 2, 4])
-    run = SimpleNamespace(model=model, globals=globals_, ids=ClusterIds(uids), elbo=lambda: -1e3)
+    run = SimpleNamespace(model=model, globals=globals_, ids=ClusterIds(uids))
     cfg = dict(MERGE, max_pairs=6, max_per_cluster=2)
     move = MergeMove(OmegaConf.create(cfg))
     N = stats.N
@@ -193,7 +179,7 @@ def test_merge_pairs_blocked_by_rejections_are_skipped_as_one_check_per_pair_ski
     expected, used = [], {}
     for m in np.argsort(-scores, kind="stable"):  # the pair-by-pair rule
         i, j = (int(x) for x in pairs[m])
-        if scores[m] <= 1e-7 or len(expected) >= cfg["max_pairs"]:  # ACCEPT_RTOL |L|
+        if scores[m] <= 0 or len(expected) >= cfg["max_pairs"]:
             break
         if used.get(i, 0) >= cfg["max_per_cluster"] or used.get(j, 0) >= cfg["max_per_cluster"]:
             continue

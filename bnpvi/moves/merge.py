@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.moves.base import ACCEPT_RTOL, Edit, Move, accepts, ordered_sum
+from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
 from bnpvi.moves.history import FailureLog
 from bnpvi.stats import SuffStats
 
@@ -78,10 +78,8 @@ class MergeMove(Move):
         return self.active(run.lap + 1) and self._choose(run, set()).size > 0
 
     def _choose(self, run, excluded: set[int]) -> np.ndarray:
-        """The top ``max_pairs`` pairs by m-score, at most ``max_per_cluster`` per cluster, skipping pairs whose
-        earlier rejection still stands; (P, 2) positions. Only pairs whose m-score, an upper bound on the gain
-        (Eq. 4.10), could pass the acceptance test (``accepts``) are tried: a pair with an empty cluster scores
-        within rounding of 0, and the sign of that rounding should not decide what a lap tracks."""
+        """The top ``max_pairs`` pairs by m-score > 0, at most ``max_per_cluster`` per cluster,
+        skipping pairs whose earlier rejection still stands; (P, 2) positions."""
         stats, uids = run.globals.stats, run.ids.uids
         none = np.zeros((0, 2), dtype=np.intp)
         if stats.K < 2:
@@ -93,10 +91,9 @@ class MergeMove(Move):
         if pairs.shape[0] == 0:
             return none
         scores = self._pair_scores(run, pairs)  # only the pairs that may be chosen are scored
-        floor = ACCEPT_RTOL * max(1.0, abs(run.elbo()))
         chosen, used = [], {}
         for m in np.argsort(-scores, kind="stable"):
-            if scores[m] <= floor or len(chosen) >= max_pairs:
+            if scores[m] <= 0 or len(chosen) >= max_pairs:
                 break
             i, j = (int(x) for x in pairs[m])
             if used.get(i, 0) >= per_cluster or used.get(j, 0) >= per_cluster:
