@@ -91,6 +91,18 @@ def proposal_share(model, batch, r_target, N, fields):
     return share
 
 
+def absorbed_columns(r_target, r_absorb, weights, into):
+    """r'_{n,A} of a delete: an atom holding none of the target keeps its responsibilities, one holding more
+    than FAINT_MASS shares r_nt + Σ_A r_nA by softmax(weights) (thesis Eq. 4.25-4.27), and a faint one gives
+    r_nt to the absorbing cluster ``into``."""
+    after = r_absorb.copy()
+    scored = r_target > FAINT_MASS
+    after[scored] = (r_target[scored] + r_absorb[scored].sum(axis=1))[:, None] * softmax(weights[scored], axis=1)
+    faint = (r_target > 0) & ~scored
+    after[faint, into] += r_target[faint]
+    return after
+
+
 def elbo_of(model, stats):
     return model.elbo(stats, model.global_step(stats))
 
@@ -203,11 +215,15 @@ def test_delete_gain_equals_brute_force(family, sparse_L):
     log_pi = model.alloc.expected_log_pi(globals_.alloc)
     proposals = [(K - 1, np.arange(K - 1)), (2, np.array([0, 4])), (0, np.array([1, 3, 5]))]
     tracked = move.track(model, globals_, batch, log_lik, local, [np.concatenate([[t], a]) for t, a in proposals])
+    if family == "mult":  # the cases the rules for faint atoms and (sparse) untouched ones are for
+        assert ((r > 0) & (r <= FAINT_MASS))[:, [t for t, _ in proposals]].any()
+    if sparse_L:
+        assert (r[:, [t for t, _ in proposals]] == 0).any()
     for (target, absorb), (rows, _) in zip(proposals, tracked):
         predicted = elbo_of(model, stats.with_clusters(absorb, rows).remove([target])) - elbo_of(model, stats)
         new = r.copy()
-        mass = r[:, target] + r[:, absorb].sum(axis=1)
-        new[:, absorb] = mass[:, None] * softmax(log_lik[:, absorb] + log_pi[absorb], axis=1)
+        new[:, absorb] = absorbed_columns(r[:, target], r[:, absorb], log_lik[:, absorb] + log_pi[absorb],
+                                          int(np.argmax(globals_.stats.N[absorb])))
         new = np.delete(new, target, axis=1)
         brute = elbo_of(model, brute_stats(model, batch, new)) - elbo_of(model, stats)
         assert_gain(predicted, brute)
@@ -319,16 +335,16 @@ def rebuild_caches(alg, store, visits, lap_events, moves_state):
             elif e.move == "delete":
                 t, *absorb = moves_state["delete"][int(e.target)]
                 pos = {int(u): k for k, u in enumerate(uids)}
-                mass = cols.pop(t) + sum(cols[int(a)] for a in absorb)
-                share = softmax(log_lik[:, [pos[int(a)] for a in absorb]] + log_pi[[pos[int(a)] for a in absorb]], axis=1)
+                at = [pos[int(a)] for a in absorb]
+                after = absorbed_columns(cols.pop(t), np.stack([cols[int(a)] for a in absorb], axis=1),
+                                         log_lik[:, at] + log_pi[at], int(np.argmax(globals_.stats.N[at])))
                 for j, a in enumerate(absorb):
-                    cols[int(a)] = mass * share[:, j]
+                    cols[int(a)] = after[:, j]
             elif e.move == "birth":  # the fresh clusters, grouped as the accepted cleanup level says
                 t = int(e.target)
                 (N, fields), levels = moves_state["birth"][t]
                 labels = levels[e.fresh - e.kept]
-                share = softmax(model.obs.expected_log_lik(model.obs.posterior(N, fields), batch) + fresh_weights(N),
-                                axis=1)
+                share = proposal_share(model, batch, cols[t], N, fields)
                 for g in range(e.kept):
                     cols[next(fresh)] = cols[t] * share[:, labels == g].sum(axis=1)
                 cols[t] = np.zeros(batch.n_atoms)

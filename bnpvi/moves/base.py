@@ -22,7 +22,23 @@ from typing import Callable
 
 import numpy as np
 
-from bnpvi.stats import SuffStats
+from bnpvi.alloc.base import Local
+from bnpvi.stats import Responsibilities, SuffStats
+
+FAINT_MASS = 1e-6
+"""An atom holding at most this much of a move's target (0 < r_nt ≤ FAINT_MASS) gives all of it to one
+cluster of the proposal: the move needs neither its likelihood nor its data, only the target's summaries of
+the batch less those of the atoms it scored (:func:`faint_stats`). The proposal stays one whose summaries
+are exact, judged like any other. Dense responsibilities leave some mass of every cluster on most atoms: on
+64-D image patches (K = 18, a batch of 15,000) 88 % of the atoms hold some of a cluster, 18.5 % more than
+1e-10 and 12 % more than 1e-6, while all of a cluster's atoms under 1e-6 hold at most 2e-4 of its mass."""
+
+
+def faint_stats(model, held: SuffStats, atoms, r_scored: np.ndarray) -> SuffStats:
+    """A target's summaries over a batch's faint atoms: ``held``, its summaries of the whole batch (one
+    cluster), less those of the scored ``atoms`` at their masses ``r_scored``."""
+    scored = Responsibilities(np.ascontiguousarray(r_scored, dtype=np.float64).reshape(-1, 1), 1)
+    return held - model.summarize(atoms, Local(scored))
 
 
 def per_lap(limit, cap: int | None) -> int:

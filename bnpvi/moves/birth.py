@@ -26,13 +26,10 @@ from abc import abstractmethod
 import numpy as np
 
 from bnpvi.alloc.base import Local
-from bnpvi.moves.base import Edit, Move, accepts, ordered_sum, per_lap
+from bnpvi.moves.base import FAINT_MASS, Edit, Move, accepts, faint_stats, ordered_sum, per_lap
 from bnpvi.moves.history import FailureLog
 from bnpvi.obs.bregman import hard_summaries, kmeans, kmeanspp_seeds
 from bnpvi.stats import Responsibilities, SuffStats
-
-FAINT_MASS = 1e-10
-"""A target's atom holding at most this much of it gives all of it to one fresh cluster (``transfer``)."""
 
 
 def birth_scores(log_lik: np.ndarray, resp) -> tuple[np.ndarray, np.ndarray]:
@@ -51,12 +48,11 @@ def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict,
              held: SuffStats | None = None) -> tuple[SuffStats, Local]:
     """Summaries and local step of r'_{n,j} = r_{n,t} p̃_nj over a batch, for fresh clusters (N, fields).
 
-    An atom holding at most ``FAINT_MASS`` of the target (0 < r_{n,t} ≤ 1e-10) gives all of it to the
+    An atom holding at most ``FAINT_MASS`` of the target (0 < r_{n,t} ≤ 1e-6) gives all of it to the
     largest fresh cluster j* instead, r'_{n,j*} = r_{n,t}: still a proposal whose summaries are exact
     (and judged like any other), but one that needs no likelihood of these atoms and the statistics of
-    one cluster only. Dense responsibilities leave some mass of every cluster on most atoms: on 64-D
-    image patches (K = 28) 82 % of a batch's atoms hold some of a cluster, 13 % more than 1e-10, so a
-    birth's transfers cost about a sixth of what scoring every such atom did. The local step returned
+    one cluster only: a birth's transfers cost about a sixth of what scoring every atom with some mass
+    of the target did on 64-D image patches. The local step returned
     holds the scored rows, then the faint ones (for the fresh clusters' group entropies). With ``held``,
     the target's own summaries of this batch (one cluster), the faint atoms' statistics are those less
     the scored atoms' at the target's weights, and the faint atoms are not read at all.
@@ -75,8 +71,7 @@ def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict,
             whole = model.alloc.restricted_local_step(mass, np.zeros((faint.size, 1)), np.zeros(1))
             gained = model.summarize(batch.take(faint), whole)
         else:
-            scored = model.alloc.restricted_local_step(r_target[rows], np.zeros((rows.size, 1)), np.zeros(1))
-            gained = held - model.summarize(atoms, scored)
+            gained = faint_stats(model, held, atoms, r_target[rows])
         fresh = fresh + gained.remap([[0] if i == j else [] for i in range(J)])
         one_hot = np.zeros((faint.size, J))
         one_hot[:, j] = mass

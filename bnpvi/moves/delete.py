@@ -1,9 +1,12 @@
 """Delete proposals (Hughes 2016 thesis §4.3): remove cluster t, re-dividing the mass of A ∪ {t} among A.
 
 r'_{n,A_j} = (r_nt + Σ_{ℓ∈A} r_nℓ) · p̃_nj with p̃_n = softmax_j(E log p(x_n|φ_{A_j}) + E ln π_{A_j})
-(Eq. 4.25-4.27 with E ln π, the exact local-step optimum restricted to A). The
-proposal's summaries for A are collected in every batch of the lap (§4.3.3) and
-the candidate is judged by the exact whole-data ELBO at the end of the lap.
+(Eq. 4.25-4.27 with E ln π, the exact local-step optimum restricted to A) for every atom holding
+more than ``FAINT_MASS`` of t; an atom holding none of t keeps its responsibilities (with dense
+ones, the same thing: its r_{n,A} already is Σ_A r_nℓ · p̃_n), and a faint one (0 < r_nt ≤
+``FAINT_MASS``) gives r_nt to the largest cluster of A (:func:`absorbed`). The proposal's summaries
+for A are collected in every batch of the lap (§4.3.3) and the candidate is judged by the exact
+whole-data ELBO at the end of the lap.
 
 A model whose states interact (an HMM, ``whole_delete``) instead re-runs its local step
 on every batch without the target (forward-backward over the other K − 1 states,
@@ -26,11 +29,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.moves.base import Edit, Move, accepts, ordered_sum, per_lap
+from bnpvi import kernels
+from bnpvi.alloc.base import Local
+from bnpvi.moves.base import FAINT_MASS, Edit, Move, accepts, faint_stats, ordered_sum, per_lap
 from bnpvi.moves.history import FailureLog
 from bnpvi.moves.merge import merge_scores
 from bnpvi.moves.whole import RunningTotals, Visit
-from bnpvi.stats import SuffStats
+from bnpvi.stats import Responsibilities, SuffStats
 
 
 class DeleteMove(Move):
@@ -104,8 +109,11 @@ class DeleteMove(Move):
     def batch_plan(self, run, b: int):
         return [run.ids.positions(uids) for uids in self.proposals] or None
 
-    def track(self, model, globals_, batch, log_lik, local, plan):
-        """Per delete: summaries over A of this batch's proposal responsibilities, or, for a model
+    uses_batch_stats = True  # A's own summaries of the batch spare a delete the atoms its target does not touch
+
+    def track(self, model, globals_, batch, log_lik, local, plan, stats=None):
+        """Per delete: summaries over A of this batch's proposal responsibilities (:func:`absorbed`, from the
+        batch's summaries ``stats``, made here when not given), or, for a model
         with ``whole_delete``, the batch's whole summaries without the target and the warm start
         (``AllocModel.warm_state``) of that local step, where the batch starts if the delete is accepted; for a model
         with ``whole_totals``, the batch's whole summaries without each target and the :class:`Visit` they were
@@ -119,15 +127,11 @@ class DeleteMove(Move):
                 without = model.alloc.local_step_without(batch, log_lik, globals_.alloc, int(positions[0]), local)
                 out.append((model.summarize(batch, without), model.alloc.warm_state(without)))
             return out
-        resp = local.resp
+        stats = model.summarize(batch, local) if stats is None else stats
         log_pi = model.alloc.expected_log_pi(globals_.alloc)
-        out = []
-        for positions in plan:
-            target, absorb = int(positions[0]), positions[1:]
-            mass = resp.column(target) + sum(resp.column(int(a)) for a in absorb)
-            proposal = model.alloc.restricted_local_step(mass, np.ascontiguousarray(log_lik[:, absorb]), log_pi[absorb])
-            out.append((model.summarize(batch, proposal), None))
-        return out
+        N = globals_.stats.N
+        return [(absorbed(model, batch, local.resp, log_lik, log_pi, int(positions[0]), positions[1:], stats,
+                          int(np.argmax(N[positions[1:]]))), None) for positions in plan]
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         if run.model.alloc.whole_totals:
@@ -209,3 +213,41 @@ def summaries_without(model, batch, visit: Visit, i: int) -> SuffStats:
     """The batch's summaries with planned target i removed (``local_step_without``), under ``visit`` (the
     tracking of a model with ``whole_totals``, and its remaking)."""
     return model.summarize(batch, model.alloc.local_step_without(batch, visit.log_lik, visit.alloc, int(visit.plan[i])))
+
+
+def absorbed(model, batch, resp, log_lik: np.ndarray, log_pi: np.ndarray, target: int, absorb: np.ndarray,
+             stats: SuffStats, into: int) -> SuffStats:
+    """One batch's summaries over the absorbing clusters A of the delete of ``target`` (module docstring).
+
+    ``stats`` are the batch's summaries under ``resp``; ``into`` is the position in A of the cluster a faint
+    atom's r_nt goes to. Only the atoms holding more than ``FAINT_MASS`` of t are read: one pass over them
+    with the signed weights Δr_{n,A} = r'_{n,A} − r_{n,A} (and −r_nt, for the faint atoms' statistics,
+    :func:`~bnpvi.moves.base.faint_stats`) changes A's summaries of the batch into the proposal's. Every
+    field of a mixture's summaries is a sum over atoms, so the result is exact: the entropies change by
+    Σ_n [h(r'_{n,A_j}) − h(r_{n,A_j})], h(r) = −r ln r, over the atoms whose responsibilities change.
+    """
+    r_t = resp.column(target)
+    rows = np.flatnonzero(r_t > FAINT_MASS)
+    faint = np.flatnonzero((r_t > 0) & (r_t <= FAINT_MASS))
+    J = absorb.size
+    out = stats.remap([[int(a)] for a in absorb])
+    if rows.size:
+        before = resp.matrix()[rows][:, absorb]
+        before = before.toarray() if hasattr(before, "toarray") else np.asarray(before)
+        after = model.alloc.restricted_local_step(r_t[rows] + before.sum(axis=1),
+                                                  np.ascontiguousarray(log_lik[np.ix_(rows, absorb)]),
+                                                  log_pi[absorb]).resp.values
+        change = Responsibilities(after - before, J, entropy_sums=_entropy(after) - _entropy(before))
+        out = out + model.summarize(batch.take(rows), Local(change))
+    if faint.size:
+        gained = faint_stats(model, stats.remap([[target]]), batch.take(rows), r_t[rows])
+        had = resp.column(int(absorb[into]))[faint, None]
+        gained = gained.with_fields(H=_entropy(had + r_t[faint, None]) - _entropy(had))
+        out = out + gained.remap([[0] if j == into else [] for j in range(J)])
+    return out.with_fields(n_atoms=np.float64(batch.n_atoms))
+
+
+
+def _entropy(r: np.ndarray) -> np.ndarray:
+    """Σ_n h(r_nj) per column j, h(r) = −r ln r (0 at r = 0)."""
+    return kernels.entropy_of(np.ascontiguousarray(r, dtype=np.float64))
