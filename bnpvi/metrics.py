@@ -5,7 +5,6 @@ from typing import Iterable
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment
 
 
 def adjusted_rand_index(labels_true, labels_pred) -> float:
@@ -69,6 +68,8 @@ def align_labels(true, est) -> np.ndarray:
     table = np.zeros((true_ids.size, est_ids.size), dtype=np.int64)
     np.add.at(table, (t, e_all[scored]), 1)
     target = np.full(est_ids.size, -1, dtype=np.int64)
+    from scipy.optimize import linear_sum_assignment  # here: every command imports this module
+
     rows, cols = linear_sum_assignment(table, maximize=True)
     keep = table[rows, cols] > 0  # a match without overlap is no match
     target[cols[keep]] = true_ids[rows[keep]]

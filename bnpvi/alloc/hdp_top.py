@@ -37,7 +37,6 @@ the ELBO.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import digamma, zeta
 
 from bnpvi.special import c_beta
@@ -177,6 +176,8 @@ def optimize(c: np.ndarray, T: np.ndarray, gamma: float, rho: np.ndarray, omega:
     logit_max = float(np.log((1.0 - RHO_MIN) / RHO_MIN))
     bounds = [(-logit_max, logit_max)] * K + [tuple(np.log(OMEGA_BOUNDS))] * K
     f0 = objective(start)[0]
+    from scipy.optimize import minimize  # here, not with the module: every command imports it (0.13 s)
+
     result = minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds,
                       options={"maxiter": max_iter, "ftol": 1e-11, "gtol": 1e-8})
     if not np.isfinite(result.fun) or result.fun > f0:

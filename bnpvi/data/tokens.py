@@ -8,8 +8,8 @@ with no Python loop over tokens. ``bnpvi-data convert --text`` stores the settin
 (:class:`~bnpvi.data.bow.TextOrigin`), so that :func:`count_texts` counts new text exactly as the
 training corpus was counted.
 
-scikit-learn is imported when text is tokenised, not with this module (a batch file's reader
-imports it to read the settings).
+scikit-learn and pandas are imported when text is tokenised or counted, not with this module (a batch
+file's reader imports it to read the settings, and every command reads batch files).
 """
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
 from bnpvi.errors import BnpviError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: scikit-learn's default token pattern: runs of two or more word characters.
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -130,6 +132,8 @@ def tokenise(texts: list[str], analyzer: Callable[[str], list[str]]) -> tuple[sp
     words : (W,) object ndarray
         The word of each column, in order of first appearance.
     """
+    import pandas as pd
+
     tokens = [analyzer(text) for text in texts]
     lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
     codes, words = pd.factorize(np.fromiter(itertools.chain.from_iterable(tokens), dtype=object,
@@ -148,6 +152,8 @@ def vocabulary_index(vocab) -> pd.Index:
     BnpviError
         A word appears twice (new text could not be counted unambiguously).
     """
+    import pandas as pd
+
     index = vocab if isinstance(vocab, pd.Index) else pd.Index(np.asarray(list(vocab), dtype=object))
     if not index.is_unique:
         raise BnpviError(f"the vocabulary lists {index[index.duplicated()][0]!r} more than once; new text cannot "

@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from bnpvi.data.bow import BowStore
 from bnpvi.io.h5tree import write_atomic
@@ -74,6 +73,8 @@ def write_topics(run_dir, probs: np.ndarray, usage: np.ndarray, uids: np.ndarray
             rows.append((int(uids[k]), rank, words[v], float(probs[k, v]), float(coherence[k])))
         lines.append(f"topic {int(uids[k])} ({100 * share[k]:.1f} % of tokens, NPMI {coherence[k]:.3f}): "
                      + " ".join(words[top[k]]))
+    import pandas as pd  # only when a topic run ends (every command imports this module)
+
     pd.DataFrame(rows, columns=["topic", "rank", "word", "probability", "coherence_npmi"]).to_csv(
         run_dir / "topics.csv", index=False)
     (run_dir / "topics.txt").write_text("\n".join(lines) + "\n")
