@@ -221,8 +221,9 @@ def absorbed(model, batch, resp, log_lik: np.ndarray, log_pi: np.ndarray, target
 
     ``stats`` are the batch's summaries under ``resp``; ``into`` is the position in A of the cluster a faint
     atom's r_nt goes to. Only the atoms holding more than ``FAINT_MASS`` of t are read: one pass over them
-    with the signed weights Δr_{n,A} = r'_{n,A} − r_{n,A} (and −r_nt, for the faint atoms' statistics,
-    :func:`~bnpvi.moves.base.faint_stats`) changes A's summaries of the batch into the proposal's. Every
+    with the signed weights Δr_{n,A} = r'_{n,A} − r_{n,A} changes A's summaries of the batch into the
+    proposal's, and the faint atoms' statistics are t's summaries less those of the read atoms
+    (:func:`~bnpvi.moves.base.faint_stats`). Every
     field of a mixture's summaries is a sum over atoms, so the result is exact: the entropies change by
     Σ_n [h(r'_{n,A_j}) − h(r_{n,A_j})], h(r) = −r ln r, over the atoms whose responsibilities change.
     """
@@ -230,6 +231,7 @@ def absorbed(model, batch, resp, log_lik: np.ndarray, log_pi: np.ndarray, target
     rows = np.flatnonzero(r_t > FAINT_MASS)
     faint = np.flatnonzero((r_t > 0) & (r_t <= FAINT_MASS))
     J = absorb.size
+    atoms = batch.take(rows)
     out = stats.remap([[int(a)] for a in absorb])
     if rows.size:
         before = resp.matrix()[rows][:, absorb]
@@ -238,9 +240,9 @@ def absorbed(model, batch, resp, log_lik: np.ndarray, log_pi: np.ndarray, target
                                                   np.ascontiguousarray(log_lik[np.ix_(rows, absorb)]),
                                                   log_pi[absorb]).resp.values
         change = Responsibilities(after - before, J, entropy_sums=_entropy(after) - _entropy(before))
-        out = out + model.summarize(batch.take(rows), Local(change))
+        out = out + model.summarize(atoms, Local(change))
     if faint.size:
-        gained = faint_stats(model, stats.remap([[target]]), batch.take(rows), r_t[rows])
+        gained = faint_stats(model, stats.remap([[target]]), atoms, r_t[rows])
         had = resp.column(int(absorb[into]))[faint, None]
         gained = gained.with_fields(H=_entropy(had + r_t[faint, None]) - _entropy(had))
         out = out + gained.remap([[0] if j == into else [] for j in range(J)])
