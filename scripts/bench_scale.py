@@ -11,7 +11,7 @@ Sections (``--sections``):
 * ``topics``: the HDP topic model on the wiki corpus of ../shared/data (converted here, 5 and 20
   batches), K = 100, no moves, laps 2-6: the same rows and ratios.
 * ``overhead``: the driver's time per batch on the Dask path: the training time of 6 laps minus the
-  workers' busy time (task durations from Dask's task stream), per batch, on 1 worker of 1 thread
+  workers' busy time (the actors' own count, and task durations from Dask's task stream), per batch, on 1 worker of 1 thread
   (P = 1) and on 2 (P = 2, busy time halved); and plain memo's in this process, measured as
   ``bench_floor.py`` does (laps minus their ``process_batch`` time).
 * ``memory``: peak resident memory of the training process (``bnpvi-train`` in a child process,
@@ -29,7 +29,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import distributed
 from hydra import compose, initialize_config_module
@@ -38,7 +40,7 @@ from threadpoolctl import threadpool_limits
 from bnpvi.config import register_configs
 from bnpvi.data.convert import convert
 from bnpvi.data.store import write_points
-from bnpvi.learn import runner
+from bnpvi.learn import dask_pool, runner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_floor import batch_times  # noqa: E402  (process_batch's time, as bench_floor measures it)
@@ -66,19 +68,32 @@ def train(run_dir: Path, threads: int, *overrides: str) -> Path:
     return run_dir
 
 
-def setups(cluster_1x2: str) -> list[tuple[str, int, list[str]]]:
-    """(row name, driver threads, overrides) of the four ways to run a case."""
-    return [("1 process x 1 thread, P=1", 1, []),
-            ("2 workers x 1 thread, P=2", 1, ["alg.workers=2", "alg.batches_per_round=2"]),
-            ("1 process x 2 threads, P=1", 2, []),
-            ("1 worker x 2 threads, P=2", 1, [f"alg.scheduler={cluster_1x2}", "alg.batches_per_round=2"]),
-            ("2 workers x 1 thread, P=8", 1, ["alg.workers=2", "alg.batches_per_round=8"])]
+SETUPS = [("1 process x 1 thread, P=1", 1, []),
+          ("2 workers x 1 thread, P=2", 1, ["alg.workers=2", "alg.batches_per_round=2"]),
+          ("1 process x 2 threads, P=1", 2, []),
+          ("1 worker x 2 threads, P=2", 1, ["alg.batches_per_round=2"]),  # on a cluster of its own (one_by_two)
+          ("2 workers x 1 thread, P=8", 1, ["alg.workers=2", "alg.batches_per_round=8"])]
+"""(row name, driver threads, overrides) of the ways to run a case."""
 
 
-def speed_table(name: str, tmp: Path, base: list[str], laps: int, cluster_1x2: str) -> None:
+@contextmanager
+def one_by_two(row: str) -> Iterator[list[str]]:
+    """The overrides that send a row's run to a cluster of 1 worker × 2 threads, started for that row alone: a
+    LocalCluster's scheduler runs in this process, and one left idle beside the other rows slowed them (a
+    process's own lap on 2,000,000 16-D points: 3.39 s instead of 1.90)."""
+    if not row.startswith("1 worker"):
+        yield []
+        return
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster:
+        yield [f"alg.scheduler={cluster.scheduler_address}"]
+
+
+def speed_table(name: str, tmp: Path, base: list[str], laps: int) -> None:
     seconds = {}
-    for row, threads, extra in setups(cluster_1x2):
-        run = train(tmp / f"{name}-{len(seconds)}", threads, *base, f"alg.n_laps={laps}", *extra)
+    for row, threads, extra in SETUPS:
+        with one_by_two(row) as scheduler:
+            run = train(tmp / f"{name}-{len(seconds)}", threads, *base, f"alg.n_laps={laps}", *extra, *scheduler)
         seconds[row] = lap_seconds(run, laps)
         print(f"{name:<24} {row:<28} {seconds[row]:>8.3f} s/lap", flush=True)
     rows = list(seconds)
@@ -102,11 +117,11 @@ def points_base(path: Path) -> list[str]:
             "plots=false"]
 
 
-def section_points(args, tmp: Path, cluster_1x2: str) -> None:
-    speed_table("points 16-D, K=25", tmp, points_base(points_file(tmp, args.quick)), args.laps, cluster_1x2)
+def section_points(args, tmp: Path) -> None:
+    speed_table("points 16-D, K=25", tmp, points_base(points_file(tmp, args.quick)), args.laps)
 
 
-def section_topics(args, tmp: Path, cluster_1x2: str) -> None:
+def section_topics(args, tmp: Path) -> None:
     if not WIKI.is_dir():
         print(f"(wiki corpus not found at {WIKI}; topics skipped)")
         return
@@ -115,7 +130,7 @@ def section_topics(args, tmp: Path, cluster_1x2: str) -> None:
         path = convert(WIKI / "train.ldac", tmp / f"wiki{batches}.h5", n_batches=batches, vocab=WIKI / "vocab.txt")
         base = ["model=hdp_topic", "data=hdf5", f"data.path={path}", f"init.K={K}", "moves=[]",
                 "alg.converge_thr=-1", "plots=false"]
-        speed_table(f"wiki, K={K}, {batches} batches", tmp, base, args.laps, cluster_1x2)
+        speed_table(f"wiki, K={K}, {batches} batches", tmp, base, args.laps)
 
 
 def training_totals(run_dir: Path) -> tuple[float, int]:
@@ -126,7 +141,8 @@ def training_totals(run_dir: Path) -> tuple[float, int]:
 
 
 def busy_seconds(stream: list[dict]) -> float:
-    """Seconds the workers spent on the run's batch tasks."""
+    """Seconds the workers spent on the run's batch tasks (rounds that ran as tasks; the actors' rounds are
+    counted by the actors, ``dask_pool.actor_seconds``)."""
     return sum(s["stop"] - s["start"] for task in stream if str(task["key"]).startswith("bnpvi-round-")
                for s in task["startstops"] if s["action"] == "compute")
 
@@ -142,8 +158,9 @@ def section_overhead(args, tmp: Path) -> None:
                 run = tmp / f"overhead-{workers}"
                 runner.train(config(*base, f"alg.scheduler={cluster.scheduler_address}",
                                     f"alg.batches_per_round={workers}"), run)
+                actors = sum(client.run(dask_pool.actor_seconds).values())
             wall, batches = training_totals(run)
-            busy = busy_seconds(stream.data)
+            busy = busy_seconds(stream.data) + actors
             around = (wall - busy / workers) / batches
             print(f"{'driver overhead':<24} {f'Dask, {workers} worker(s), P={workers}':<28} {1e3 * around:>8.2f} ms/batch"
                   f"  (workers busy {1e3 * busy / batches:.2f} ms/batch)", flush=True)
@@ -190,13 +207,10 @@ def main() -> None:
     register_configs()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        if {"points", "topics"} & set(args.sections):
-            with distributed.LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None,
-                                          silence_logs=logging.ERROR) as cluster_1x2:
-                if "points" in args.sections:
-                    section_points(args, tmp, cluster_1x2.scheduler_address)
-                if "topics" in args.sections:
-                    section_topics(args, tmp, cluster_1x2.scheduler_address)
+        if "points" in args.sections:
+            section_points(args, tmp)
+        if "topics" in args.sections:
+            section_topics(args, tmp)
         if "overhead" in args.sections:
             section_overhead(args, tmp)
         if "memory" in args.sections:

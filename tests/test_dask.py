@@ -64,11 +64,34 @@ def test_vb_on_two_local_workers_is_vb_in_one_process_and_the_cluster_closes(com
     assert not multiprocessing.active_children()  # the local cluster's worker processes are gone
 
 
+def rounds_as_tasks(monkeypatch) -> list[int]:
+    """Every actor round fails as if an actor's worker had died, so every round runs as tasks; returns the
+    list to which each failed actor round appends its number of jobs."""
+    failed = []
+
+    def actor_lost(self, model, globals_, jobs, tracker):
+        failed.append(len(jobs))
+        raise OSError("the actor's worker is gone")
+
+    monkeypatch.setattr(dask_pool.DaskPool, "_actor_round", actor_lost)
+    return failed
+
+
+def test_rounds_whose_actors_fail_run_as_tasks_with_the_same_result(compose_cfg, tmp_path, scheduler, monkeypatch):
+    args = ["init.K=1", f"alg.scheduler={scheduler}", "alg.batches_per_round=2", *COMMON]
+    runner.train(compose_cfg(*args), tmp_path / "actors")
+    failed = rounds_as_tasks(monkeypatch)
+    runner.train(compose_cfg(*args), tmp_path / "tasks")
+    assert len(failed) >= 15  # every round of 5 laps (3 or more a lap) ran as tasks
+    assert_same_runs(tmp_path / "actors", tmp_path / "tasks")
+
+
 def test_a_round_whose_tasks_were_forgotten_is_sent_again(compose_cfg, tmp_path, scheduler, monkeypatch):
     """When the scheduler forgets a round's tasks (a scattered input went with a worker killed while it was
     being sent), the pool sends the inputs and the round again, and the run ends where an undisturbed one does."""
     args = ["init.K=1", f"alg.scheduler={scheduler}", *COMMON]
     runner.train(compose_cfg(*args), tmp_path / "undisturbed")
+    rounds_as_tasks(monkeypatch)
     gather, calls = distributed.Client.gather, []
 
     def forgets_the_third_round(self, futures, *rest, **options):
@@ -107,10 +130,11 @@ def test_memo_in_rounds_of_two_is_the_same_on_one_and_two_workers_and_twice(comp
 
 def test_scattered_globals_give_the_same_run_as_globals_inside_the_tasks(compose_cfg, tmp_path, scheduler,
                                                                        monkeypatch):
-    """Large globals are scattered to the workers first, small ones travel in the tasks: the same run."""
-    from bnpvi.learn import dask_pool
+    """Rounds run as tasks: large globals are scattered to the workers first, small ones travel in the tasks:
+    the same run."""
     cfg = compose_cfg(*COMMON, "alg.batches_per_round=2", "model=hdp_topic", "init.K=1", "data.n_docs=300",
                       f"alg.scheduler={scheduler}")
+    rounds_as_tasks(monkeypatch)
     runner.train(cfg, tmp_path / "inline")
     scattered = []
     monkeypatch.setattr(dask_pool, "INLINE_BYTES", -1)
@@ -270,8 +294,8 @@ def dask_process(*args, cwd):
 
 def test_a_worker_killed_mid_lap_changes_nothing(compose_cfg, tmp_path):
     """``dask scheduler`` and two ``dask worker`` processes (no nanny) on 127.0.0.1; a run through alg.scheduler,
-    one worker killed with SIGKILL during lap 3: its tasks run again on the other one, and the run ends as an
-    undisturbed run does."""
+    one worker killed with SIGKILL during lap 3: the round its actor was in runs again as tasks, on the other
+    worker, the actors are made again there, and the run ends as an undisturbed run does."""
     args = [*COMMON, "init.K=1", "alg.n_laps=6", "data.n_atoms=60000", "data.n_batches=12",
             "alg.batches_per_round=2"]
     runner.train(compose_cfg(*args), tmp_path / "ref")

@@ -1,14 +1,16 @@
 """Batch work on a Dask cluster: a :class:`distributed.LocalCluster` of worker processes (``alg.workers`` > 1),
 or a running scheduler (``alg.scheduler=ADDRESS``).
 
-Each task reads its own batch (every worker opens the HDF5 file itself, once) and returns only
-its :class:`~bnpvi.learn.work.BatchResult`. What every task of a round shares goes out once:
-the store and the model when they first appear (the model again if another one comes), the
-moves' tracking code once. A round's batches are dealt out to one task per task thread of the
-cluster, each carrying its batches' plans and the round's globals: inside the task when they are
+Every worker opens the HDF5 file itself, once, and sends back only its batches'
+:class:`~bnpvi.learn.work.BatchResult`. A round goes to one actor per worker (:class:`BatchWorker`, made at
+the first round): it holds the store, the model and the moves' tracking code between rounds (sent again
+only when another one comes) and gets the round's globals and its batches' plans in one direct call, with
+no scheduler in between. When an actor round fails (a worker died), the round runs again as tasks through
+the scheduler: what those share goes out once (scattered), the globals inside the tasks when they are
 small (one round trip instead of two), scattered to every worker first when they are large
-(``INLINE_BYTES``). A worker that dies loses nothing the others lack; the scheduler re-runs its
-task elsewhere, with the same result. The driver gets the results back in the order of the jobs. The Dask import lives here alone; the cluster and the client close with :meth:`DaskPool.close`.
+(``INLINE_BYTES``); the scheduler re-runs a dead worker's task elsewhere, with the same result, and the
+actors are made again at the next round. The driver gets the results back in the order of the jobs. The
+Dask import lives here alone; the cluster and the client close with :meth:`DaskPool.close`.
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ INLINE_BYTES = 1 << 20
 """Globals up to this size travel inside a round's tasks (one per worker thread: as many copies as a broadcast,
 in one round trip); larger ones are scattered to the workers first (one more round trip, but not through the
 scheduler: the topics of a topic model are megabytes)."""
+ACTOR_SECONDS = [0.0]
+"""Seconds this process's actors have spent on batches (a worker's running total, :func:`actor_seconds`)."""
 THREAD_CAP = "bnpvi-thread-cap"
 """The name of the :class:`ThreadCap` plugin on the workers."""
 
@@ -78,6 +82,31 @@ def work_on_batches(store, model, globals_, schedule, plans: dict, batches: list
             batch = store.read_batch(b)
         results.append(process_batch(model, globals_, batch, plans.get(b, {}), schedule, start))
     return results
+
+
+class BatchWorker:
+    """The run's work on one worker, as a Dask actor: the store, the model and the moves' tracking code held
+    between rounds, and a round's batches worked on in one direct call (no scheduler in between: on a 2-core
+    machine a round of tasks through the scheduler takes ~15 ms more than its work, a round of actor calls ~4.5 ms)."""
+
+    def __init__(self, store):
+        self.store = store
+        self.held: dict[str, object] = {}
+
+    def hold(self, name: str, value) -> None:
+        self.held[name] = value
+
+    def work(self, globals_, plans: dict, batches: list[int], warm: list) -> list[BatchResult]:
+        start = time.perf_counter()
+        results = work_on_batches(self.store, self.held["model"], globals_, self.held.get("tracker"), plans, batches,
+                                  warm)
+        ACTOR_SECONDS[0] += time.perf_counter() - start
+        return results
+
+
+def actor_seconds() -> float:
+    """Seconds the actors of this worker process have spent on batches (``scripts/bench_scale.py`` reads it)."""
+    return ACTOR_SECONDS[0]
 
 
 def read_first_batch(store) -> None:
@@ -125,6 +154,9 @@ class DaskPool:
         self._shared: dict[str, tuple[object, object]] = {}  # name -> (object, its future)
         self._schedule = self._tracker = None  # the run's MoveSchedule and its copy for the workers
         self._rounds = itertools.count()
+        self._actors: list | None = None  # one BatchWorker per worker, made at the first round
+        self._actor_futures: list = []  # an actor lives while its future does
+        self._held: list[dict[str, object]] = []  # what each actor holds (name -> the driver's object)
 
     def share_store(self, store) -> None:
         """Send the batch store to the workers (its path and split: each opens the file itself)."""
@@ -143,7 +175,10 @@ class DaskPool:
                 if workers * threads_per_worker > cores:
                     raise BnpviError(f"alg.workers={workers} x alg.threads_per_worker={threads_per_worker} threads "
                                      f"exceed the {cores} cores of this machine")
-                with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environment()}):
+                # no statistical profiler in the workers: sampling their stacks every 10 ms takes the GIL from
+                # the batch work (400,000 16-D points in 40 batches, 2 workers: 0.46-0.51 s per lap, not 0.56-0.57)
+                with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environment(),
+                                      "distributed.worker.profile.enabled": False}):
                     cluster = distributed.LocalCluster(
                         n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
                         dashboard_address=None, silence_logs=logging.ERROR,
@@ -187,13 +222,48 @@ class DaskPool:
         return held[1]
 
     def run(self, model, globals_, jobs: list[BatchJob], schedule=None) -> list[BatchResult]:
-        """The results of ``jobs`` under ``globals_``, in order (``schedule`` dispatches the moves' tracking)."""
+        """The results of ``jobs`` under ``globals_``, in order (``schedule`` dispatches the moves' tracking).
+
+        A round goes to the workers' actors (:class:`BatchWorker`). If that fails (an actor's worker died:
+        Dask raises OSError, CommClosedError, RuntimeError ... as it goes), the round is run again as tasks,
+        which the scheduler re-runs elsewhere as workers die and which raise the work's own errors, and the
+        actors are made again, on the workers there are then, at the next round."""
+        if schedule is not None and schedule is not self._schedule:  # the moves track with a copy without state
+            self._schedule, self._tracker = schedule, schedule.tracker()
+        tracker = self._tracker if schedule is not None else None
+        try:
+            return self._actor_round(model, globals_, jobs, tracker)
+        except Exception as err:  # noqa: BLE001 (the tasks below raise any error that is the work's own)
+            log.debug("an actor round failed (%s); the round runs as tasks", type(err).__name__)
+            self._actors = None
+        return self._task_round(model, globals_, jobs, tracker)
+
+    def _actor_round(self, model, globals_, jobs: list[BatchJob], tracker) -> list[BatchResult]:
+        if self._actors is None:
+            workers = sorted(self.client.scheduler_info(n_workers=-1)["workers"])
+            futures = [self.client.submit(BatchWorker, self._store_value, actor=True, workers=[w], pure=False)
+                       for w in workers]  # one on each: the actors of a worker share one thread
+            self._actors = [f.result(timeout=CONNECT_TIMEOUT) for f in futures]
+            self._held = [{} for _ in workers]
+            self._actor_futures = futures
+        calls = []
+        for actor, held in zip(self._actors, self._held):
+            for name, value in (("model", model), ("tracker", tracker)):
+                if held.get(name) is not value:
+                    calls.append(actor.hold(name, value))
+                    held[name] = value
+        for call in calls:
+            call.result()
+        n = min(len(self._actors), len(jobs))
+        groups = [jobs[i::n] for i in range(n)]
+        calls = [actor.work(globals_, {job.b: job.plans for job in group if job.plans}, [job.b for job in group],
+                            [job.warm for job in group]) for actor, group in zip(self._actors, groups)]
+        done = [call.result() for call in calls]
+        return [done[i % n][i // n] for i in range(len(jobs))]
+
+    def _task_round(self, model, globals_, jobs: list[BatchJob], tracker) -> list[BatchResult]:
         model_f = self._shared_future("model", model)
-        tracker_f = None
-        if schedule is not None:
-            if schedule is not self._schedule:  # the moves track on the workers with a copy without state
-                self._schedule, self._tracker = schedule, schedule.tracker()
-            tracker_f = self._shared_future("tracker", self._tracker)
+        tracker_f = None if tracker is None else self._shared_future("tracker", tracker)
         round_ = next(self._rounds)
         groups = [jobs[i::self.slots] for i in range(min(self.slots, len(jobs)))]
         for attempt in range(1, SCATTER_TRIES + 1):
