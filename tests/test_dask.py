@@ -86,6 +86,19 @@ def test_rounds_whose_actors_fail_run_as_tasks_with_the_same_result(compose_cfg,
     assert_same_runs(tmp_path / "actors", tmp_path / "tasks")
 
 
+def test_a_worker_of_two_threads_gets_its_rounds_as_tasks(compose_cfg, tmp_path, monkeypatch):
+    """The actors of a worker share one thread: on a worker of two, every round runs as two tasks, and the run
+    is the one in this process."""
+    args = ["init.K=1", "alg.batches_per_round=2", *COMMON]
+    runner.train(compose_cfg(*args), tmp_path / "one")
+    actor_rounds = []
+    monkeypatch.setattr(dask_pool.DaskPool, "_actor_round", lambda self, *a: actor_rounds.append(1))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None) as cluster:
+        runner.train(compose_cfg(*args, f"alg.scheduler={cluster.scheduler_address}"), tmp_path / "two_threads")
+    assert not actor_rounds
+    assert_same_runs(tmp_path / "one", tmp_path / "two_threads")
+
+
 def test_a_round_whose_tasks_were_forgotten_is_sent_again(compose_cfg, tmp_path, scheduler, monkeypatch):
     """When the scheduler forgets a round's tasks (a scattered input went with a worker killed while it was
     being sent), the pool sends the inputs and the round again, and the run ends where an undisturbed one does."""

@@ -224,18 +224,21 @@ class DaskPool:
     def run(self, model, globals_, jobs: list[BatchJob], schedule=None) -> list[BatchResult]:
         """The results of ``jobs`` under ``globals_``, in order (``schedule`` dispatches the moves' tracking).
 
-        A round goes to the workers' actors (:class:`BatchWorker`). If that fails (an actor's worker died:
-        Dask raises OSError, CommClosedError, RuntimeError ... as it goes), the round is run again as tasks,
-        which the scheduler re-runs elsewhere as workers die and which raise the work's own errors, and the
-        actors are made again, on the workers there are then, at the next round."""
+        A round goes to the workers' actors (:class:`BatchWorker`) when every worker has one thread (the
+        actors of a worker share one thread, so workers of several get tasks, one per thread). If an actor
+        round fails (an actor's worker died: Dask raises OSError, CommClosedError, RuntimeError ... as it
+        goes), the round is run again as tasks, which the scheduler re-runs elsewhere as workers die and
+        which raise the work's own errors, and the actors are made again, on the workers there are then,
+        at the next round."""
         if schedule is not None and schedule is not self._schedule:  # the moves track with a copy without state
             self._schedule, self._tracker = schedule, schedule.tracker()
         tracker = self._tracker if schedule is not None else None
-        try:
-            return self._actor_round(model, globals_, jobs, tracker)
-        except Exception as err:  # noqa: BLE001 (the tasks below raise any error that is the work's own)
-            log.debug("an actor round failed (%s); the round runs as tasks", type(err).__name__)
-            self._actors = None
+        if self.slots == self.workers:  # a worker's actors share one thread
+            try:
+                return self._actor_round(model, globals_, jobs, tracker)
+            except Exception as err:  # noqa: BLE001 (the tasks below raise any error that is the work's own)
+                log.debug("an actor round failed (%s); the round runs as tasks", type(err).__name__)
+                self._actors = None
         return self._task_round(model, globals_, jobs, tracker)
 
     def _actor_round(self, model, globals_, jobs: list[BatchJob], tracker) -> list[BatchResult]:
