@@ -93,7 +93,7 @@ def test_a_worker_of_two_threads_gets_its_rounds_as_tasks(compose_cfg, tmp_path,
     runner.train(compose_cfg(*args), tmp_path / "one")
     actor_rounds = []
     monkeypatch.setattr(dask_pool.DaskPool, "_actor_round", lambda self, *a: actor_rounds.append(1))
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=":0") as cluster:
         runner.train(compose_cfg(*args, f"alg.scheduler={cluster.scheduler_address}"), tmp_path / "two_threads")
     assert not actor_rounds
     assert_same_runs(tmp_path / "one", tmp_path / "two_threads")
