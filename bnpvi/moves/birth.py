@@ -53,9 +53,9 @@ def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict,
     (and judged like any other), but one that needs no likelihood of these atoms and the statistics of
     one cluster only: a birth's transfers cost about a sixth of what scoring every atom with some mass
     of the target did on 64-D image patches. The local step returned
-    holds the scored rows, then the faint ones (for the fresh clusters' group entropies). With ``held``,
-    the target's own summaries of this batch (one cluster), the faint atoms' statistics are those less
-    the scored atoms' at the target's weights, and the faint atoms are not read at all.
+    holds the scored rows, then the faint ones (for the fresh clusters' group entropies). The faint atoms'
+    statistics are ``held``, the target's own summaries of this batch (one cluster; made here when not
+    given), less the scored atoms' at the target's weights, so the faint atoms are not read at all.
     """
     rows = np.flatnonzero(r_target > FAINT_MASS)
     atoms = batch.take(rows)
@@ -67,11 +67,9 @@ def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict,
     if faint.size:
         J, j = N.shape[0], int(np.argmax(N))
         mass = r_target[faint]
-        if held is None:
-            whole = model.alloc.restricted_local_step(mass, np.zeros((faint.size, 1)), np.zeros(1))
-            gained = model.summarize(batch.take(faint), whole)
-        else:
-            gained = faint_stats(model, held, atoms, r_target[rows])
+        if held is None:  # the target's summaries of the batch, when the caller has none at hand
+            held = model.summarize(batch, Local(Responsibilities(r_target.reshape(-1, 1), 1)))
+        gained = faint_stats(model, held, atoms, r_target[rows])
         fresh = fresh + gained.remap([[0] if i == j else [] for i in range(J)])
         one_hot = np.zeros((faint.size, J))
         one_hot[:, j] = mass
