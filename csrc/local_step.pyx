@@ -26,7 +26,7 @@ first invalid row (smallest row index over all chunks).
 import numpy as np
 
 from cython.parallel cimport prange, threadid
-from libc.math cimport exp, fabs, fmax, log, log1p, sqrt, INFINITY, NAN
+from libc.math cimport exp, fabs, fmax, lgamma, log, log1p, sqrt, INFINITY, NAN
 
 include "blas.pxi"
 
@@ -836,3 +836,70 @@ cdef Py_ssize_t _first_bad(Py_ssize_t[::1] bad, Py_ssize_t n_chunks) noexcept no
         if bad[c] >= 0:
             return bad[c]
     return -1
+
+
+# ------------------------------------------------------------ reassign gains (Mult)
+cdef inline double _log_rise(double a, double c) noexcept nogil:
+    """lnΓ(a + c) − lnΓ(a): for a whole c ≤ 16, the sum of ln(a + i), i < c (the rising factorial), else
+    two log-gammas."""
+    cdef double s = 0.0
+    cdef int i, m
+    if c == 1.0:
+        return log(a)
+    if c > 0.0 and c <= 16.0 and c == <double>(<int>c):
+        m = <int>c
+        for i in range(m):
+            s = s + log(a + i)
+        return s
+    return lgamma(a + c) - lgamma(a)
+
+
+def mult_reassign_gains(const long long[::1] indptr, const long long[::1] indices, const double[::1] data,
+                        const double[:, ::1] resp, const double[:, ::1] lam_by_word, const double[::1] total,
+                        double lam0, double prior_total, double[:, ::1] out, int n_threads):
+    """Change of Σ_k L_data,k* of a Dirichlet-multinomial mixture when document n's responsibilities r_n
+    become a one-hot on cluster j, for every n and j (the NumPy reference: ``Mult.reassign_gains``).
+
+    With λ_kw = ``lam_by_word[w, k]``, Λ_k = ``total[k]`` and the document taken out of every cluster,
+    λ⁻ = max(λ − r_nk c, λ̄) and Λ⁻ = max(Λ − r_nk C_n, Vλ̄):
+
+        out[n, j] = Σ_k Σ_w [lnΓ(λ⁻_kw) − lnΓ(λ_kw)] − Σ_k [lnΓ(Λ⁻_k) − lnΓ(Λ_k)]
+                    + Σ_w [lnΓ(λ⁻_jw + c_w) − lnΓ(λ⁻_jw)] − [lnΓ(Λ⁻_j + C_n) − lnΓ(Λ⁻_j)].
+
+    A term whose argument does not change (r_nk c below the last bit of λ) is skipped: it is 0. Rows are
+    independent, so the result does not depend on the number of threads.
+    """
+    cdef Py_ssize_t N = resp.shape[0], K = resp.shape[1]
+    cdef Py_ssize_t n, k, e, w
+    cdef int nt = n_threads if n_threads > 0 else 1
+    cdef double length, removed, r, t, t_out, a, a_out, c
+    cdef const double* lam_w
+    cdef const double* r_n
+    cdef double* o
+    with nogil:
+        for n in prange(N, schedule="static", num_threads=nt):
+            o = &out[n, 0]
+            r_n = &resp[n, 0]
+            length = 0.0
+            for e in range(indptr[n], indptr[n + 1]):
+                length = length + data[e]
+            removed = 0.0
+            for k in range(K):
+                t = total[k]
+                t_out = fmax(t - r_n[k] * length, prior_total)
+                if t_out != t:
+                    removed = removed + lgamma(t) - lgamma(t_out)
+                o[k] = -_log_rise(t_out, length)
+            for e in range(indptr[n], indptr[n + 1]):
+                w = indices[e]
+                c = data[e]
+                lam_w = &lam_by_word[w, 0]
+                for k in range(K):
+                    a = lam_w[k]
+                    a_out = fmax(a - r_n[k] * c, lam0)
+                    if a_out != a:
+                        removed = removed + lgamma(a_out) - lgamma(a)
+                    o[k] = o[k] + _log_rise(a_out, c)
+            for k in range(K):
+                o[k] = o[k] + removed
+    return None

@@ -193,6 +193,32 @@ def test_pair_merge_entropy_matches_reference(N, K):
     assert_close(h[:1], kernels.entropy_of(merged))
 
 
+@pytest.mark.parametrize("K", [1, 7, 40])
+def test_mult_reassign_gains_match_reference(K):
+    """Whole counts of 1, 2-16 and above, fractional counts, responsibilities with exact zeros and ones, an
+    empty document, and λ at its floor: the compiled gains equal the NumPy reference, for any thread count."""
+    rng = np.random.default_rng(K)
+    N, V, lam0 = 400, 300, 0.1
+    X = sp.random(N, V, density=0.03, random_state=K, format="csr")
+    X.data = np.ceil(X.data * 5)
+    X.data[::7] = 2.5
+    X.data[::13] = 40.0
+    X = sp.csr_matrix(X.toarray() * (np.arange(N) != 3)[:, None])  # document 3 is empty
+    R = rng.dirichlet(np.full(K, 0.2), size=N)
+    R[R < 1e-3] = 0.0
+    R /= R.sum(axis=1, keepdims=True)
+    R[5] = np.eye(K)[0]
+    lam = lam0 + np.asarray((X.T @ R).T)
+    lam[:, ::5] += rng.random((K, len(range(0, V, 5)))) * 3
+    total = lam.sum(axis=1)
+    want = ref.mult_reassign_gains(X, R, lam, total, lam0, V * lam0)
+    got = kernels.mult_reassign_gains(X, R, lam, total, lam0, V * lam0, n_threads=1)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-9)
+    assert np.array_equal(got, kernels.mult_reassign_gains(X, R, lam, total, lam0, V * lam0, n_threads=2))
+    with pytest.raises(kernels.KernelInputError, match="do not fit"):
+        kernels.mult_reassign_gains(X, R, lam[:, :-1], total, lam0, V * lam0)
+
+
 def test_pair_merge_entropy_bounds():
     # merged entropy ≤ H_a + H_b (the sum is only an upper bound, never the value)
     log_lik, log_prior = make_weights(1000, 8, "unit")

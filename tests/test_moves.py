@@ -17,10 +17,11 @@ from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
-from bnpvi.moves.birth import (FAINT_MASS, BirthMove, cleanup_order, fresh_weights, grouped, partitions_membership, seed_birth,
-                               split, transfer)
+from bnpvi.moves.base import alloc_part
+from bnpvi.moves.birth import (FAINT_MASS, BirthMove, cleanup_order, fresh_weights, grouped, level_value,
+                               partitions_membership, seed_birth, split, transfer)
 from bnpvi.moves.delete import DeleteMove
-from bnpvi.moves.merge import MergeMove, _alloc_part, _merged_data_term, merge_scores
+from bnpvi.moves.merge import MergeMove, _merged_data_term, merge_scores
 from bnpvi.obs import make_obs
 from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
 
@@ -155,7 +156,7 @@ def test_a_merge_candidate_scored_from_its_two_rows_and_the_allocation_summaries
     for a, b in [(0, 1), (2, 5), (1, 4)]:
         merged = stats.merge(a, b, {"H": np.float64(stats["H"][a] + stats["H"][b] - 1.0)})
         assert _merged_data_term(model, stats, a, b) == model.data_terms(merged, [a])[0]
-        part = _alloc_part(model, stats).merge(a, b, {"H": merged["H"][a]})
+        part = alloc_part(model, stats).merge(a, b, {"H": merged["H"][a]})
         assert set(part.fields) == set(merged.fields) - set(model.obs_fields)
         assert model.alloc_value(part) == model.alloc_value(merged)
 
@@ -290,8 +291,13 @@ def test_every_level_of_a_birth_cleanup_gains_what_brute_force_says(family):
     share = proposal_share(model, batch, r[:, target], N, fields)
     membership, node_of = partitions_membership(levels)
     terms = model.alloc.group_terms(proposal, membership) if membership.shape[1] else {}
+    current = model.global_step(stats)
+    run = SimpleNamespace(model=model, globals=current, data_terms=lambda: model.data_terms(stats))
     for level, labels in enumerate(levels):
-        predicted = elbo_of(model, split(stats, target, grouped(fresh, labels, terms, node_of[level])))
+        candidate = grouped(fresh, labels, terms, node_of[level])
+        predicted = elbo_of(model, split(stats, target, candidate))
+        sources = [[k] for k in range(stats.K)] + [[] for _ in range(candidate.K)]
+        assert level_value(run, target, candidate, sources) == pytest.approx(predicted, rel=1e-12)
         groups = np.stack([share[:, labels == g].sum(axis=1) for g in range(int(labels.max()) + 1)], axis=1)
         new = np.concatenate([r, r[:, [target]] * groups], axis=1)
         new[:, target] = 0.0

@@ -77,8 +77,17 @@ class WordCountBatch:
         return self.vocab_size
 
     def csr(self) -> sp.csr_matrix:
-        """The (n_docs, V) sparse count matrix X."""
-        return sp.csr_matrix((self.word_counts, self.word_ids, self.doc_range), shape=(self.n_atoms, self.vocab_size))
+        """The (n_docs, V) sparse count matrix X, sharing the batch's arrays; made once per batch (a move reads
+        the same few documents several times) and not pickled with it. Read-only by contract."""
+        made = self.__dict__.get("_csr")
+        if made is None:
+            made = sp.csr_matrix((self.word_counts, self.word_ids, self.doc_range),
+                                 shape=(self.n_atoms, self.vocab_size))
+            object.__setattr__(self, "_csr", made)
+        return made
+
+    def __getstate__(self) -> dict:
+        return {name: value for name, value in self.__dict__.items() if name != "_csr"}
 
     def tokens(self) -> "WordCountBatch":
         """One row per stored (document, word type) entry, holding that entry's count alone: the atoms
@@ -89,9 +98,14 @@ class WordCountBatch:
 
     def take(self, rows) -> "WordCountBatch":
         """The documents ``rows`` (in that order) as a new batch."""
-        sub = self.csr()[np.asarray(rows, dtype=np.intp)]
-        return WordCountBatch(sub.indices.astype(np.int32), sub.data.astype(np.float64),
-                              sub.indptr.astype(np.int64), self.vocab_size)
+        rows = np.asarray(rows, dtype=np.intp).reshape(-1)
+        starts = self.doc_range[rows]
+        lengths = self.doc_range[rows + 1] - starts
+        doc_range = np.zeros(rows.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=doc_range[1:])
+        entries = np.arange(int(doc_range[-1]), dtype=np.int64) + np.repeat(starts - doc_range[:-1], lengths)
+        return WordCountBatch(self.word_ids[entries].astype(np.int32, copy=False),
+                              self.word_counts[entries].astype(np.float64, copy=False), doc_range, self.vocab_size)
 
     @staticmethod
     def concat(batches: list["WordCountBatch"]) -> "WordCountBatch":

@@ -48,6 +48,7 @@ __all__ = [
     "KernelInputError",
     "dense_local_step",
     "entropy_of",
+    "mult_reassign_gains",
     "pair_logdets",
     "pair_merge_entropy",
     "quad_argmax",
@@ -233,6 +234,42 @@ def entropy_of(resp: np.ndarray, *, out=None, n_threads=None) -> np.ndarray:
     if bad >= 0:
         raise KernelInputError(f"resp row {bad} has a negative, NaN or infinite entry: {_row_preview(resp[bad])}")
     return entropy
+
+
+def mult_reassign_gains(X, resp: np.ndarray, lam: np.ndarray, total: np.ndarray, lam0: float, prior_total: float,
+                        *, n_threads=None) -> np.ndarray:
+    """(N, K) change of Σ_k L_data,k* of a Dirichlet-multinomial mixture when document n's responsibilities
+    become a one-hot on cluster j, for every n and j (the reassign move's gains, ``Mult.reassign_gains``;
+    NumPy reference ``bnpvi.kernels.reference.mult_reassign_gains``).
+
+    Parameters
+    ----------
+    X : (N, V) scipy CSR matrix of non-negative float64 counts
+    resp : (N, K) ndarray of float64, C-contiguous
+        The documents' responsibilities r_n (included in ``lam``).
+    lam : (K, V) ndarray of float64, any layout
+        λ_kv = λ̄ + S_kv, the clusters' posterior pseudo-counts (V: the columns ``X`` uses; a caller may
+        pass the words of its documents only, renumbered).
+    total : (K,) ndarray of float64
+        Σ_v λ_kv over the whole vocabulary.
+    lam0, prior_total : float
+        λ̄ and Vλ̄: the floors of λ and of Σ_v λ_kv once a document is taken out.
+    n_threads : int, optional
+        See :func:`dense_local_step`.
+    """
+    _check_resp(resp)
+    if not isinstance(lam, np.ndarray) or lam.dtype != np.float64 or lam.ndim != 2:
+        raise KernelInputError("lam must be a 2-D float64 numpy.ndarray (any layout: it is read by word)")
+    N, K = resp.shape
+    if X.shape[0] != N or lam.shape != (K, X.shape[1]) or np.shape(total) != (K,):
+        raise KernelInputError(f"X {X.shape}, resp {resp.shape}, lam {lam.shape} and total {np.shape(total)} "
+                               "do not fit together")
+    out = np.empty((N, K))
+    nt = _threads(n_threads, X.nnz * K)
+    _ext.mult_reassign_gains(X.indptr.astype(np.int64), X.indices.astype(np.int64),
+                             np.ascontiguousarray(X.data, dtype=np.float64), resp, np.ascontiguousarray(lam.T),
+                             np.ascontiguousarray(total, dtype=np.float64), float(lam0), float(prior_total), out, nt)
+    return out
 
 
 def pair_merge_entropy(resp: np.ndarray, pairs: np.ndarray, *, out=None, n_threads=None) -> np.ndarray:

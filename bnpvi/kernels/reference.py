@@ -9,11 +9,13 @@ with a non-finite ``log_norm`` / entropy instead of raising.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.special import gammaln
 
 from bnpvi.kernels.features import n_quad_features
 
-__all__ = ["dense_local_step", "doc_topic_step", "entropy_of", "forward_backward", "pair_merge_entropy",
-           "pair_logdets", "quad_argmax", "quad_features", "sparse_local_step", "viterbi"]
+__all__ = ["dense_local_step", "doc_topic_step", "entropy_of", "forward_backward", "mult_reassign_gains",
+           "pair_merge_entropy", "pair_logdets", "quad_argmax", "quad_features", "sparse_local_step", "viterbi"]
 
 
 def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray):
@@ -528,3 +530,30 @@ def quad_argmax(Y: np.ndarray, weights: np.ndarray, const: np.ndarray) -> np.nda
     """argmax_k f(y_n)·W_k + c_k in float64 over the quadratic features f (ties to the first)."""
     linear = weights.shape[0] > Y.shape[1] * (Y.shape[1] + 1) // 2
     return np.argmax(quad_features(Y, linear) @ weights + const, axis=1)
+
+
+def mult_reassign_gains(X, R: np.ndarray, lam: np.ndarray, total: np.ndarray, lam0: float,
+                        prior_total: float) -> np.ndarray:
+    """(N, K) change of Σ_k L_data,k* of a Dirichlet-multinomial mixture when document n's responsibilities
+    r_n (rows of ``R``) become a one-hot on cluster j: documents ``X`` (CSR counts), λ = ``lam`` (K, V) the
+    posterior pseudo-counts with row sums ``total``, λ̄ = ``lam0`` and Vλ̄ = ``prior_total`` (see ``bnpvi.kernels.mult_reassign_gains``),
+    in blocks of rows of at most 2²¹ (entry, cluster) values."""
+    out = np.empty(R.shape)
+    step = max(1, (1 << 21) // max(1, lam.shape[0] * max(1, X.nnz // max(1, X.shape[0]))))
+    for lo in range(0, X.shape[0], step):
+        rows = X[lo:lo + step]
+        r = R[lo:lo + step]
+        entry_row = np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
+        c = rows.data[:, None]
+        a = lam[:, rows.indices].T  # (nnz, K) λ_kw of each entry
+        a_out = np.maximum(a - r[entry_row] * c, lam0)
+        length = np.asarray(rows.sum(axis=1)).ravel()[:, None]
+        t_out = np.maximum(total[None, :] - r * length, prior_total)
+        per_row = sp.csr_matrix((np.ones(rows.nnz), np.arange(rows.nnz), rows.indptr),
+                                shape=(rows.shape[0], rows.nnz))
+        removed = (np.asarray(per_row @ (gammaln(a_out) - gammaln(a))).sum(axis=1)
+                   - (gammaln(t_out) - gammaln(total[None, :])).sum(axis=1))
+        added = np.asarray(per_row @ (gammaln(a_out + c) - gammaln(a_out))) - (gammaln(t_out + length)
+                                                                             - gammaln(t_out))
+        out[lo:lo + step] = removed[:, None] + added
+    return out

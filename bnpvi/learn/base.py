@@ -145,9 +145,23 @@ class Algorithm(ABC):
         self.globals = model.restore(self.globals.stats, self.globals.alloc)
         return True
 
+    def _of_globals(self, name: str, make):
+        """``make()``, made once per globals and model (each move asks for the current ELBO and data terms)."""
+        made = self.__dict__.get(name)
+        if made is None or made[0] is not self.globals or made[1] is not self.model:
+            made = (self.globals, self.model, make())
+            self.__dict__[name] = made
+        return made[2]
+
     def elbo(self) -> float:
         """The ELBO of the current globals at the summaries they were made from."""
-        return self.model.elbo(self.globals.stats, self.globals)
+        return self._of_globals("_elbo", lambda: self.model.elbo(self.globals.stats, self.globals))
+
+    def data_terms(self) -> np.ndarray:
+        """L_data,k* of every current cluster (``Model.data_terms``): the part of the current ELBO that a move
+        which changes a few clusters keeps for all the others."""
+        return self._of_globals("_data_terms", lambda: self.model.data_terms(self.globals.stats,
+                                                                               post=self.globals.obs))
 
     def evaluate(self, stats: SuffStats, sources) -> tuple[float, object]:
         """ELBO and globals of candidate summaries whose clusters come from ``sources`` (see ``SuffStats.remap``)."""

@@ -41,6 +41,14 @@ def faint_stats(model, held: SuffStats, atoms, r_scored: np.ndarray) -> SuffStat
     return held - model.summarize(atoms, Local(scored))
 
 
+def alloc_part(model, stats: SuffStats) -> SuffStats:
+    """The allocation model's summaries of ``stats`` (every field but the observation family's; no copies):
+    with the data terms of the clusters a move changes, all that its candidate's ELBO needs
+    (``Model.alloc_value``)."""
+    names = [name for name in stats.specs if name not in model.obs_fields]
+    return SuffStats(stats.select(names), {name: stats.specs[name] for name in names})
+
+
 def per_lap(limit, cap: int | None) -> int:
     """A move's proposals per lap: its config's ``limit``, at most the allocation model's ``cap`` (None: no cap)."""
     return int(limit) if cap is None else min(int(limit), cap)

@@ -26,7 +26,7 @@ from abc import abstractmethod
 import numpy as np
 
 from bnpvi.alloc.base import Local
-from bnpvi.moves.base import FAINT_MASS, Edit, Move, accepts, faint_stats, ordered_sum, per_lap
+from bnpvi.moves.base import FAINT_MASS, Edit, Move, accepts, alloc_part, faint_stats, ordered_sum, per_lap
 from bnpvi.moves.history import FailureLog
 from bnpvi.obs.bregman import hard_summaries, kmeans, kmeanspp_seeds
 from bnpvi.stats import Responsibilities, SuffStats
@@ -215,6 +215,20 @@ def split(stats: SuffStats, target: int, new: SuffStats) -> SuffStats:
     K = stats.K
     emptied = stats.remap([[k] if k != target else [] for k in range(K)] + [[] for _ in range(new.K)])
     return emptied.with_clusters(np.arange(K, K + new.K), new)
+
+
+def level_value(run, target: int, fresh: SuffStats, sources: list) -> float:
+    """The whole-data ELBO of the current summaries with cluster ``target`` replaced by ``fresh`` (``split``),
+    at the candidate's global step: the data terms of the clusters left alone are the current ones
+    (Hughes 2016 thesis Eq. 3.24: one term per cluster), so only the fresh clusters' are computed, and the
+    allocation part is evaluated on the allocation summaries alone. ``run.evaluate`` of the candidate up to
+    the order of the additions, without copying the family's summaries of the other clusters."""
+    model, stats = run.model, run.globals.stats
+    data = run.data_terms()
+    kept = float(np.sum(np.delete(data, target)))
+    candidate = split(alloc_part(model, stats), target, alloc_part(model, fresh))
+    warm = model.alloc.warm_start(run.globals.alloc, sources)
+    return kept + float(np.sum(model.data_terms(fresh))) + model.alloc_value(candidate, warm)
 
 
 class TargetedBirths(Move):
@@ -532,13 +546,16 @@ class BirthMove(LapBirths):
             current = run.elbo()
             best = None
             for level, labels in enumerate(levels):
-                candidate = split(stats, target, grouped(total, labels, terms, node_of[level]))
-                sources = [[k] for k in range(stats.K)] + [[] for _ in range(int(labels.max()) + 1)]
-                value, globals_ = run.evaluate(candidate, sources)
+                fresh = grouped(total, labels, terms, node_of[level])
+                sources = [[k] for k in range(stats.K)] + [[] for _ in range(fresh.K)]
+                value = level_value(run, target, fresh, sources)
                 if best is None or value > best[0]:
-                    best = (value, level, sources, globals_)
-            value, level, sources, globals_ = best
+                    best = (value, level, sources, fresh)
+            value, level, sources, fresh = best
             gain = value - current
+            if accepts(gain, current):  # confirmed by the candidate's own global step, which acceptance installs
+                value, globals_ = run.evaluate(split(stats, target, fresh), sources)
+                gain = value - current
             accepted = accepts(gain, current)
             labels, nodes = levels[level], node_of[level]
             if accepted:

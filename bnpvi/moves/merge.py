@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
+from bnpvi.moves.base import Edit, Move, accepts, alloc_part, ordered_sum
 from bnpvi.moves.history import FailureLog
 from bnpvi.stats import SuffStats
 
@@ -202,7 +202,7 @@ class MergeMove(Move):
             a, b = run.ids.positions(self.pair_uids[m])
             values = tracked_values(totals, m, a, b)[0]
             merged_data = data_total - data[a] - data[b] + _merged_data_term(run.model, run.globals.stats, a, b)
-            stats = _alloc_part(run.model, run.globals.stats).merge(a, b, values)
+            stats = alloc_part(run.model, run.globals.stats).merge(a, b, values)
             warm = run.model.alloc.warm_start(run.globals.alloc, _merge_sources(run.globals.K, a, b))
             if run.model.alloc.warm_is_params:  # the gain where the global step starts bounds it from below
                 at_start = merged_data + run.model.alloc.elbo(stats, warm) - current
@@ -210,7 +210,7 @@ class MergeMove(Move):
                     return at_start, False
             return merged_data + run.model.alloc_value(stats, warm) - current, True
 
-        data = run.model.data_terms(run.globals.stats)
+        data = run.data_terms()
         data_total, current = float(np.sum(data)), run.elbo()
         scored = [gain_of(m) for m in range(self.pair_uids.shape[0])]
         gains = np.array([gain for gain, _ in scored])
@@ -233,7 +233,7 @@ class MergeMove(Move):
                 run.apply(Edit(sources, lambda i, cache, a=a, b=b: cache.merge(a, b, per_batch[i]), globals_))
                 schedule.changed |= {ua, ub}
                 groups = [sum((groups[k] for k in src), []) for src in sources]
-                data = run.model.data_terms(run.globals.stats)
+                data = run.data_terms()
                 data_total, current, unchanged = float(np.sum(data)), run.elbo(), False
             self.failures.record((ua, ub), accepted, sizes)
             schedule.event(self.name, f"{ua}+{ub}", gain, accepted, exact=exact)
@@ -257,12 +257,6 @@ def _allowed_pairs(uids: np.ndarray, excluded: set[int]) -> np.ndarray:
     a, b = np.triu_indices(uids.shape[0], k=1)
     keep = free[a] & free[b]
     return np.stack([a[keep], b[keep]], axis=1)
-
-
-def _alloc_part(model, stats: SuffStats) -> SuffStats:
-    """The allocation model's summaries of ``stats`` (every field but the observation family's; no copies)."""
-    names = [name for name in stats.specs if name not in model.obs_fields]
-    return SuffStats(stats.select(names), {name: stats.specs[name] for name in names})
 
 
 def _merged_data_term(model, stats: SuffStats, a: int, b: int) -> float:

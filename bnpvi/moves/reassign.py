@@ -75,48 +75,57 @@ def entropy_term(R: np.ndarray) -> np.ndarray:
     return xlogy(R, R).sum(axis=1)
 
 
-def exact_gains(model, stats: SuffStats, atom, r: np.ndarray) -> np.ndarray:
-    """(K,) exact ΔL_nj of one atom (module docstring) under the summaries ``stats``."""
-    K = stats.K
-    N = np.maximum(stats.N, 0.0)
-    data = model.obs.reassign_gains(N, stats.select(model.obs_fields), atom, r[None, :])[0]
+def exact_gains(model, N: np.ndarray, fields: dict, atom, r: np.ndarray) -> np.ndarray:
+    """(K,) exact ΔL_nj of one atom (module docstring) under the whole-data counts ``N`` and the family's
+    summaries ``fields``."""
+    K = N.shape[0]
+    N = np.maximum(N, 0.0)
+    data = model.obs.reassign_gains(N, fields, atom, r[None, :])[0]
     moved = np.maximum(N - r, 0.0)[None, :] + np.eye(K)
     alloc = model.alloc.log_marginal(moved) - model.alloc.log_marginal(N)
     return data + alloc + entropy_term(r[None, :])[0]
 
 
-def atom_change(model, atom, r: np.ndarray, j: int) -> SuffStats:
-    """The summaries of one atom with a one-hot on j minus its summaries with responsibilities r."""
-    K = r.shape[0]
-    onehot = np.zeros((1, K))
-    onehot[0, j] = 1.0
-    return (model.summarize(atom, Local(Responsibilities(onehot, K)))
-            - model.summarize(atom, Local(Responsibilities(np.ascontiguousarray(r[None, :]), K))))
+def batch_change(model, tracked: dict, moved: list[tuple[int, int]]) -> SuffStats:
+    """The summaries of a batch's moved atoms (``moved``: (tracked atom, new cluster)) with one-hots on their
+    new clusters, minus their summaries with their tracked responsibilities: the change of that batch's
+    memo cache."""
+    picks = np.array([i for i, _ in moved], dtype=np.intp)
+    atoms, R = tracked["atoms"].take(picks), np.ascontiguousarray(tracked["resp"][picks])
+    K = R.shape[1]
+    onehot = Responsibilities.one_hot(np.array([j for _, j in moved], dtype=np.int64), K)
+    return model.summarize(atoms, Local(onehot)) - model.summarize(atoms, Local(Responsibilities(R, K)))
 
 
 def greedy_moves(model, stats: SuffStats, tracked: dict) -> tuple[list, dict]:
     """The tracked atoms, best screened gain first, each moved to its best other cluster while its exact
-    ΔL_nj on the summaries updated by every earlier move is positive (module docstring).
+    ΔL_nj on the summaries updated by every earlier move is positive (module docstring). Those running
+    summaries are a copy of N and the family's summaries that each move updates in place
+    (``ObsFamily.add_weighted``).
 
-    Returns the moves as (batch, atom of the batch, new cluster) and, per batch, the summary change of
-    each moved atom (:func:`atom_change`).
+    Returns the moves as (batch, atom of the batch, new cluster) and, per batch with moves, the change of
+    its summaries (:func:`batch_change`).
     """
     items = [(float(t["gain"][i]), b, i) for b, t in sorted(tracked.items()) for i in range(len(t["rows"]))]
     items.sort(key=lambda item: -item[0])  # stable: ties keep batch, then screening order
-    moves, changes = [], {}
+    N = np.array(stats.N, dtype=np.float64)
+    fields = {name: np.array(v, dtype=np.float64) for name, v in stats.select(model.obs_fields).items()}
+    moves, moved = [], {}
     for _, b, i in items:
         t = tracked[b]
         atom, r = t["atoms"].take([i]), t["resp"][i]
-        gains = exact_gains(model, stats, atom, r)
+        gains = exact_gains(model, N, fields, atom, r)
         gains[int(np.argmax(r))] = -np.inf
         j = int(np.argmax(gains))
         if not accepts(float(gains[j]), 0.0):
             continue
-        change = atom_change(model, atom, r, j)
-        stats = stats + change
-        changes.setdefault(b, []).append(change)
+        change = -r
+        change[j] += 1.0
+        model.obs.add_weighted(fields, atom, change[None, :])
+        N += change
+        moved.setdefault(b, []).append((i, j))
         moves.append((b, int(t["rows"][i]), j))
-    return moves, changes
+    return moves, {b: batch_change(model, tracked[b], pairs) for b, pairs in moved.items()}
 
 
 class ReassignMove(Move):
@@ -172,11 +181,10 @@ class ReassignMove(Move):
             return  # not tracked, or another move changed the clusters: the tracked r_n no longer fit the caches
         self.tried, self.accepted_last = True, False
         self.check_complete(run, self.tracked, "reassign candidates")
-        self.moved, changes = greedy_moves(run.model, run.globals.stats, self.tracked)
+        self.moved, delta = greedy_moves(run.model, run.globals.stats, self.tracked)
         moved = len(self.moved)
         if moved == 0:
             return
-        delta = {b: ordered_sum(v) for b, v in changes.items()}
         candidate = run.globals.stats + ordered_sum(delta[b] for b in sorted(delta))
         current = run.elbo()
         sources = [[k] for k in range(candidate.K)]

@@ -127,6 +127,14 @@ class ObsFamily(ABC):
         ``stats`` (which include atom n with ``resp[n]``); see ``bnpvi.moves.reassign``."""
         raise NotImplementedError(f"obs={self.name} has no single-atom reassignment gains")
 
+    def add_weighted(self, stats: dict[str, np.ndarray], batch, weights: np.ndarray) -> None:
+        """``stats`` += the family's summaries of ``batch`` at (signed) per-atom weights ``weights`` (N_atoms, K),
+        in place: the reassign move keeps a running copy of the whole-data summaries as it moves atoms one
+        at a time. Families whose summaries of a few atoms touch few entries (``Mult``) override it."""
+        for name, value in self.summarize(batch, Responsibilities(np.asarray(weights, dtype=np.float64),
+                                                                  weights.shape[1])).items():
+            stats[name] += value
+
     @abstractmethod
     def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
         """(K,) KL(q_k ‖ p_k) between two posteriors of this family."""

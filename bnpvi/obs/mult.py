@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
 from bnpvi.errors import BnpviError, check_int, check_number
+from bnpvi.kernels import mult_reassign_gains
 from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
 from bnpvi.special import dirichlet_log_density, dirichlet_mode
 from bnpvi.stats.resp import Responsibilities
@@ -45,8 +46,6 @@ def clip_stats(S) -> np.ndarray:
     return np.maximum(np.asarray(S, dtype=np.float64), 0.0)
 
 
-REASSIGN_BLOCK = 1 << 21
-"""(entry, cluster) values of ``Mult.reassign_gains`` computed at a time (16 MB per temporary)."""
 
 
 class Mult(ObsFamily):
@@ -154,6 +153,13 @@ class Mult(ObsFamily):
         S = X.T @ resp.matrix()
         return {"S": np.ascontiguousarray((S.toarray() if sp.issparse(S) else S).T)}
 
+    def add_weighted(self, stats: dict[str, np.ndarray], batch, weights: np.ndarray) -> None:
+        """S += (Xᵀ W)ᵀ in place, on the columns of the words the documents contain only (O(K · their words))."""
+        X = self._counts(batch)
+        words, column = np.unique(X.indices, return_inverse=True)
+        compact = sp.csr_matrix((X.data, column.ravel(), X.indptr), shape=(X.shape[0], words.size))
+        stats["S"][:, words] += np.asarray(compact.T @ np.asarray(weights, dtype=np.float64)).T
+
     def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
         """q(μ_k) = Dir(λ̂_k), λ̂_kv = λ̄ + S_kv (N is not used).
 
@@ -211,32 +217,15 @@ class Mult(ObsFamily):
 
         the second part the Pólya-urn predictive log probability of the document's words
         under cluster j without it. Only the document's own words enter, so the cost is
-        O(nnz · K), in blocks of rows of at most ``REASSIGN_BLOCK`` (entry, cluster) values. N is not used.
+        O(nnz · K), compiled (``bnpvi.kernels.mult_reassign_gains``). N is not used.
         """
         X = self._counts(batch)
-        R = np.asarray(resp, dtype=np.float64)
-        lam = self.lam + clip_stats(stats["S"])  # (K, V)
-        total = lam.sum(axis=1)
-        prior_total = self.V * self.lam
-        out = np.empty(R.shape)
-        step = max(1, REASSIGN_BLOCK // max(1, lam.shape[0] * max(1, X.nnz // max(1, X.shape[0]))))
-        for lo in range(0, X.shape[0], step):
-            rows = X[lo:lo + step]
-            r = R[lo:lo + step]
-            entry_row = np.repeat(np.arange(rows.shape[0]), np.diff(rows.indptr))
-            c = rows.data[:, None]
-            a = lam[:, rows.indices].T  # (nnz, K) λ_kw of each entry
-            a_out = np.maximum(a - r[entry_row] * c, self.lam)
-            length = np.asarray(rows.sum(axis=1)).ravel()[:, None]
-            t_out = np.maximum(total[None, :] - r * length, prior_total)
-            per_row = sp.csr_matrix((np.ones(rows.nnz), np.arange(rows.nnz), rows.indptr),
-                                    shape=(rows.shape[0], rows.nnz))
-            removed = (np.asarray(per_row @ (gammaln(a_out) - gammaln(a))).sum(axis=1)
-                       - (gammaln(t_out) - gammaln(total[None, :])).sum(axis=1))
-            added = np.asarray(per_row @ (gammaln(a_out + c) - gammaln(a_out))) - (gammaln(t_out + length)
-                                                                                 - gammaln(t_out))
-            out[lo:lo + step] = removed[:, None] + added
-        return out
+        S = stats["S"]
+        words, column = np.unique(X.indices, return_inverse=True)  # only these columns of λ are read
+        compact = sp.csr_matrix((X.data, column.ravel(), X.indptr), shape=(X.shape[0], words.size))
+        total = self.V * self.lam + clip_stats(S).sum(axis=1)
+        return mult_reassign_gains(compact, np.asarray(resp, dtype=np.float64), self.lam + clip_stats(S[:, words]),
+                                   total, self.lam, self.V * self.lam)
 
     def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
         """(K,) KL(Dir(λ_q) ‖ Dir(λ_p)) = c_Dir(λ_q) − c_Dir(λ_p) + Σ_v (λ_qv − λ_pv) E_q ln μ_v."""
