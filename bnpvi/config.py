@@ -351,7 +351,8 @@ class BirthConfig:
 
     start_lap: int = key("first lap with births")
     stop_lap: Optional[int] = key("last lap with births (null: no limit)", default=None)
-    max_per_lap: int = key("births proposed per lap (distinct targets; HMMs: at most 3, spread over the batches)")
+    max_per_lap: int = key("births proposed per lap (distinct targets; topic models: at most 6, HMMs: at most 3, "
+                           "spread over the batches)")
     n_new: int = key("J': fresh clusters per birth (fewer if the target has little data)")
     min_batch_mass: float = key("skip targets with less mass N_bk in the batch")
     eps: float = key("atoms with r_nk > eps form the k-means subset")

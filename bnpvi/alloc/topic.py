@@ -347,6 +347,10 @@ class HDPTopicAlloc(TopicAlloc):
     # Each tracked delete costs a local step over the corpus, and an accepted one voids the others: on the
     # wiki corpus tracking one per lap instead of three gave the same run (every decision) 13 % faster.
     deletes_per_lap = 1
+    # A topic birth re-runs the document step of its target's documents in every batch: on debian/long six a
+    # lap already took 345-506 s per 20-lap run from one topic (docs/births.md), so topics keep six places
+    # where mixtures, whose births cost a fraction of their lap, take more.
+    births_per_lap = 6
     warm_is_params = True  # warm_start gives sticks (ρ, ω), all the global parameters; optimize never lowers f
 
     def __init__(self, gamma: float = 10.0, alpha: float = 0.5, learn_alpha: bool = False, **local):

@@ -527,7 +527,8 @@ class BirthMove(LapBirths):
                      for uid in self.target_uids]
 
     def decide(self, run, schedule) -> None:
-        """Judge each birth at every level of its cleanup order, exactly; keep the best level if it gains."""
+        """Judge each birth at every level of its cleanup order, exactly (``level_value``; the best level's gain
+        confirmed by the candidate's own global step before it is accepted); keep the best level if it gains."""
         if self.active(schedule.lap):
             self.stuck += 1
         if not self.target_uids.size:
