@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import dask
 import distributed
 from hydra import compose, initialize_config_module
 from threadpoolctl import threadpool_limits
@@ -152,8 +153,11 @@ def section_overhead(args, tmp: Path) -> None:
     base = [*points_base(path), f"alg.n_laps={args.laps}"]
     with threadpool_limits(limits=1):
         for workers in (1, 2):
-            with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None,
-                                          silence_logs=logging.ERROR) as cluster, \
+            # the workers the runner's own LocalCluster starts (alg.workers): capped BLAS/OpenMP threads, no profiler
+            with dask.config.set({"distributed.nanny.pre-spawn-environ": dask_pool.worker_environment(),
+                                  "distributed.worker.profile.enabled": False}), \
+                    distributed.LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None,
+                                             silence_logs=logging.ERROR) as cluster, \
                     distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:
                 run = tmp / f"overhead-{workers}"
                 runner.train(config(*base, f"alg.scheduler={cluster.scheduler_address}",
