@@ -1,6 +1,7 @@
 """Reassign moves (bnpvi.moves.reassign): exact single-document gains against brute force, the state an
 accepted reassignment installs, and a resumed run that carries one in flight."""
 import logging
+import warnings
 
 import numpy as np
 import pytest
@@ -61,6 +62,25 @@ def test_exact_gain_equals_the_brute_force_elbo_difference(family, sparse_L):
             assert predicted[j] == pytest.approx(brute, rel=1e-7, abs=1e-7 * abs(base)), (n, j)
             checked += 1
     assert checked >= 5 * r.shape[1]
+
+
+def test_gauss_gains_of_a_point_its_cluster_holds_less_of_are_minus_inf_without_a_warning():
+    """The screening's responsibilities (a new local step) against the previous aggregate: cluster 0 holds 0.3
+    of point 0, which now gives it all of its mass; the gains cannot be made, so they are −inf, silently."""
+    model, batch, r = soft("gauss", None)
+    old = r.copy()
+    old[:, 0] = 0.0
+    old /= old.sum(axis=1, keepdims=True)
+    old[0] = 0.0
+    old[0, :2] = 0.3, 0.7
+    stats = brute_stats(model, batch, old)
+    new = np.zeros((2, r.shape[1]))
+    new[0, 0] = 1.0
+    new[1] = old[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gains = model.obs.reassign_gains(stats.N, stats.select(model.obs_fields), batch.take([0, 1]), new)
+    assert np.all(gains[0] == -np.inf) and np.all(np.isfinite(gains[1]))
 
 
 @pytest.mark.parametrize("family", REASSIGNING)

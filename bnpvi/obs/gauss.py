@@ -172,6 +172,11 @@ class Gauss(ObsFamily):
         by the matrix determinant lemma ln|B̂| grows by ln(1 + κ̂ w/(κ̂ + w) · (y − μ̂)ᵀ B̂⁻¹ (y − μ̂)) and
         :meth:`log_marginal` by Δ_k(w) in closed form. The move takes r_nk from every cluster and then
         gives cluster j the whole point: Σ_k Δ_k(−r_nk) + Δ_j(1 − r_nj) − Δ_j(−r_nj). O(N K D²).
+
+        The formula needs summaries that hold the point at weights ``resp``. The reassign move's screening
+        passes the responsibilities of a new local step with the aggregate of the lap before, and a cluster
+        can then hold less of the point than r_nk (κ̂ − r_nk ≤ 0, or a determinant ratio ≤ 0). Such a
+        point's gains are −inf, so the move does not try it: no value would be right.
         """
         N = W.counts(N)
         post = self.posterior(N, stats)
@@ -185,8 +190,10 @@ class Gauss(ObsFamily):
             return (-0.5 * D * W.LOG_2PI * w + 0.5 * w * D * W.LOG_2 - 0.5 * (nu + w) * grown + 0.5 * nu * logdet
                     + multigamma_change(nu, w, D) + 0.5 * D * np.log(kappa / (kappa + w)))
 
-        removed = change(-R)
-        return removed.sum(axis=1, keepdims=True) + change(1.0 - R) - removed
+        with np.errstate(invalid="ignore", divide="ignore"):
+            removed = change(-R)
+            gains = removed.sum(axis=1, keepdims=True) + change(1.0 - R) - removed
+        return np.where(np.isnan(gains), -np.inf, gains)
 
     def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
         """KL(q ‖ p) = KL_W(ν_q, B_q ‖ ν_p, B_p) + ½[Dκ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p ν_q δᵀB_q⁻¹δ], δ = m_q − m_p."""
