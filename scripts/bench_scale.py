@@ -33,7 +33,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import dask
 import distributed
 from hydra import compose, initialize_config_module
 from threadpoolctl import threadpool_limits
@@ -85,8 +84,8 @@ def one_by_two(row: str) -> Iterator[list[str]]:
     if not row.startswith("1 worker"):
         yield []
         return
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None,
-                                  silence_logs=logging.ERROR) as cluster:
+    with dask_pool.worker_settings(), distributed.LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address=None,
+                                                               silence_logs=logging.ERROR) as cluster:
         yield [f"alg.scheduler={cluster.scheduler_address}"]
 
 
@@ -153,9 +152,8 @@ def section_overhead(args, tmp: Path) -> None:
     base = [*points_base(path), f"alg.n_laps={args.laps}"]
     with threadpool_limits(limits=1):
         for workers in (1, 2):
-            # the workers the runner's own LocalCluster starts (alg.workers): capped BLAS/OpenMP threads, no profiler
-            with dask.config.set({"distributed.nanny.pre-spawn-environ": dask_pool.worker_environment(),
-                                  "distributed.worker.profile.enabled": False}), \
+            # workers as the runner's own LocalCluster starts them (alg.workers)
+            with dask_pool.worker_settings(), \
                     distributed.LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None,
                                              silence_logs=logging.ERROR) as cluster, \
                     distributed.Client(cluster) as client, distributed.get_task_stream(client) as stream:

@@ -146,6 +146,12 @@ class Mult(ObsFamily):
                                  f"(row {getattr(batch, 'start', 0) + row} of the data) has {X.data[bad][0]!r}")
         return X
 
+    def _compact_counts(self, batch) -> tuple[np.ndarray, sp.csr_matrix]:
+        """The word ids the batch's documents contain, and its count matrix on those columns alone (renumbered)."""
+        X = self._counts(batch)
+        words, column = np.unique(X.indices, return_inverse=True)
+        return words, sp.csr_matrix((X.data, column.ravel(), X.indptr), shape=(X.shape[0], words.size))
+
     # ------------------------------------------------------------ summaries
     def summarize(self, batch, resp: Responsibilities) -> dict[str, np.ndarray]:
         """S_kv = Σ_n r_nk x_nv, i.e. S = (Xᵀ r)ᵀ as one sparse-dense product."""
@@ -155,9 +161,7 @@ class Mult(ObsFamily):
 
     def add_weighted(self, stats: dict[str, np.ndarray], batch, weights: np.ndarray) -> None:
         """S += (Xᵀ W)ᵀ in place, on the columns of the words the documents contain only (O(K · their words))."""
-        X = self._counts(batch)
-        words, column = np.unique(X.indices, return_inverse=True)
-        compact = sp.csr_matrix((X.data, column.ravel(), X.indptr), shape=(X.shape[0], words.size))
+        words, compact = self._compact_counts(batch)
         stats["S"][:, words] += np.asarray(compact.T @ np.asarray(weights, dtype=np.float64)).T
 
     def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
@@ -219,10 +223,8 @@ class Mult(ObsFamily):
         under cluster j without it. Only the document's own words enter, so the cost is
         O(nnz · K), compiled (``bnpvi.kernels.mult_reassign_gains``). N is not used.
         """
-        X = self._counts(batch)
         S = stats["S"]
-        words, column = np.unique(X.indices, return_inverse=True)  # only these columns of λ are read
-        compact = sp.csr_matrix((X.data, column.ravel(), X.indptr), shape=(X.shape[0], words.size))
+        words, compact = self._compact_counts(batch)  # only these columns of λ are read
         total = self.V * self.lam + clip_stats(S).sum(axis=1)
         return mult_reassign_gains(compact, np.asarray(resp, dtype=np.float64), self.lam + clip_stats(S[:, words]),
                                    total, self.lam, self.V * self.lam)
