@@ -28,6 +28,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from bnpvi.errors import BnpviError
+from bnpvi.learn.allocator import reuse_freed_memory
 from bnpvi.learn.pool import BatchJob
 from bnpvi.learn.work import BatchResult, process_batch
 
@@ -46,8 +47,8 @@ in one round trip); larger ones are scattered to the workers first (one more rou
 scheduler: the topics of a topic model are megabytes)."""
 ACTOR_SECONDS = [0.0]
 """Seconds this process's actors have spent on batches (a worker's running total, :func:`actor_seconds`)."""
-THREAD_CAP = "bnpvi-thread-cap"
-"""The name of the :class:`ThreadCap` plugin on the workers."""
+WORKER_SETUP = "bnpvi-worker-setup"
+"""The name of the :class:`WorkerSetup` plugin on the workers."""
 
 _read_lock = threading.Lock()  # the threads of one worker share its handle of the store
 
@@ -58,23 +59,12 @@ def globals_bytes(globals_) -> int:
     return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
 
 
-def worker_environment() -> dict:
-    """Dask's environment for new worker processes without its ``MALLOC_TRIM_THRESHOLD_``: a fixed trim
-    threshold turns off glibc's adaptive mmap threshold, so every large temporary of a batch's local step is
-    mapped and faulted in anew (a batch of 10,000 16-D points at K = 25 took 24 ms in a worker instead of
-    13 ms in the driver; 16 ms without it)."""
-    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}))
-    env.pop("MALLOC_TRIM_THRESHOLD_", None)
-    return env
-
-
 def worker_settings():
-    """Dask's settings for the worker processes of a local cluster, as a context to start it in: the environment
-    of :func:`worker_environment`, and no statistical profiler (sampling the workers' stacks every 10 ms takes
-    the GIL from the batch work: 400,000 16-D points in 40 batches, 2 workers: 0.46-0.51 s per lap, not
-    0.56-0.57)."""
-    return dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environment(),
-                            "distributed.worker.profile.enabled": False})
+    """Dask's settings for the worker processes of a local cluster, as a context to start it in: no statistical
+    profiler (sampling the workers' stacks every 10 ms takes the GIL from the batch work: 400,000 16-D points
+    in 40 batches, 2 workers: 0.46-0.51 s per lap, not 0.56-0.57). Their allocator is set by
+    :class:`WorkerSetup`, on workers started elsewhere too."""
+    return dask.config.set({"distributed.worker.profile.enabled": False})
 
 
 def available_cores() -> int:
@@ -124,10 +114,13 @@ def read_first_batch(store) -> None:
         store.read_batch(0)
 
 
-class ThreadCap(distributed.WorkerPlugin):
-    """Caps a worker's BLAS and OpenMP threads at its number of task threads (also on a restarted worker)."""
+class WorkerSetup(distributed.WorkerPlugin):
+    """Caps a worker's BLAS and OpenMP threads at its number of task threads, and holds its allocator to reuse
+    freed memory (:mod:`bnpvi.learn.allocator`: Dask's fixed ``MALLOC_TRIM_THRESHOLD_`` made a batch's
+    temporaries be faulted in anew each time); also on a restarted worker."""
 
     def setup(self, worker) -> None:
+        reuse_freed_memory()
         self.limits = threadpool_limits(limits=worker.state.nthreads)
 
     def teardown(self, worker) -> None:
@@ -156,7 +149,7 @@ class DaskPool:
 
     def __init__(self, client, cluster=None):
         self.client, self.cluster = client, cluster
-        client.register_plugin(ThreadCap(), name=THREAD_CAP)
+        client.register_plugin(WorkerSetup(), name=WORKER_SETUP)
         threads = [w["nthreads"] for w in client.scheduler_info(n_workers=-1)["workers"].values()]
         self.workers, self.slots = len(threads), sum(threads)
         self._store = None
@@ -307,7 +300,7 @@ class DaskPool:
         try:
             if self.cluster is None:
                 with contextlib.suppress(OSError, TimeoutError):  # a scheduler that is gone keeps nothing
-                    self.client.unregister_worker_plugin(THREAD_CAP)
+                    self.client.unregister_worker_plugin(WORKER_SETUP)
             self.client.close()
         finally:
             if self.cluster is not None:

@@ -39,6 +39,7 @@ from bnpvi.io.plots import plot_trace
 from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
 from bnpvi.io.topics import topic_word_probs, write_doc_topics, write_topics
 from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, MOVES, TRACE_COLUMNS, CsvTable
+from bnpvi.learn.allocator import reuse_freed_memory
 from bnpvi.learn.assign import assign_file, marks_heldout, topic_weights
 from bnpvi.learn.base import LapResult
 from bnpvi.learn.build import build_model, make_alloc
@@ -468,6 +469,7 @@ class Run:
             log.info("stopping after the current batch (signal %d) ...", signum)
 
         handlers = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+        reuse_freed_memory()
         self._start = time.perf_counter()
         bar = (progress or Progress()).bar(self.alg)
         try:
