@@ -7,7 +7,7 @@ either way the next batch's arrays are faulted in, and zeroed by the kernel, ane
 learns to avoid that only after large blocks have been freed, and never does once either threshold is set
 (as Dask sets ``MALLOC_TRIM_THRESHOLD_`` for its workers). Measured on 10,000 16-D points at K = 25 (full
 Gaussians, one thread): a batch took 12-16 ms in a fresh process and 14-16 ms in a Dask worker, 8.6-9 ms with
-the settings below.
+the settings below, with the same peak resident memory of a whole run.
 """
 from __future__ import annotations
 
