@@ -195,6 +195,28 @@ def test_accepted_merges_and_deletes_gain_what_the_elbo_from_scratch_says(graph,
     assert alg.globals.K < 8
 
 
+def test_merged_strength_counts_the_pairs_between_the_two_communities(graph):
+    """``merged_log_liks``: the merged community's strength is the posterior of the two communities' summaries
+    plus, summed over the ordered pairs i ≠ j, E[π_ia] E[π_jb] + E[π_ib] E[π_ja] pairs, x_ij of them edges
+    (enumerated here pair by pair; held-out pairs count as non-edges)."""
+    store, model, globals_, ids, rng = setup(graph, HDPMMSBAlloc(), K=4)
+    alg = MemoizedVB(model, store, OmegaConf.create(ALG), rng, globals_, ids)
+    run_laps(alg, 3)
+    G, pairs = alg.globals, np.array([[0, 2], [1, 3]])
+    got = model.alloc.merged_log_liks(model, G, pairs, store)
+    pi = model.alloc.memberships(G.alloc)
+    batch = store.read_all()
+    X = np.zeros((store.n_atoms, store.n_atoms))
+    X[np.repeat(np.arange(store.n_atoms), np.diff(batch.indptr)), batch.indices] = 1.0
+    for (a, b), table in zip(pairs, got):
+        W = np.outer(pi[:, a], pi[:, b]) + np.outer(pi[:, b], pi[:, a])
+        np.fill_diagonal(W, 0.0)
+        N = G.stats.N[[a]] + G.stats.N[[b]] + W.sum()
+        S = G.stats["S"][[a]] + G.stats["S"][[b]] + (W * X).sum()
+        want = model.alloc.expected_log_lik(model.obs, model.obs.posterior(N, {"S": S}), None)
+        np.testing.assert_allclose(table, want, rtol=1e-10)
+
+
 def held_bytes(*roots) -> int:
     """Bytes of the distinct NumPy buffers reachable from ``roots`` (dicts, lists, tuples, summaries, objects)."""
     seen, stack, total = set(), list(roots), 0
@@ -336,24 +358,24 @@ def test_estimator_and_apply_give_the_runs_link_probabilities(graph, tmp_path, c
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_toy_acceptance_from_twenty_communities(compose_cfg, tmp_path, seed):
-    """data=toy with the model's defaults (K = 20, merge and delete), run to convergence. The issue asks for exactly 6 communities
-    above 1 % of the mass, NMI > 0.9 and AUC > 0.95; the generating parameters themselves score an AUC of only
-    0.92-0.96 on these seeds (docs/mmsb.md), so the AUC is held against that oracle, and what the run reaches
-    today is asserted: 6 or 7 communities above 1 %, NMI > 0.89."""
+    """data=toy with the model's defaults (K = 20, merge and delete), run to convergence: exactly 6 communities
+    above 1 % of the mass and NMI > 0.9, as the issue asks. It also asks for AUC > 0.95, but the generating
+    parameters themselves score only 0.92-0.96 on these seeds (docs/mmsb.md), so the AUC is held against
+    that oracle."""
     from bnpvi.learn.runner import train
     cfg = compose_cfg("model=hdp_mmsb", "data=toy", f"seed={seed}", f"data.seed={seed}", "checkpoints=false",
                       "plots=false", "eval_every=100", "alg.n_laps=500")  # converges in 150-300 laps
     summary = train(cfg, tmp_path / "run")
     with h5py.File(tmp_path / "run" / "memberships.h5") as f:
         mass = f["memberships"][()].sum(axis=0)
-    assert 6 <= int(np.sum(mass / mass.sum() > 0.01)) <= 7
-    assert summary["nmi"] > 0.89
+    assert int(np.sum(mass / mass.sum() > 0.01)) == 6
+    assert summary["nmi"] > 0.9
     with BatchStore.open(tmp_path / "cache" / next(p.name for p in (tmp_path / "cache").glob("toygraph6*"))) as store:
         pi = store.memberships()
         src, dst, value = store.heldout_pairs()
     from bnpvi.metrics import roc_auc
     truth = 1e-4 + np.einsum("pk,pk,k->p", pi[src], pi[dst], np.linspace(0.5, 0.9, 6) - 1e-4)
-    assert summary["heldout_auc"] > roc_auc(value, truth) - 0.045
+    assert summary["heldout_auc"] > roc_auc(value, truth) - 0.035
 
 
 def test_resume_mid_lap_from_twenty_communities_is_exact(compose_cfg, tmp_path):

@@ -80,7 +80,8 @@ class AllocModel(ABC):
     merge_kind : str
         How a merge's candidate is made: "tracked" (the two clusters' summaries added, the non-linear
         terms tracked during the lap) or "whole" (the local step re-run on every batch with the pair
-        merged, ``local_step_merged``; for models whose merged summaries do not follow from the pair's own).
+        merged, ``local_step_merged``, under the merged cluster's log-likelihoods from ``merged_log_liks``; for
+        models whose merged summaries do not follow from the pair's own).
     moves_start_lap : int
         No move is planned before this lap (whatever ``moves.*.start_lap`` say): laps in which the
         clusters are still too vague for a proposal to mean anything (an MMSB's memberships from their

@@ -174,15 +174,47 @@ class MMSBAlloc(AllocModel):
         """How much two communities behave as one, one value per pair (a, b): with M = E[Π]ᵀ A E[Π] (K × K,
         the edges between the communities' members, A the training adjacency matrix),
         (M_ab + M_ba) / (2 √(M_aa M_bb)). Halves of one true community are densely linked to each other."""
+        M, _ = self._community_links(params, store)
+        a, b = pairs[:, 0], pairs[:, 1]
+        return (M[a, b] + M[b, a]) / (2.0 * np.sqrt(np.maximum(M[a, a] * M[b, b], 1e-300)))
+
+    def merged_log_liks(self, model, globals_, pairs: np.ndarray, store) -> np.ndarray:
+        """(P, 2, 1): the strength log-likelihoods (E ln(1 − φ), E ln φ) that a merge candidate of each pair
+        (a, b) gives its merged community in every batch's local step (``local_step_merged``).
+
+        They are those of q(φ) after the global step the merge will lead to, estimated: the posterior of the
+        two communities' summaries plus the pairs between their members, which the merge brings inside one
+        community. With π = E[π] and M = E[Π]ᵀ A E[Π], those are n_ab = Σ_{i≠j} (π_ia π_jb + π_ib π_ja)
+        = 2 (n_a n_b − Σ_i π_ia π_ib) ordered pairs (n_a = Σ_i π_ia), M_ab + M_ba of them edges (held-out
+        pairs counted among the non-edges). The summed summaries alone describe two dense blocks, and their
+        strength, near 1 for the halves of one community, would push the cross non-edges back to the
+        background. Any table gives a valid q of every pair, so the candidate's gain stays exact.
+        """
+        M, pi = self._community_links(globals_.alloc, store)
+        a, b = pairs[:, 0], pairs[:, 1]
+        n = pi.sum(axis=0)
+        between = 2.0 * (n[a] * n[b] - np.einsum("ip,ip->p", pi[:, a], pi[:, b]))
+        edges = np.minimum(M[a, b] + M[b, a], between)
+        stats = globals_.stats
+        obs_stats = stats.select(model.obs_fields)
+        tables = []
+        for p in range(pairs.shape[0]):
+            weights = np.array([[between[p] - edges[p]], [edges[p]]])  # the atoms x = 0 and x = 1
+            cross = model.obs.summarize(EDGE_VALUES, Responsibilities(weights, 1))
+            N = np.maximum(stats.N[[a[p]]] + stats.N[[b[p]]], 0.0) + between[p]
+            fields = {name: v[[a[p]]] + v[[b[p]]] + cross[name] for name, v in obs_stats.items()}
+            tables.append(self.expected_log_lik(model.obs, model.obs.posterior(N, fields), EDGE_VALUES))
+        return np.stack(tables) if tables else np.zeros((0, 2, 1))
+
+    def _community_links(self, params: Params, store) -> tuple[np.ndarray, np.ndarray]:
+        """(M, π): M = E[Π]ᵀ A E[Π] (K × K) for the training adjacency matrix A, and π = E[Π] (N, K)."""
         import scipy.sparse as sp
 
         graph = store.read_all()
         N = graph.n_nodes
         A = sp.csr_matrix((np.ones(graph.indices.shape[0]), graph.indices, graph.indptr), shape=(N, N))
         pi = self.memberships(params)
-        M = pi.T @ (A @ pi)
-        a, b = pairs[:, 0], pairs[:, 1]
-        return (M[a, b] + M[b, a]) / (2.0 * np.sqrt(np.maximum(M[a, a] * M[b, b], 1e-300)))
+        return pi.T @ (A @ pi), pi
 
     def _pairs(self, batch, log_lik: np.ndarray, P: np.ndarray) -> Local:
         """The pair kernel for memberships P (N, K') and strengths ``log_lik`` (2, K'), with the entropy."""

@@ -40,7 +40,7 @@ class Visit:
     plan : ndarray of int
         The move's plan for the batch (cluster positions, one row per candidate).
     merged : ndarray or None
-        Per merge candidate, the log-likelihood table of its merged cluster (``merged_log_lik``); None for deletes.
+        Per merge candidate, the log-likelihood table of its merged cluster (``AllocModel.merged_log_liks``); None for deletes.
     """
 
     alloc: dict

@@ -5,7 +5,9 @@ merging communities a and b turns the pairs whose labels were (a, b) or (b, a), 
 background ε pairs, into pairs inside the merged community, so its strength statistics, the
 background counts and the entropy all change; Stephenson 2015 §6.2 mentions such merges but never
 built them), every batch of the lap runs its local step a second time per candidate pair, with a
-and b merged (``AllocModel.local_step_merged``). The candidate's summaries are then those of a
+and b merged (``AllocModel.local_step_merged``), under merged strength log-likelihoods fixed for the lap
+when it is planned (``AllocModel.merged_log_liks``: for the MMSB, those of the strength the merged
+community will have, its pairs between a and b included). The candidate's summaries are then those of a
 valid q for the whole data set, and its ELBO at its own global step is exact; the gain is that
 ELBO minus the current one (as a whole delete, ``bnpvi.moves.delete``).
 
@@ -41,6 +43,20 @@ class WholeMergeMove(MergeMove):
     def reset(self) -> None:
         super().reset()
         self.tracked = RunningTotals()
+        self.merged = np.zeros((0, 2, 1))
+
+    def plan(self, run, rng, excluded: set[int]) -> set[int]:
+        """The pairs (``MergeMove.plan``) and each one's merged strength log-likelihoods for the lap."""
+        used = super().plan(run, rng, excluded)
+        if used:
+            pairs = run.ids.positions(self.pair_uids.ravel()).reshape(-1, 2)
+            self.merged = run.model.alloc.merged_log_liks(run.model, run.globals, pairs, run.store)
+        return used
+
+    def batch_plan(self, run, b: int):
+        """The planned pairs' positions and their merged strength log-likelihoods."""
+        pairs = super().batch_plan(run, b)
+        return None if pairs is None else {"pairs": pairs, "merged": self.merged}
 
     def _max_pairs(self, run) -> int:
         """``max_pairs``, and at most the model's ``merges_per_lap``."""
@@ -53,10 +69,9 @@ class WholeMergeMove(MergeMove):
 
     def track(self, model, globals_, batch, log_lik, local, plan):
         """The batch's whole summaries with each planned pair merged, and the :class:`Visit` they were made under."""
-        plan = np.asarray(plan, dtype=np.intp).reshape(-1, 2)
-        merged = np.stack([merged_log_lik(model, globals_, batch, int(a), int(b)) for a, b in plan])
-        visit = Visit(globals_.alloc, log_lik, plan, merged)
-        return [merged_summaries(model, batch, visit, m) for m in range(plan.shape[0])], visit
+        visit = Visit(globals_.alloc, log_lik, np.asarray(plan["pairs"], dtype=np.intp).reshape(-1, 2),
+                      np.asarray(plan["merged"], dtype=np.float64))
+        return [merged_summaries(model, batch, visit, m) for m in range(visit.plan.shape[0])], visit
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         self.tracked.add(b, *tracked)
@@ -104,13 +119,14 @@ class WholeMergeMove(MergeMove):
 
     def state(self) -> dict:
         return {"pair_uids": self.pair_uids, "plan_uids": self.plan_uids, "failures": self.failures.state(),
-                "tracked": self.tracked.state()}
+                "tracked": self.tracked.state(), "merged": self.merged}
 
     def load_state(self, state: dict) -> None:
         self.pair_uids = np.asarray(state["pair_uids"], dtype=np.int64).reshape(-1, 2)
         self.plan_uids = np.asarray(state["plan_uids"], dtype=np.int64)
         self.failures.load_state(state["failures"])
         self.tracked = RunningTotals.from_state(state.get("tracked", {}))
+        self.merged = np.asarray(state.get("merged", np.zeros((0, 2, 1))), dtype=np.float64).reshape(-1, 2, 1)
 
 
 def _summed_lap(run, batches: list[int], globals_) -> SuffStats:
@@ -129,12 +145,3 @@ def merged_summaries(model, batch, visit: Visit, m: int) -> SuffStats:
     a, b = (int(p) for p in visit.plan[m])
     return model.summarize(batch, model.alloc.local_step_merged(batch, visit.log_lik, visit.alloc, a, b,
                                                                 visit.merged[m]))
-
-
-def merged_log_lik(model, globals_, batch, a: int, b: int) -> np.ndarray:
-    """The family's expected log-likelihood of the batch's atoms under cluster a and b merged: the posterior of
-    their summed summaries (one column)."""
-    stats = globals_.stats
-    N = np.maximum(stats.N[[a]] + stats.N[[b]], 0.0)
-    fields = {name: v[[a]] + v[[b]] for name, v in stats.select(model.obs_fields).items()}
-    return model.alloc.expected_log_lik(model.obs, model.obs.posterior(N, fields), batch)
