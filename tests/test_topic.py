@@ -152,6 +152,19 @@ def test_global_step_never_lowers_the_elbo_and_returns_the_prior_without_documen
     np.testing.assert_allclose(params["omega"], 5.0, rtol=1e-3)
 
 
+@pytest.mark.parametrize("K", [1, 6, 100])
+def test_initial_globals_without_documents_give_every_topic_the_same_weight(K):
+    """The initial global step (no warm start, no document summarised) keeps near-uniform sticks, so the first
+    local step gives every initial topic a chance; the prior's geometric means would leave the last topics of an
+    abundant start unused (docs/topics.md). With a warm start it optimises (the test above)."""
+    alloc = HDPTopicAlloc(gamma=10.0, alpha=0.5)
+    model = make_model(alloc)
+    empty = model.empty_stats(K).with_fields(P=np.zeros(K), n_docs=np.float64(0.0))
+    beta = hdp_top.stick_means(alloc.global_step(empty)["rho"])
+    np.testing.assert_allclose(beta[:K], (1.0 - min(0.05, 1.0 / K)) / K, rtol=1e-12)
+    assert beta[K] == pytest.approx(min(0.05, 1.0 / K))
+
+
 def test_learned_alpha_maximises_the_elbo_which_stays_exact_document_by_document():
     """With learn_alpha the global step's α is the ELBO's maximiser over α for its sticks (checked on a grid
     around it), the global step does not lower the ELBO of the fixed-α one it starts from, and the ELBO

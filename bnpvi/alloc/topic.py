@@ -380,12 +380,18 @@ class HDPTopicAlloc(TopicAlloc):
     def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
         """(ρ, ω) by L-BFGS-B on the surrogate (thesis §5.3.2), warm-started when the topics are the same;
         with ``learn_alpha``, alternated with α's closed-form maximiser (:meth:`best_alpha`), each step
-        raising the ELBO."""
+        raising the ELBO. The initial globals (no warm start, no document summarised yet) keep near-uniform
+        sticks, β̂_k = (1 − min(0.05, 1/K))/K, as the reference implementation starts: the optimum on no
+        documents is the prior Beta(1, γ), whose geometric means leave an abundant start's last topics unused
+        by the first local step."""
         K = stats.K
         if warm is not None and "rho" in warm and np.shape(warm["rho"]) == (K,):
             rho, omega = np.asarray(warm["rho"], dtype=np.float64), np.asarray(warm["omega"], dtype=np.float64)
         else:
             rho, omega = hdp_top.uniform_sticks(K, self.gamma)
+            if float(stats["n_docs"]) == 0.0:  # the initial globals: near-uniform sticks (docs/topics.md)
+                return {"rho": rho, "omega": omega, "alpha": np.float64(self.alpha)} if self.learn_alpha else \
+                    {"rho": rho, "omega": omega}
         alpha = self.concentration(warm) if warm is not None else self.alpha
         for _ in range(ALPHA_ROUNDS if self.learn_alpha else 1):
             c, T = self._coefficients(stats, alpha)
