@@ -166,6 +166,21 @@ def test_theta_is_the_exact_maximiser_and_the_global_step_never_lowers_the_elbo(
     store.close()
 
 
+@pytest.mark.parametrize("sticky_kappa", [0.0, 50.0])
+def test_initial_globals_are_near_uniform_sticks_and_unit_pseudo_counts(sequences, sticky_kappa):
+    """The global step of the initial globals (no warm start, no sequence summarised) gives every state the same
+    top-level weight and θ from one pseudo-count per entry (the reference's start): β̂_k = 0.95 / K for K ≥ 20."""
+    store, model, _, _, _ = setup(sequences, K=20, sticky_kappa=sticky_kappa)
+    alloc = model.alloc.global_step(model.empty_stats(20))
+    beta = hdp_top.stick_means(alloc["rho"])
+    np.testing.assert_allclose(beta, np.append(np.full(20, 0.95 / 20), 0.05), rtol=1e-12)
+    np.testing.assert_allclose(alloc["theta_start"], np.append(np.ones(20), 0.0) + model.alloc.start_alpha * beta,
+                               rtol=1e-12)
+    want = np.hstack([np.ones((20, 20)), np.zeros((20, 1))]) + model.alloc.alpha * beta + sticky_kappa * np.eye(20, 21)
+    np.testing.assert_allclose(alloc["theta_trans"], want, rtol=1e-12)
+    store.close()
+
+
 def test_an_empty_state_lowers_the_elbo(sequences):
     """Unlike a DP mixture's, the HDP-HMM's bound penalises an appended empty state (Hughes 2016 thesis Fig. 5.3)."""
     store, model, globals_, ids, rng = setup(sequences)

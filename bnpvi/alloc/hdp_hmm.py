@@ -110,7 +110,11 @@ class HDPHMMAlloc(HMMAlloc):
 
     # ------------------------------------------------------------ global step
     def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
-        """θ, then (ρ, ω) and θ in turn (module docstring); warm-started from ``warm`` when it fits."""
+        """θ, then (ρ, ω) and θ in turn (module docstring); warm-started from ``warm`` when it fits.
+
+        The initial globals (no warm start, no sequence summarised yet) are those of the reference implementation:
+        near-uniform sticks (β̂_k = (1 − min(0.05, 1/K))/K) and θ from unit pseudo-counts (M_0 = 1, M = 1),
+        rather than the optimum on no data, whose sticks follow the prior's geometric means."""
         K = stats.K
         rounds = 1
         if warm is not None and "rho" in warm and np.shape(warm["rho"]) == (K,):
@@ -121,6 +125,9 @@ class HDPHMMAlloc(HMMAlloc):
             rho, omega = hdp_top.uniform_sticks(K, self.gamma)
             rounds = EDIT_ROUNDS
         start, trans = np.maximum(stats["start"], 0.0), np.maximum(stats["trans"], 0.0)
+        if warm is None and not start.any() and not trans.any():  # the initial globals (docstring)
+            theta_start, theta_trans = self._theta(np.ones(K), np.ones((K, K)), rho)
+            return {"rho": rho, "omega": omega, "theta_start": theta_start, "theta_trans": theta_trans}
         c = self._row_weights(K)
         theta_start, theta_trans = self._theta(start, trans, rho)
         with blas_single_thread():  # L-BFGS-B's tiny BLAS calls only slow down on several threads
