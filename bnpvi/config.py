@@ -354,6 +354,10 @@ class BirthConfig:
     max_per_lap: int = key("births proposed per lap (distinct targets; topic models: at most 6, HMMs: at most 3, "
                            "spread over the batches)")
     n_new: int = key("J': fresh clusters per birth (fewer if the target has little data)")
+    abundance: Optional[int] = key("a target holding a share s of the data gets max(n_new, ceil(abundance * s)) fresh "
+                                   "clusters, so that a birth of one cluster that holds everything starts as many as "
+                                   "an abundant start (null: the model's own, AllocModel.birth_abundance: 100 for "
+                                   "topic models, 0 elsewhere)", default=None)
     min_batch_mass: float = key("skip targets with less mass N_bk in the batch")
     eps: float = key("atoms with r_nk > eps form the k-means subset")
     max_atoms: int = key("at most this many atoms in the k-means subset")

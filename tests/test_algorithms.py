@@ -137,3 +137,22 @@ def test_sovb_reports_the_exact_elbo_of_its_globals(store):
     optimum = model.global_step(total)
     assert elbo < model.elbo(total, optimum)
     assert model.elbo(total, optimum) == pytest.approx(model.elbo(total, model.global_step(total.copy())), rel=1e-12)
+
+
+@pytest.mark.parametrize("n_samples", [225, 900])
+def test_kmeans_initial_clusters_are_scaled_to_the_whole_data_set(store, n_samples):
+    """Initial clusters made by k-means on a sample summarise the sample scaled by the data set's size over the
+    sample's (900 / 225 = 4 here, 1 when the sample is everything); seeds alone (no k-means) are not scaled."""
+    model = Model(DPMixAlloc(2.0), make_obs(obs_cfg("gauss"), store.D, store.moments()))
+    K = 4
+
+    def stats(kmeans_iters):
+        init = OmegaConf.create({"name": "kmeanspp", "K": K, "n_samples": n_samples, "n_trials": None,
+                                 "kmeans_iters": kmeans_iters})
+        return initial_stats(model, store, init, np.random.default_rng(3), K)
+    scaled, seeds = stats(3), stats(0)
+    assert scaled.N.sum() == pytest.approx(900.0, rel=1e-12)
+    assert seeds.N.sum() == pytest.approx(K, rel=1e-12)
+    sample = 900 // n_samples
+    # the scaled sums are whole multiples of the sample's: each k-means cluster holds whole atoms
+    np.testing.assert_allclose(scaled.N / sample, np.round(scaled.N / sample), atol=1e-9)

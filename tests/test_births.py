@@ -85,3 +85,27 @@ def test_documents_from_one_cluster_find_the_ten_topics_and_reach_the_abundant_s
 @pytest.mark.slow  # 6 runs, ~20 s
 def test_documents_from_one_cluster_find_the_ten_topics_with_more_seeds(tmp_path, data_sets):
     check_documents(document_runs_of(tmp_path, data_sets["docs"], SEEDS[2:]))
+
+
+def test_a_cluster_never_proposed_asks_for_pieces_in_proportion_to_its_share():
+    """J' = max(n_new, ⌈A · N_k / Σ N⌉) for clusters never proposed before; a cluster proposed before, and every
+    cluster when the abundance A is 0, asks for n_new; null takes the model's own abundance."""
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    from bnpvi.moves.birth import BirthMove
+    from test_moves import BIRTH
+
+    run = SimpleNamespace(model=SimpleNamespace(alloc=SimpleNamespace(birth_abundance=100)),
+                          globals=SimpleNamespace(stats=SimpleNamespace(N=np.array([60.0, 30.0, 10.0, 0.0]))),
+                          ids=SimpleNamespace(uids=np.array([5, 6, 7, 8])))
+
+    def counts(abundance, tried=()):
+        move = BirthMove(OmegaConf.create(dict(BIRTH, abundance=abundance)))
+        move.last_tried = {uid: 3 for uid in tried}
+        return move.fresh_counts(run).tolist()
+    assert counts(None) == [60, 30, 10, 8]
+    assert counts(None, tried=[6]) == [60, 8, 10, 8]
+    assert counts(20) == [12, 8, 8, 8]
+    assert counts(0) == [8, 8, 8, 8]

@@ -105,6 +105,8 @@ def test_births_from_one_topic_find_the_ten_generated_bars(compose_cfg, tmp_path
     with BatchStore.open(next((tmp_path / "cache").glob("toybars10_*.h5"))) as store:
         true_topics = store.read_true_topics()
     assert_found(summary, tmp_path / f"run{seed}", true_topics)
+    first = pd.read_csv(tmp_path / f"run{seed}" / "moves.csv").query("move == 'birth'").iloc[0]
+    assert first["accepted"] and first["fresh"] > 8  # the one topic split into many (abundance), merged back to 10
 
 
 @pytest.mark.slow
@@ -138,7 +140,8 @@ def test_a_joint_birth_of_several_targets_gains_exactly_the_elbo_difference(comp
                 total = part if total is None else total + part
             seen.append((run.elbo() - before, accepted, run.globals.stats, total))
     monkeypatch.setattr(TopicBirthMove, "decide", recording)
-    runner.train(compose_cfg("model=hdp_topic", "init.K=1", "moves=[birth,merge,delete]", "seed=1"), tmp_path / "run")
+    runner.train(compose_cfg("model=hdp_topic", "init.K=1", "moves=[birth,merge,delete]", "moves.birth.abundance=0",
+                             "seed=1"), tmp_path / "run")
     assert seen, "no lap accepted the births of several targets"
     gain, accepted, stats, total = seen[0]
     assert all(e.gain == pytest.approx(gain, rel=1e-9) for e in accepted) and gain > 0

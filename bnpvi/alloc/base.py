@@ -94,6 +94,9 @@ class AllocModel(ABC):
         At most this many deletes tracked per lap, below ``moves.delete.max_per_lap`` (None: no cap).
     births_per_lap : int or None
         At most this many birth proposals per lap, below ``moves.birth.max_per_lap`` (None: no cap).
+    birth_abundance : int
+        ``moves.birth.abundance`` when that is null: a birth's target holding a share s of the data gets
+        max(n_new, ⌈birth_abundance · s⌉) fresh clusters (0: n_new whatever s).
     whole_delete : bool
         True when a delete must re-run the local step on every batch without the target
         (``local_step_without``) instead of re-dividing the target's mass among a few
@@ -141,6 +144,7 @@ class AllocModel(ABC):
     merge_refine_laps: int = 0
     deletes_per_lap: int | None = None
     births_per_lap: int | None = None
+    birth_abundance: int = 0
     pairs_in_local_step: bool = False
     sort_needs_check: bool = False
     has_sparse_step: bool = False

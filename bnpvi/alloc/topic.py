@@ -351,6 +351,7 @@ class HDPTopicAlloc(TopicAlloc):
     # lap already took 345-506 s per 20-lap run from one topic (docs/births.md), so topics keep six places
     # where mixtures, whose births cost a fraction of their lap, take more.
     births_per_lap = 6
+    birth_abundance = 100  # a birth of the one topic of a start from K = 1 makes as many as an abundant start (docs/births.md)
     warm_is_params = True  # warm_start gives sticks (ρ, ω), all the global parameters; optimize never lowers f
 
     def __init__(self, gamma: float = 10.0, alpha: float = 0.5, learn_alpha: bool = False, **local):

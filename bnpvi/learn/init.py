@@ -22,7 +22,8 @@ from bnpvi.stats import ClusterIds, SuffStats
 
 
 def sample_atoms(store, n_samples: int, rng: np.random.Generator):
-    """A uniform random sample (without replacement) of at most ``n_samples`` atoms."""
+    """A uniform random sample (without replacement) of at most ``n_samples`` atoms, and the data set's
+    size over the sample's (in the store's batch units; 1 when the sample is the whole data set)."""
     sizes = np.asarray(store.batch_sizes(), dtype=np.int64)
     if n_samples >= store.n_atoms:
         counts = sizes
@@ -34,7 +35,7 @@ def sample_atoms(store, n_samples: int, rng: np.random.Generator):
             continue
         batch = store.read_batch(b)
         parts.append(batch if count == batch.n_atoms else batch.take(np.sort(rng.choice(batch.n_atoms, count, replace=False))))
-    return type(parts[0]).concat(parts)
+    return type(parts[0]).concat(parts), float(sizes.sum()) / float(counts.sum())
 
 
 def initial_stats(model, store, cfg, rng: np.random.Generator, K: int) -> SuffStats:
@@ -42,8 +43,13 @@ def initial_stats(model, store, cfg, rng: np.random.Generator, K: int) -> SuffSt
 
     The clusters are the hard summaries of the seeds (after ``init.kmeans_iters``
     Bregman k-means iterations on the sample; null: the allocation model's
-    ``init_kmeans_iters``); the allocation model's own summaries
-    (entropies, transition tables) start at zero.
+    ``init_kmeans_iters``; without them, the seeds themselves). K-means clusters
+    summarise the whole sample and are scaled by the data set's size over the
+    sample's, as a birth's pieces are scaled to their target's whole-data mass:
+    globals made from a third of the data would be as vague as that third's
+    posterior (an HDP topic model's first lap then spreads its documents over
+    near-duplicate topics that the merges remove; docs/births.md). The allocation
+    model's own summaries (entropies, transition tables) start at zero.
     """
     obs = model.obs
     K = int(K)
@@ -54,7 +60,7 @@ def initial_stats(model, store, cfg, rng: np.random.Generator, K: int) -> SuffSt
     n_samples = int(cfg.get("n_samples"))
     if n_samples < 1:
         raise BnpviError(f"init.n_samples must be at least 1, got {n_samples}")
-    sample = sample_atoms(store, n_samples, rng)
+    sample, scale = sample_atoms(store, n_samples, rng)
     if K > sample.n_atoms:
         raise BnpviError(f"init.K={K} exceeds the {sample.n_atoms} atoms available for initialisation")
     name = cfg.get("name")
@@ -71,7 +77,7 @@ def initial_stats(model, store, cfg, rng: np.random.Generator, K: int) -> SuffSt
     if n_iters == 0:
         return model.hard_stats(sample.take(seeds), np.arange(K), K)
     N, fields = kmeans(obs, sample, *hard_summaries(obs, sample.take(seeds), np.arange(K), K), n_iters)
-    return model.empty_stats(K).with_fields(N=N, **fields)
+    return model.empty_stats(K).with_fields(N=N, **fields).scaled(scale)
 
 
 def saved_globals(model, store, run_dir) -> tuple[object, ClusterIds]:

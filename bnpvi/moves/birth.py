@@ -176,15 +176,16 @@ def _held(stats: SuffStats | None, k: int) -> SuffStats | None:
 
 
 def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator, max_new: int,
-               held: SuffStats | None = None):
-    """Summaries (N, fields) of J' ≤ min(n_new, max_new) fresh clusters from the target's atoms in ``batch``.
+               held: SuffStats | None = None, n_new: int | None = None):
+    """Summaries (N, fields) of J' ≤ min(n_new, max_new) fresh clusters from the target's atoms in ``batch``
+    (``n_new`` None: the config's).
 
     Returns None when the target's data cannot seed at least two clusters.
     """
     subset = np.flatnonzero(r_target > cfg.eps)
     if subset.size > cfg.max_atoms:
         subset = np.sort(rng.choice(subset, size=cfg.max_atoms, replace=False))
-    J = min(int(cfg.n_new), subset.size // 2, int(max_new))
+    J = min(int(cfg.n_new if n_new is None else n_new), subset.size // 2, int(max_new))
     if J < 2:
         return None
     N, fields = kmeans_clusters(model.obs, batch.take(subset), J, cfg.kmeans_iters, rng)
@@ -253,6 +254,22 @@ class TargetedBirths(Move):
 
     def pending(self, run) -> bool:
         return self.active(run.lap + 1) and self._eligible(run, set()).size > 0
+
+    def fresh_counts(self, run) -> np.ndarray:
+        """J', the fresh clusters a birth of each cluster asks for this lap: ``n_new``, or ⌈A · N_k / Σ_j N_j⌉
+        when that is more and cluster k was never proposed before, A the abundance (``abundance``; null: the
+        model's ``birth_abundance``). A run from one cluster then splits it into as many pieces as an abundant
+        start has; small targets, and a target whose proposal failed (too many pieces for a small data set),
+        get ``n_new`` (docs/births.md, "A birth of everything")."""
+        cfg = self.cfg
+        abundance = cfg.get("abundance")
+        abundance = run.model.alloc.birth_abundance if abundance is None else int(abundance)
+        N = np.maximum(run.globals.stats.N, 0.0)
+        fresh = np.full(N.shape[0], int(cfg.n_new), dtype=np.int64)
+        if abundance > 0 and N.sum() > 0:
+            new = np.array([int(u) not in self.last_tried for u in run.ids.uids], dtype=bool)
+            fresh[new] = np.maximum(fresh[new], np.ceil(abundance * N[new] / N.sum()).astype(np.int64))
+        return fresh
 
     def places(self, run) -> int:
         """Proposals per lap: ``max_per_lap``, at most the allocation model's ``births_per_lap``."""
@@ -331,7 +348,7 @@ class LapBirths(TargetedBirths):
             if not (self.eligible.size or self.carried) or run.pos != 0:
                 return None
             plan = {"eligible": run.ids.positions(self.eligible), "seed": self.seed,
-                    "room": self.cfg.Kmax - run.globals.K, "places": self.places(run)}
+                    "room": self.cfg.Kmax - run.globals.K, "places": self.places(run), "n_new": self.fresh_counts(run)}
             if self.carried:
                 plan["carried"] = [(int(run.ids.positions([uid])[0]), self.carried_plan(run, uid, kept), age)
                                    for uid, kept, age, _ in self.carried]
@@ -503,7 +520,8 @@ class BirthMove(LapBirths):
             if mass[k] < cfg.min_batch_mass:
                 small.append(k)
                 continue
-            seed = seed_birth(model, batch, resp.column(k), cfg, rng, max_new=room, held=_held(stats, k))
+            seed = seed_birth(model, batch, resp.column(k), cfg, rng, max_new=room, held=_held(stats, k),
+                              n_new=int(plan["n_new"][k]))
             if seed is None:
                 failed.append(k)
                 continue

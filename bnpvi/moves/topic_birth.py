@@ -7,7 +7,9 @@ At the lap's first batch:
    whose tokens are worst explained (b-score Σ_u c_u r_uk C_uk / N_k, thesis Eq. 4.24);
 2. **seeds**: every document's target-weighted word counts x_dv = Σ_{u: v_u = v} c_u r_ut (the
    documents, not single tokens, are clustered: a one-hot token is a degenerate atom) are
-   divided into J' ≤ ``n_new`` groups by Bregman k-means++ and k-means (thesis Alg. 2.1-2.2);
+   divided into J' groups by Bregman k-means++ and k-means (thesis Alg. 2.1-2.2); J' is ``n_new``,
+   or more for a topic holding much of the data that was never proposed before
+   (``TargetedBirths.fresh_counts``: the one topic of a run from K = 1 is split into 100);
 3. **candidate globals**: the target's topic is replaced by the first group and the others are
    appended, their word counts scaled to the target's whole-data mass, the target's top-level
    probability β̂_t shared among the pieces in proportion to their mass; then ``refine_iters``
@@ -222,7 +224,8 @@ class TopicBirthMove(LapBirths):
             if resp is None:
                 resp = local.resp if local.resp is not None else alloc.local_step(batch, log_lik, globals_.alloc,
                                                                                  keep_resp=True).resp
-            candidate = self._propose(model, globals_, batch, resp.column(k), k, float(mass[k]), room, rng)
+            candidate = self._propose(model, globals_, batch, resp.column(k), k, float(mass[k]), room,
+                                      int(plan["n_new"][k]), rng)
             if candidate is None:
                 failed.append(k)
                 continue
@@ -241,11 +244,11 @@ class TopicBirthMove(LapBirths):
                 "small": np.array(small, dtype=np.intp)}
 
     def _propose(self, model, globals_, batch, share: np.ndarray, target: int, batch_mass: float, room: int,
-                 rng: np.random.Generator) -> Candidate | None:
-        """Seed and refine the candidate globals of a birth of ``target`` (module docstring, steps 2-3);
-        ``share``: r_{u, target} of the batch's atoms."""
+                 n_new: int, rng: np.random.Generator) -> Candidate | None:
+        """Seed and refine the candidate globals of a birth of ``target`` into at most ``n_new`` pieces (module
+        docstring, steps 2-3); ``share``: r_{u, target} of the batch's atoms."""
         cfg, alloc = self.cfg, model.alloc
-        seeds = self._seed_pieces(model, batch, share, room, rng)
+        seeds = self._seed_pieces(model, batch, share, room, rng, n_new)
         if seeds is None:
             return None
         stats, K = globals_.stats, globals_.K
@@ -273,8 +276,8 @@ class TopicBirthMove(LapBirths):
             pieces = pieces[: len(kept)]
         return current
 
-    def _seed_pieces(self, model, batch, share: np.ndarray, room: int, rng: np.random.Generator):
-        """Masses (J',) and observation summaries of the k-means groups of the target's data in ``batch``
+    def _seed_pieces(self, model, batch, share: np.ndarray, room: int, rng: np.random.Generator, n_new: int):
+        """Masses (J' ≤ ``n_new``,) and observation summaries of the k-means groups of the target's data in ``batch``
         (module docstring, step 2), groups of less than ``MIN_FRESH_MASS`` dropped; None when fewer than
         two are left. Documents are clustered for bag-of-words data; the atoms themselves otherwise."""
         cfg = self.cfg
@@ -284,7 +287,7 @@ class TopicBirthMove(LapBirths):
             sample = model.alloc.atoms(batch).take(np.flatnonzero(share > cfg.eps))
         if sample.n_atoms > cfg.max_atoms:
             sample = sample.take(np.sort(rng.choice(sample.n_atoms, size=cfg.max_atoms, replace=False)))
-        J = min(int(cfg.n_new), sample.n_atoms // 2, room + 1)
+        J = min(int(n_new), sample.n_atoms // 2, room + 1)
         if J < 2:
             return None
         N, fields = kmeans_clusters(model.obs, sample, J, cfg.kmeans_iters, rng)
