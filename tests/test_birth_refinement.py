@@ -154,7 +154,8 @@ def test_resume_with_carried_births_in_flight_is_exact(compose_cfg, tmp_path, do
 
 
 # births of lap 4 carried to lap 5 (one prior in every lap: the ELBO never decreases)
-TOPIC_ARGS = ["model=hdp_topic", "obs.anneal_laps=0", "alg.n_batches=5", "init.K=1", "seed=7"]
+TOPIC_ARGS = ["model=hdp_topic", "obs.anneal_laps=0", "alg.n_batches=5", "init.K=1", "seed=7",
+              "moves.birth.abundance=0"]  # births of n_new pieces, which are carried; not one split into many
 
 
 def test_rejected_topic_births_are_judged_again_while_the_topics_stay(compose_cfg, tmp_path, docs, monkeypatch):
