@@ -329,3 +329,40 @@ def test_a_delete_started_from_the_current_state_is_a_valid_q_for_every_document
     np.testing.assert_array_equal(joined.resp.values[rows], cold.resp.values[rows])
     flat = alloc.local_step_without(batch, model.local_step(batch, g)[0], g.alloc, target, local)
     assert model.summarize(batch, flat).allclose(model.summarize(batch, joined), rtol=1e-12, atol=1e-12)
+
+
+def test_a_birth_started_from_the_current_state_is_a_valid_q_for_every_document():
+    """Under a birth's globals (target replaced by its first piece, two pieces appended), given the batch's
+    current local step, the documents that used the target are re-inferred from the likelihood, bit for bit as
+    a fresh local step does, and the others take one iteration from their N_d with nothing on the new pieces.
+    The joined result is one genuine q: its N_d, entropy and word counts are those of its responsibilities."""
+    from bnpvi.alloc.topic import TARGET_MIN, _rows
+    from bnpvi.model import Globals
+    alloc = HDPTopicAlloc(gamma=5.0, alpha=0.6)
+    model = make_model(alloc)
+    batch = corpus(seed=14, n_docs=40)
+    K, target, J = 5, 2, 3
+    g = random_globals(model, K, seed=15)
+    log_lik, local = dense_local(model, batch, g)
+    fresh = local.tables["doc_counts"][:, target] > TARGET_MIN
+    assert 0 < fresh.sum() < 40
+    born = random_globals(model, K + J - 1, seed=16)
+    params = alloc.split_params(g.alloc, target, np.full(J, 1.0 / J))
+    born = Globals(born.stats, params, born.obs)
+    born_log_lik = model.obs.expected_log_lik(born.obs, alloc.atoms(batch))
+    joined = alloc.local_step_split(batch, born_log_lik, params, [target], local)
+    r, c = joined.resp.values, batch.word_counts
+    doc = np.repeat(np.arange(40), np.diff(batch.doc_range))
+    np.testing.assert_allclose(joined.tables["doc_counts"], np.stack([np.bincount(doc, c * r[:, k], 40)
+                                                                      for k in range(K + J - 1)], axis=1), atol=1e-9)
+    np.testing.assert_allclose(joined.tables["entropy"], c @ entr(r), rtol=1e-12)
+    cold = alloc.local_step(batch, born_log_lik, params)
+    rows = _rows(batch.doc_range, np.flatnonzero(fresh))[0]
+    np.testing.assert_array_equal(joined.resp.values[rows], cold.resp.values[rows])
+    rest = _rows(batch.doc_range, np.flatnonzero(~fresh))[0]
+    assert not np.array_equal(joined.resp.values[rest], cold.resp.values[rest])  # not a full step there
+    warm = np.zeros((40, K + J - 1))
+    warm[:, :K] = local.tables["doc_counts"]
+    one = alloc._run(batch.word_counts, batch.doc_range, born_log_lik, *alloc.doc_prior(params), warm=warm,
+                     max_iters=1, n_restarts=0)
+    np.testing.assert_allclose(joined.resp.values[rest], one.resp.values[rest], rtol=1e-12, atol=1e-15)

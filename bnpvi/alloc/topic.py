@@ -304,10 +304,29 @@ class TopicAlloc(AllocModel):
         if local is None:
             return self._run(counts, doc_range, log_lik, prior, prior_rest)
         N_d = local.tables["doc_counts"]
-        fresh = N_d[:, target] > TARGET_MIN
+        return self._refreshed(counts, doc_range, log_lik, prior, prior_rest, N_d[:, target] > TARGET_MIN,
+                               N_d[:, keep])
+
+    def local_step_split(self, batch, log_lik, params: Params, targets, local: Local) -> Local:
+        """The local step under the globals of a birth (``params`` and ``log_lik`` over K' ≥ K topics: the
+        K topics of the batch's current ``local``, each of ``targets`` replaced by its first piece, the other
+        pieces appended), given that ``local``: the documents that used a target (N_dt > ``TARGET_MIN`` summed
+        over ``targets``) are re-inferred from the likelihood, and the others take one iteration from their
+        current N_d, with nothing on the appended pieces (as ``local_step_without`` does for a delete). Every
+        document gets a valid q, so a birth judged on it is exact for that q."""
+        prior, prior_rest = self.doc_prior(params)
+        counts, doc_range = self._tables(batch)
+        N_d = local.tables["doc_counts"]
+        warm = np.zeros((N_d.shape[0], prior.shape[0]))
+        warm[:, :N_d.shape[1]] = N_d
+        fresh = N_d[:, np.asarray(targets, dtype=np.intp)].sum(axis=1) > TARGET_MIN
+        return self._refreshed(counts, doc_range, log_lik, prior, prior_rest, fresh, warm)
+
+    def _refreshed(self, counts, doc_range, log_lik, prior, prior_rest, fresh: np.ndarray, warm: np.ndarray) -> Local:
+        """The local step with the documents ``fresh`` (a mask) re-inferred from the likelihood and the others
+        taking one iteration (no restarts) from their N_d ``warm``."""
         parts = [(docs, self._run(*_documents(counts, doc_range, log_lik, docs), prior, prior_rest,
-                                  **({} if start_fresh else {"warm": N_d[docs][:, keep], "max_iters": 1,
-                                                             "n_restarts": 0})))
+                                  **({} if start_fresh else {"warm": warm[docs], "max_iters": 1, "n_restarts": 0})))
                  for start_fresh, docs in ((True, np.flatnonzero(fresh)), (False, np.flatnonzero(~fresh)))]
         return _joined(parts, counts, doc_range, prior, prior_rest)
 

@@ -17,10 +17,12 @@ At the lap's first batch:
    pieces (pieces left with less than ``MIN_FRESH_MASS`` tokens are dropped).
 
 Every batch of the lap (the first included) is then summarised a second time, by the
-document-level step under the candidate globals. At the end of the lap these summaries describe a
-valid q for every document of the data set with K + J' − 1 topics, so the candidate's ELBO (at
-its own optimal globals) is the exact whole-data ELBO, and the birth is accepted iff it beats
-the current one. Of several proposals of a lap, only one is accepted: each one changes every
+document-level step under the candidate globals, started from the batch's local step of the lap
+(``TopicAlloc.local_step_split``): the documents that used the target are re-inferred from the
+likelihood, the others (at most 0.01 of their tokens on it) take one iteration from their current
+N_d, as a delete's do. At the end of the lap these summaries describe a valid q for every document
+of the data set with K + J' − 1 topics, so the candidate's ELBO (at its own optimal globals) is the
+exact whole-data ELBO, and the birth is accepted iff it beats the current one. Of several proposals of a lap, only one is accepted: each one changes every
 document's q, so the others' summaries no longer apply, and for the same reason a lap whose
 merge or delete was accepted drops its births untried. So that a lap can still add the pieces of
 several targets, the lap's freshly seeded proposals (two or more) are also proposed together: one
@@ -40,8 +42,8 @@ previous lap replaced by its new one (``collect``), so a carried proposal takes 
 steps as the lap has batches. The judgement stays exact: what is judged is the sum of the batches'
 summaries, each from a valid q for that batch's documents.
 
-This costs one more document-level step per batch and proposal (the joint one included), during the
-laps with births.
+This costs, per batch and proposal (the joint one included), a document-level step of the target's
+documents and one iteration of the others, during the laps with births.
 Retry rules: ``birth.TargetedBirths``; planning: ``birth.LapBirths``.
 """
 from __future__ import annotations
@@ -161,6 +163,13 @@ def transplanted(model, globals_, uids: np.ndarray, target_uid: int, kept: tuple
     return with_pieces(model, globals_, [(target, *pieces_of(candidate, old, old_uids.shape[0]))])
 
 
+def split_targets(targets: np.ndarray, joint_members: np.ndarray) -> list[np.ndarray]:
+    """The topics each candidate of a lap splits: one target each, then all the joint proposal's targets."""
+    targets = np.asarray(targets, dtype=np.intp)
+    split = [targets[i:i + 1] for i in range(targets.shape[0])]
+    return split + ([targets[np.asarray(joint_members, dtype=np.intp)]] if len(joint_members) else [])
+
+
 class TopicBirthMove(LapBirths):
     """Whole-data births of topics (module docstring)."""
 
@@ -183,7 +192,8 @@ class TopicBirthMove(LapBirths):
         return transplanted(run.model, run.globals, run.ids.uids, uid, kept)
 
     def tracking_plan(self, run) -> dict:
-        return {"candidates": self.candidates}
+        return {"candidates": self.candidates,
+                "split": split_targets(run.ids.positions(self.target_uids), self.joint_members)}
 
     # ---------------------------------------------------------------- track
     def track(self, model, globals_, batch, log_lik, local, plan):
@@ -192,9 +202,14 @@ class TopicBirthMove(LapBirths):
         if candidates is None:  # the lap's first batch: seed the proposals here
             out = self._seed(model, globals_, batch, log_lik, local, plan)
             candidates = out["candidates"]
+            split = split_targets(out["targets"], out["joint_members"])
+        else:
+            split = plan["split"]
         out["tracked"] = []
-        for c in candidates:
-            proposal = model.local_step(batch, c.globals(model))[1]
+        for c, targets in zip(candidates, split):
+            c_globals = c.globals(model)
+            c_log_lik = model.alloc.expected_log_lik(model.obs, c_globals.obs, batch)
+            proposal = model.alloc.local_step_split(batch, c_log_lik, c_globals.alloc, targets, local)
             out["tracked"].append((model.summarize(batch, proposal), model.alloc.warm_state(proposal)))
         return out
 
