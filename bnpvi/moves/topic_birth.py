@@ -13,8 +13,8 @@ At the lap's first batch:
 3. **candidate globals**: the target's topic is replaced by the first group and the others are
    appended, their word counts scaled to the target's whole-data mass, the target's top-level
    probability β̂_t shared among the pieces in proportion to their mass; then ``refine_iters``
-   rounds of the document-level step on the batch with the K + J' − 1 topics re-estimate the
-   pieces (pieces left with less than ``MIN_FRESH_MASS`` tokens are dropped).
+   rounds of the document-level step on the batch with the K + J' − 1 topics (``split_step``,
+   below) re-estimate the pieces (pieces left with less than ``MIN_FRESH_MASS`` tokens are dropped).
 
 Every batch of the lap (the first included) is then summarised a second time, by the
 document-level step under the candidate globals, started from the batch's local step of the lap
@@ -163,6 +163,15 @@ def transplanted(model, globals_, uids: np.ndarray, target_uid: int, kept: tuple
     return with_pieces(model, globals_, [(target, *pieces_of(candidate, old, old_uids.shape[0]))])
 
 
+def split_step(model, batch, candidate: Candidate, targets, local):
+    """The document-level step of ``batch`` under ``candidate``'s globals, started from the batch's ``local``
+    step under the current ones: the documents that used ``targets`` re-inferred, the others one iteration
+    (``TopicAlloc.local_step_split``)."""
+    globals_ = candidate.globals(model)
+    log_lik = model.alloc.expected_log_lik(model.obs, globals_.obs, batch)
+    return model.alloc.local_step_split(batch, log_lik, globals_.alloc, targets, local)
+
+
 def split_targets(targets: np.ndarray, joint_members: np.ndarray) -> list[np.ndarray]:
     """The topics each candidate of a lap splits: one target each, then all the joint proposal's targets."""
     targets = np.asarray(targets, dtype=np.intp)
@@ -207,9 +216,7 @@ class TopicBirthMove(LapBirths):
             split = plan["split"]
         out["tracked"] = []
         for c, targets in zip(candidates, split):
-            c_globals = c.globals(model)
-            c_log_lik = model.alloc.expected_log_lik(model.obs, c_globals.obs, batch)
-            proposal = model.alloc.local_step_split(batch, c_log_lik, c_globals.alloc, targets, local)
+            proposal = split_step(model, batch, c, targets, local)
             out["tracked"].append((model.summarize(batch, proposal), model.alloc.warm_state(proposal)))
         return out
 
@@ -239,7 +246,7 @@ class TopicBirthMove(LapBirths):
             if resp is None:
                 resp = local.resp if local.resp is not None else alloc.local_step(batch, log_lik, globals_.alloc,
                                                                                  keep_resp=True).resp
-            candidate = self._propose(model, globals_, batch, resp.column(k), k, float(mass[k]), room,
+            candidate = self._propose(model, globals_, batch, local, resp.column(k), k, float(mass[k]), room,
                                       int(plan["n_new"][k]), rng)
             if candidate is None:
                 failed.append(k)
@@ -258,10 +265,11 @@ class TopicBirthMove(LapBirths):
                 "joint_members": members, "failed": np.array(failed, dtype=np.intp),
                 "small": np.array(small, dtype=np.intp)}
 
-    def _propose(self, model, globals_, batch, share: np.ndarray, target: int, batch_mass: float, room: int,
+    def _propose(self, model, globals_, batch, local, share: np.ndarray, target: int, batch_mass: float, room: int,
                  n_new: int, rng: np.random.Generator) -> Candidate | None:
         """Seed and refine the candidate globals of a birth of ``target`` into at most ``n_new`` pieces (module
-        docstring, steps 2-3); ``share``: r_{u, target} of the batch's atoms."""
+        docstring, steps 2-3); ``share``: r_{u, target} of the batch's atoms, ``local`` the batch's local step,
+        where each refinement's document step starts (``TopicAlloc.local_step_split``)."""
         cfg, alloc = self.cfg, model.alloc
         seeds = self._seed_pieces(model, batch, share, room, rng, n_new)
         if seeds is None:
@@ -283,7 +291,7 @@ class TopicBirthMove(LapBirths):
         pieces = [target] + list(range(K, K + seeds[0].shape[0] - 1))
         current = candidate(*seeds)
         for _ in range(int(cfg.refine_iters)):
-            rows = model.summarize(batch, model.local_step(batch, current.globals(model))[1])
+            rows = model.summarize(batch, split_step(model, batch, current, [target], local))
             kept = [p for p in pieces if rows.N[p] >= MIN_FRESH_MASS]
             if len(kept) < 2:
                 return None
