@@ -27,7 +27,7 @@ from bnpvi.moves.seq_birth import SequenceBirthMove
 from bnpvi.moves.topic_birth import TopicBirthMove
 
 MOVES = {cls.name: cls for cls in (MergeMove, DeleteMove, BirthMove, ReassignMove)}
-"""Every move, in the order they decide (and plan: :meth:`MoveSchedule.planning_order`)."""
+"""Every move, in the order they plan and decide (:meth:`MoveSchedule.planning_order`)."""
 
 MERGES = {"tracked": MergeMove, "whole": WholeMergeMove}
 """``AllocModel.merge_kind`` -> the merge move's class."""
@@ -132,10 +132,12 @@ class MoveSchedule:
         return rewritten
 
     def end_lap(self, run) -> None:
-        """Decide every move, in order; a proposal whose clusters an earlier accepted move changed is
-        dropped (its tracked data describe clusters that no longer exist)."""
+        """Decide every move, in the planning order; a proposal whose clusters an earlier accepted move changed
+        is dropped (its tracked data describe clusters that no longer exist). Topic births therefore decide
+        first: any other accepted move would drop them all (each changes every document's q), and they cost
+        several times the merges' and deletes' tracking (docs/births.md)."""
         self.changed = set()
-        for move in self.moves:
+        for move in self.planning_order():
             move.decide(run, self)
         self.drop_empty(run)
 
