@@ -22,9 +22,11 @@ document-level step under the candidate globals, started from the batch's local 
 likelihood, the others (at most 0.01 of their tokens on it) take one iteration from their current
 N_d, as a delete's do. At the end of the lap these summaries describe a valid q for every document
 of the data set with K + J' − 1 topics, so the candidate's ELBO (at its own optimal globals) is the
-exact whole-data ELBO, and the birth is accepted iff it beats the current one. Of several proposals of a lap, only one is accepted: each one changes every
-document's q, so the others' summaries no longer apply, and for the same reason a lap whose
-merge or delete was accepted drops its births untried. So that a lap can still add the pieces of
+exact whole-data ELBO, and the birth is accepted iff it beats the current one. Of several proposals
+of a lap, only one is accepted: each one changes every document's q, so the others' summaries no
+longer apply. For the same reason any accepted merge or delete would drop the lap's births untried,
+so births decide first (``MoveSchedule.end_lap``) and an accepted birth drops the lap's merges and
+deletes instead, which cost less to track. So that a lap can still add the pieces of
 several targets, the lap's freshly seeded proposals (two or more) are also proposed together: one
 more candidate whose globals hold every one of their targets' pieces (each target's row replaced,
 the pieces appended in turn, the sticks split in turn), tracked and judged like the others, and
