@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from scipy.special import softmax
 
 from bnpvi.alloc import DPMixAlloc
+from bnpvi.alloc.base import Local
 from bnpvi.data.batch import PointBatch, WordCountBatch
 from bnpvi.data.moments import DataMoments
 from bnpvi.data.store import BatchStore, write_points
@@ -18,8 +19,8 @@ from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
 from bnpvi.moves.base import alloc_part
-from bnpvi.moves.birth import (FAINT_MASS, BirthMove, cleanup_order, fresh_weights, grouped, level_value,
-                               partitions_membership, seed_birth, split, transfer)
+from bnpvi.moves.birth import (FAINT_MASS, BirthMove, best_level, cleanup_order, fresh_weights, grouped,
+                               level_value, partitions_membership, seed_birth, split, transfer)
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove, _merged_data_term, merge_scores
 from bnpvi.obs import make_obs
@@ -206,6 +207,32 @@ def test_merge_pairs_blocked_by_rejections_are_skipped_as_one_check_per_pair_ski
     np.testing.assert_array_equal(move._choose(run, set()), np.array(expected, dtype=np.intp).reshape(-1, 2))
 
 
+@pytest.mark.parametrize("mass, loss, accepted", [(3e-6, 2e-6, True), (3e-6, 1.0, False), (0.5, 2e-6, False)])
+def test_a_vanishing_cluster_is_deleted_first_unless_that_lowers_the_elbo_beyond_rounding(mass, loss, accepted):
+    """Clusters of an abundant start that the data stop using shrink lap by lap (debian/short, K = 50: six
+    clusters of 2e-6 documents each at lap 100, counted in K); their deletes lose a few 1e-6 nats. A cluster
+    of less than VANISHING_MASS atoms is targeted before any other and removed unless its exact gain is below
+    float noise; any other cluster still needs a gain."""
+    model, _, _, _, _, stats = fitted("gauss", K=5)
+    stats = stats.with_clusters([3], stats.remap([[3]]).scaled(mass / float(stats.N[3])))
+    uids = np.array([3, 1, 4, 7, 9])
+    current = -1.9e6
+    applied = []
+    run = SimpleNamespace(model=model, globals=model.global_step(stats),
+                          ids=ClusterIds(uids), n_batches=1, lap=3, moves=SimpleNamespace(settled=False),
+                          elbo=lambda: current, evaluate=lambda cand, sources: (current - loss, None),
+                          apply=applied.append)
+    move = DeleteMove(OmegaConf.create(dict(DELETE, max_per_lap=1, max_size_frac=0.5, absorb=2)))
+    move.failures.record(7, False, (mass * 2.0,))  # tried before, at another size: still eligible
+    move.proposals = [uids[[3, 0, 1]]]
+    first = int(move._choose(run, set(), 2, 1)[0][0])
+    assert (first == 7) == (mass < 0.01)  # otherwise the clusters never tried come first
+    move.tracked = {0: [stats.remap([[0], [1]])]}
+    schedule = SimpleNamespace(changed=set(), lap=3, event=lambda *a, **k: None)
+    move.decide(run, schedule)
+    assert bool(applied) == accepted and (7 in schedule.changed) == accepted
+
+
 @pytest.mark.parametrize("sparse_L", [None, 2])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_delete_gain_equals_brute_force(family, sparse_L):
@@ -302,6 +329,41 @@ def test_every_level_of_a_birth_cleanup_gains_what_brute_force_says(family):
         new = np.concatenate([r, r[:, [target]] * groups], axis=1)
         new[:, target] = 0.0
         assert_gain(predicted - elbo_of(model, stats), elbo_of(model, brute_stats(model, batch, new)) - elbo_of(model, stats))
+
+
+@pytest.mark.parametrize("family", ["gauss", "mult"])
+def test_a_birth_never_keeps_a_fresh_cluster_that_the_lap_left_empty(family):
+    """Of a birth's cleanup levels, only those whose fresh clusters all hold more than FAINT_MASS are judged
+    (a patches run from K = 1 kept a piece of 3e-14 atoms for 38 laps, every merge and delete with it
+    gaining 0); the best of them is the level of highest exact value, and with none the birth has no level."""
+    model, batch, globals_, _, local, stats = fitted(family, K=2)
+    r = local.resp.values
+    target = int(np.argmax(r.sum(axis=0)))
+    N, fields = seed_birth(model, batch, r[:, target].copy(), OmegaConf.create(BIRTH), np.random.default_rng(0), 10)
+    fresh, proposal = transfer(model, batch, r[:, target].copy(), N, fields)
+    J = fresh.K
+    fresh = fresh.pad_to(J + 1)  # a piece that got nothing over the lap: the last one
+    proposal = Local(Responsibilities(np.hstack([proposal.resp.values, np.zeros((batch.n_atoms, 1))]), J + 1))
+    empty = fresh.N <= FAINT_MASS  # the padded piece, and (documents) pieces that got nothing here either
+    big = int(np.argmax(fresh.N))
+    alone = np.arange(J + 1)
+    absorbed = np.where(empty, big, alone)
+    absorbed = np.unique(absorbed, return_inverse=True)[1]  # the empty pieces grouped with the largest one
+    two = np.where(empty | (alone == big), 0, 1)  # the largest and the empty pieces, and the rest
+    last_alone = np.r_[np.zeros(J, dtype=np.int64), 1]  # the padded piece alone, the rest together
+    levels = np.array([alone, absorbed, two, last_alone])
+    membership, node_of = partitions_membership(levels)
+    terms = model.alloc.group_terms(proposal, membership)
+    current = model.global_step(stats)
+    run = SimpleNamespace(model=model, globals=current, data_terms=lambda: model.data_terms(stats))
+    value, level, sources, best = best_level(run, target, fresh, levels, terms, node_of)
+    values = {}
+    for ell in (1, 2):  # the levels without an empty group
+        candidate = grouped(fresh, levels[ell], terms, node_of[ell])
+        values[ell] = level_value(run, target, candidate, [[k] for k in range(stats.K)] + [[]] * candidate.K)
+    assert level == max(values, key=values.get) and value == values[level]
+    assert np.min(best.N) > FAINT_MASS and len(sources) == stats.K + best.K
+    assert best_level(run, target, fresh, levels[[0, 3]], terms, partitions_membership(levels[[0, 3]])[1]) is None
 
 
 # ------------------------------------------------------------- runs with moves

@@ -97,9 +97,22 @@ class MoveEvent:
     exact: bool = True
 
 
+VANISHING_MASS = 0.01
+"""A cluster holding less than this many atoms in all (its mass shrinking lap by lap towards 0, as unused
+clusters of an abundant start do under dense responsibilities) is removed by a delete that does not lower the
+ELBO beyond float noise (``accepts_removal``): its exact gain is then a few 1e-6 nats either way, below what
+``accepts`` can tell from rounding, and such clusters stayed in the model, counted in K, to the last lap."""
+
+
 def accepts(gain: float, elbo: float) -> bool:
     """Whether a proposal with this exact gain is accepted at an ELBO of ``elbo``."""
     return bool(gain > ACCEPT_RTOL * max(1.0, abs(elbo)))
+
+
+def accepts_removal(gain: float, elbo: float) -> bool:
+    """Whether the removal of an empty or vanishing cluster (``VANISHING_MASS``) with this exact gain is accepted:
+    unless it lowers the ELBO beyond float noise."""
+    return bool(gain >= -ACCEPT_RTOL * max(1.0, abs(elbo)))
 
 
 def ordered_sum(items) -> SuffStats:

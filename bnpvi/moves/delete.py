@@ -14,9 +14,11 @@ thesis §6.5.3 with every sequence a target), so the candidate's summaries, and 
 ELBO, are exact for the whole data set; it then changes every cluster.
 
 Up to ``max_per_lap`` deletes are tracked per lap (fewer where the allocation model caps them,
-``AllocModel.deletes_per_lap``: the HDP topic model tracks one), targets never tried first, and
-judged in that order; once one is accepted, the others whose clusters it changed
-are dropped (their tracked summaries describe clusters that no longer exist).
+``AllocModel.deletes_per_lap``: the HDP topic model tracks one), vanishing targets first (less than
+``VANISHING_MASS`` atoms in all: accepted unless they lower the ELBO beyond float noise, since their exact
+gain is a few 1e-6 nats either way), then targets never tried, and judged in that order; once one is
+accepted, the others whose clusters it changed are dropped (their tracked summaries describe clusters that
+no longer exist).
 
 Tracking a delete costs a restricted local step per batch (a whole local step for
 ``whole_delete`` models), so after laps in which every delete was rejected the move
@@ -31,7 +33,8 @@ import numpy as np
 
 from bnpvi import kernels
 from bnpvi.alloc.base import Local
-from bnpvi.moves.base import FAINT_MASS, Edit, Move, accepts, faint_stats, ordered_sum, per_lap
+from bnpvi.moves.base import (FAINT_MASS, VANISHING_MASS, Edit, Move, accepts, accepts_removal, faint_stats,
+                              ordered_sum, per_lap)
 from bnpvi.moves.history import FailureLog
 from bnpvi.moves.merge import merge_scores
 from bnpvi.moves.whole import RunningTotals, Visit
@@ -76,8 +79,8 @@ class DeleteMove(Move):
 
     def _choose(self, run, excluded: set[int], max_fails: int, limit: int) -> list[np.ndarray]:
         """Up to ``limit`` deletes, ids [t, A...]: targets t are non-empty clusters holding at most
-        ``max_size_frac`` of the data and not blocked by earlier rejections, those tried fewer times
-        first, then the smallest; A: the ``absorb`` clusters with the highest merge score with t (none when
+        ``max_size_frac`` of the data and not blocked by earlier rejections, vanishing ones first
+        (``VANISHING_MASS``), then those tried fewer times, then the smallest; A: the ``absorb`` clusters with the highest merge score with t (none when
         the model re-runs its local step without t, ``whole_delete``).
         Only the targets are kept from other moves: births may target clusters of A too, and are
         dropped at the lap's end if a delete changed them (see ``MoveSchedule.end_lap``)."""
@@ -87,7 +90,7 @@ class DeleteMove(Move):
         free = [k for k in range(stats.K) if int(uids[k]) not in excluded]
         tries = np.array([self.failures.failures(u) for u in uids])
         chosen: list[np.ndarray] = []
-        for t in np.lexsort((N, tries)):
+        for t in np.lexsort((N, tries, N >= VANISHING_MASS)):
             t = int(t)
             if len(chosen) >= limit:
                 break
@@ -165,7 +168,7 @@ class DeleteMove(Move):
             current = run.elbo()
             value, globals_ = run.evaluate(candidate, sources)
             gain = value - current
-            accepted = accepts(gain, current)
+            accepted = accepts(gain, current) or (stats.N[target] < VANISHING_MASS and accepts_removal(gain, current))
             if accepted:
                 if totals:  # each batch's summaries made again from the lap's visit (bnpvi.moves.whole)
                     run.apply(Edit(sources, lambda b, cache, i=i, K=stats.K - 1: summaries_without(

@@ -17,7 +17,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from bnpvi.moves.base import ACCEPT_RTOL, Edit, MoveEvent
+from bnpvi.moves.base import Edit, MoveEvent, accepts_removal
 from bnpvi.moves.birth import BirthMove
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove
@@ -163,7 +163,7 @@ class MoveSchedule:
         sources = [[k] for k in range(K) if k not in drop]
         current = run.elbo()
         value, globals_ = run.evaluate(run.globals.stats.remove(empty), sources)
-        if value - current >= -ACCEPT_RTOL * max(1.0, abs(current)):
+        if accepts_removal(value - current, current):
             run.apply(Edit(sources, lambda b, cache: cache.remove(empty), globals_))
 
     # -------------------------------------------------------------- state
