@@ -9,7 +9,6 @@ from omegaconf import OmegaConf
 from scipy.special import softmax
 
 from bnpvi.alloc import DPMixAlloc
-from bnpvi.alloc.base import Local
 from bnpvi.data.batch import PointBatch, WordCountBatch
 from bnpvi.data.moments import DataMoments
 from bnpvi.data.store import BatchStore, write_points
@@ -19,8 +18,8 @@ from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
 from bnpvi.moves.base import alloc_part
-from bnpvi.moves.birth import (FAINT_MASS, BirthMove, best_level, cleanup_order, fresh_weights, grouped,
-                               level_value, partitions_membership, seed_birth, split, transfer)
+from bnpvi.moves.birth import (FAINT_MASS, BirthMove, cleanup_order, fresh_weights, grouped, level_value,
+                               partitions_membership, seed_birth, split, transfer)
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove, _merged_data_term, merge_scores
 from bnpvi.obs import make_obs
@@ -329,41 +328,6 @@ def test_every_level_of_a_birth_cleanup_gains_what_brute_force_says(family):
         new = np.concatenate([r, r[:, [target]] * groups], axis=1)
         new[:, target] = 0.0
         assert_gain(predicted - elbo_of(model, stats), elbo_of(model, brute_stats(model, batch, new)) - elbo_of(model, stats))
-
-
-@pytest.mark.parametrize("family", ["gauss", "mult"])
-def test_a_birth_never_keeps_a_fresh_cluster_that_the_lap_left_empty(family):
-    """Of a birth's cleanup levels, only those whose fresh clusters all hold more than FAINT_MASS are judged
-    (a patches run from K = 1 kept a piece of 3e-14 atoms for 38 laps, every merge and delete with it
-    gaining 0); the best of them is the level of highest exact value, and with none the birth has no level."""
-    model, batch, globals_, _, local, stats = fitted(family, K=2)
-    r = local.resp.values
-    target = int(np.argmax(r.sum(axis=0)))
-    N, fields = seed_birth(model, batch, r[:, target].copy(), OmegaConf.create(BIRTH), np.random.default_rng(0), 10)
-    fresh, proposal = transfer(model, batch, r[:, target].copy(), N, fields)
-    J = fresh.K
-    fresh = fresh.pad_to(J + 1)  # a piece that got nothing over the lap: the last one
-    proposal = Local(Responsibilities(np.hstack([proposal.resp.values, np.zeros((batch.n_atoms, 1))]), J + 1))
-    empty = fresh.N <= FAINT_MASS  # the padded piece, and (documents) pieces that got nothing here either
-    big = int(np.argmax(fresh.N))
-    alone = np.arange(J + 1)
-    absorbed = np.where(empty, big, alone)
-    absorbed = np.unique(absorbed, return_inverse=True)[1]  # the empty pieces grouped with the largest one
-    two = np.where(empty | (alone == big), 0, 1)  # the largest and the empty pieces, and the rest
-    last_alone = np.r_[np.zeros(J, dtype=np.int64), 1]  # the padded piece alone, the rest together
-    levels = np.array([alone, absorbed, two, last_alone])
-    membership, node_of = partitions_membership(levels)
-    terms = model.alloc.group_terms(proposal, membership)
-    current = model.global_step(stats)
-    run = SimpleNamespace(model=model, globals=current, data_terms=lambda: model.data_terms(stats))
-    value, level, sources, best = best_level(run, target, fresh, levels, terms, node_of)
-    values = {}
-    for ell in (1, 2):  # the levels without an empty group
-        candidate = grouped(fresh, levels[ell], terms, node_of[ell])
-        values[ell] = level_value(run, target, candidate, [[k] for k in range(stats.K)] + [[]] * candidate.K)
-    assert level == max(values, key=values.get) and value == values[level]
-    assert np.min(best.N) > FAINT_MASS and len(sources) == stats.K + best.K
-    assert best_level(run, target, fresh, levels[[0, 3]], terms, partitions_membership(levels[[0, 3]])[1]) is None
 
 
 # ------------------------------------------------------------- runs with moves

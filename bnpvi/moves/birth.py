@@ -232,25 +232,6 @@ def level_value(run, target: int, fresh: SuffStats, sources: list) -> float:
     return kept + float(np.sum(model.data_terms(fresh))) + model.alloc_value(candidate, warm)
 
 
-def best_level(run, target: int, total: SuffStats, levels: np.ndarray, terms: dict, node_of: np.ndarray):
-    """The level of a birth's cleanup order with the highest whole-data ELBO (``level_value``), among the levels
-    whose fresh clusters all hold more than ``FAINT_MASS`` over the whole data: a fresh cluster that the lap
-    left empty would be a cluster of no atoms in the model, changing the ELBO only by rounding, that no merge
-    or delete could then remove with a gain. Returns (value, level, sources, fresh), or None when every level
-    has such a cluster."""
-    best = None
-    K = run.globals.stats.K
-    for level, labels in enumerate(levels):
-        fresh = grouped(total, labels, terms, node_of[level])
-        if np.min(fresh.N) <= FAINT_MASS:
-            continue
-        sources = [[k] for k in range(K)] + [[] for _ in range(fresh.K)]
-        value = level_value(run, target, fresh, sources)
-        if best is None or value > best[0]:
-            best = (value, level, sources, fresh)
-    return best
-
-
 class TargetedBirths(Move):
     """What every birth move shares: the rejection history of its targets and the retry rules.
 
@@ -582,12 +563,13 @@ class BirthMove(LapBirths):
             terms = {name: sum(self.tracked[b][i][1][name] for b in batches) for name in self.tracked[batches[0]][i][1]}
             stats = run.globals.stats
             current = run.elbo()
-            best = best_level(run, target, total, levels, terms, node_of)
-            if best is None:  # every level keeps a fresh cluster that the lap left empty
-                schedule.event(self.name, str(int(uid)), np.nan, False, fresh=levels.shape[1], kept=0)
-                self.failures.record(uid, False, (float(stats.N[target]),))
-                self.last_tried[int(uid)] = schedule.lap
-                continue
+            best = None
+            for level, labels in enumerate(levels):
+                fresh = grouped(total, labels, terms, node_of[level])
+                sources = [[k] for k in range(stats.K)] + [[] for _ in range(fresh.K)]
+                value = level_value(run, target, fresh, sources)
+                if best is None or value > best[0]:
+                    best = (value, level, sources, fresh)
             value, level, sources, fresh = best
             gain = value - current
             if accepts(gain, current):  # confirmed by the candidate's own global step, which acceptance installs
