@@ -80,8 +80,8 @@ class DeleteMove(Move):
     def _choose(self, run, excluded: set[int], max_fails: int, limit: int) -> list[np.ndarray]:
         """Up to ``limit`` deletes, ids [t, A...]: targets t are non-empty clusters holding at most
         ``max_size_frac`` of the data and not blocked by earlier rejections, vanishing ones first
-        (``VANISHING_MASS``), then those tried fewer times, then the smallest; A: the ``absorb`` clusters with the highest merge score with t (none when
-        the model re-runs its local step without t, ``whole_delete``).
+        (``VANISHING_MASS``), then those tried fewer times, then the smallest; A: the ``absorb`` clusters with
+        the highest merge score with t (none when the model re-runs its local step without t, ``whole_delete``).
         Only the targets are kept from other moves: births may target clusters of A too, and are
         dropped at the lap's end if a delete changed them (see ``MoveSchedule.end_lap``)."""
         stats, uids, cfg = run.globals.stats, run.ids.uids, self.cfg
