@@ -109,3 +109,43 @@ def test_a_cluster_never_proposed_asks_for_pieces_in_proportion_to_its_share():
     assert counts(None, tried=[6]) == [60, 8, 10, 8]
     assert counts(20) == [12, 8, 8, 8]
     assert counts(0) == [8, 8, 8, 8]
+
+
+def planted_groups(kind, rng):
+    """A broad background and three tight groups of 15 atoms each: (batch, obs, the groups' atom sets)."""
+    from bnpvi.data.batch import PointBatch, WordCountBatch
+    from bnpvi.obs import make_obs
+    from test_moves import moments, obs_cfg
+
+    n_back, groups = 300, [np.arange(300 + 15 * g, 315 + 15 * g) for g in range(3)]
+    if kind == "gauss":
+        X = rng.normal(0.0, 10.0, size=(345, 2))
+        for g, members in enumerate(groups):
+            X[members] = np.array([[-12.0, 5.0], [3.0, -9.0], [14.0, 14.0]])[g] + rng.normal(0.0, 0.05, (15, 2))
+        batch = PointBatch(X)
+        return batch, make_obs(obs_cfg("gauss"), 2, moments(X)), groups
+    V, docs = 200, []
+    for d in range(345):
+        vocab = np.arange(V) if d < n_back else 50 + 4 * ((d - n_back) // 15) + np.arange(4)
+        docs.append(np.unique(rng.choice(vocab, size=8), return_counts=True))
+    ids = np.concatenate([w for w, _ in docs]).astype(np.int32)
+    counts = np.concatenate([c for _, c in docs]).astype(np.float64)
+    doc_range = np.concatenate([[0], np.cumsum([w.size for w, _ in docs])]).astype(np.int64)
+    return WordCountBatch(ids, counts, doc_range, V), make_obs(obs_cfg("mult"), V, None), groups
+
+
+@pytest.mark.parametrize("kind", ["gauss", "mult"])
+def test_dense_seeding_finds_the_tight_groups_inside_a_broad_cluster(kind):
+    """seeding=dense: the J − 1 tightest disjoint groups of group_size atoms become fresh clusters 1, 2, ...
+    and every other atom stays in cluster 0, the rest of the target."""
+    from bnpvi.moves.birth import dense_groups
+
+    rng = np.random.default_rng(0)
+    batch, obs, groups = planted_groups(kind, rng)
+    labels = dense_groups(obs, batch, 4, 15, rng)
+    found = sorted(sorted(np.flatnonzero(labels == g).tolist()) for g in range(1, labels.max() + 1))
+    assert found == sorted(members.tolist() for members in groups)
+    assert np.all(labels[:300] == 0)
+    labels = dense_groups(obs, batch, 3, 15, rng)  # room for two groups: two of the three, whole
+    planted = [members.tolist() for members in groups]
+    assert labels.max() == 2 and all(np.flatnonzero(labels == g).tolist() in planted for g in (1, 2))

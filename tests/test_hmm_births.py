@@ -20,7 +20,7 @@ from test_hmm_moves import enumerated_stats
 GAUSS = {"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-3, "mean": [0.0, 0.0]}
 BIRTH = {"start_lap": 2, "stop_lap": None, "max_per_lap": 3, "n_new": 8, "min_batch_mass": 10.0, "eps": 0.1,
          "max_atoms": 5000, "kmeans_iters": 10, "refine_iters": 3, "Kmax": 50, "retry_change": 0.1,
-         "min_block": 3, "max_stuck": 2}
+         "min_block": 3, "max_stuck": 2, "seeding": "kmeans", "group_size": 15}
 
 
 def test_state_runs_are_the_maximal_runs_inside_each_sequence():

@@ -28,7 +28,7 @@ from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
 FAMILIES = ["gauss", "diag_gauss", "zm_gauss", "mult", "bern"]
 BIRTH = {"start_lap": 2, "stop_lap": None, "max_per_lap": 3, "n_new": 8, "min_batch_mass": 10.0, "eps": 0.1,
          "max_atoms": 5000, "kmeans_iters": 10, "refine_iters": 3, "refine_laps": 5, "Kmax": 200, "retry_change": 0.1,
-         "max_stuck": 10, "abundance": 0}
+         "max_stuck": 10, "abundance": 0, "seeding": "kmeans", "group_size": 15}
 MERGE = {"start_lap": 2, "max_pairs": 100, "max_per_cluster": 5, "retry_change": 0.1}
 DELETE = {"start_lap": 2, "max_per_lap": 3, "max_fails": 2, "max_size_frac": 0.05, "absorb": 5, "retry_change": 0.1}
 

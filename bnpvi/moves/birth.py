@@ -26,6 +26,7 @@ from abc import abstractmethod
 import numpy as np
 
 from bnpvi.alloc.base import Local
+from bnpvi.errors import BnpviError
 from bnpvi.moves.base import FAINT_MASS, Edit, Move, accepts, alloc_part, faint_stats, ordered_sum, per_lap
 from bnpvi.moves.history import FailureLog
 from bnpvi.obs.bregman import hard_summaries, kmeans, kmeanspp_seeds
@@ -170,13 +171,41 @@ def kmeans_clusters(obs, sample, J: int, kmeans_iters: int, rng: np.random.Gener
     return kmeans(obs, sample, N, fields, kmeans_iters)
 
 
+SEEDINGS = ("kmeans", "dense")
+
+
+def dense_groups(obs, sample, J: int, size: int, rng: np.random.Generator, max_centers: int = 500) -> np.ndarray:
+    """Labels of the atoms of ``sample`` for up to J fresh clusters: 1, 2, ... for its tightest disjoint groups
+    of ``size`` atoms, 0 for all other atoms (the rest of the target, kept as one piece).
+
+    A group is the ``size`` atoms nearest a centre atom by the family's Bregman divergence to the centre's
+    smoothed atom (thesis Alg. 2.2's divergence); groups are taken by increasing mean divergence, skipping
+    any that shares an atom with one taken, among at most ``max_centers`` centres drawn from ``sample``.
+    """
+    n = sample.n_atoms
+    centers = np.arange(n) if n <= max_centers else np.sort(rng.choice(n, size=max_centers, replace=False))
+    divergence = obs.atom_divergences(sample)(centers)
+    near = np.argpartition(divergence, size - 1, axis=0)[:size]
+    spread = np.take_along_axis(divergence, near, axis=0).mean(axis=0)
+    labels = np.zeros(n, dtype=np.int64)
+    groups = 0
+    for c in np.argsort(spread, kind="stable"):
+        if groups == J - 1:
+            break
+        if labels[near[:, c]].any():
+            continue
+        groups += 1
+        labels[near[:, c]] = groups
+    return labels
+
+
 def _held(stats: SuffStats | None, k: int) -> SuffStats | None:
     """Cluster k of a batch's summaries as summaries of their own (None without them)."""
     return None if stats is None else stats.remap([[k]])
 
 
 def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator, max_new: int,
-               held: SuffStats | None = None, n_new: int | None = None):
+               held: SuffStats | None = None, n_new: int | None = None, dense: bool = False):
     """Summaries (N, fields) of J' ≤ min(n_new, max_new) fresh clusters from the target's atoms in ``batch``
     (``n_new`` None: the config's).
 
@@ -188,7 +217,12 @@ def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator
     J = min(int(cfg.n_new if n_new is None else n_new), subset.size // 2, int(max_new))
     if J < 2:
         return None
-    N, fields = kmeans_clusters(model.obs, batch.take(subset), J, cfg.kmeans_iters, rng)
+    if dense and subset.size > 2 * int(cfg.group_size):
+        sample = batch.take(subset)
+        labels = dense_groups(model.obs, sample, J, int(cfg.group_size), rng)
+        N, fields = hard_summaries(model.obs, sample, labels, int(labels.max()) + 1)
+    else:
+        N, fields = kmeans_clusters(model.obs, batch.take(subset), J, cfg.kmeans_iters, rng)
     for _ in range(int(cfg.refine_iters)):
         keep = N > 1e-8
         if keep.sum() < 2:
@@ -271,6 +305,15 @@ class TargetedBirths(Move):
             fresh[new] = np.maximum(fresh[new], np.ceil(abundance * N[new] / N.sum()).astype(np.int64))
         return fresh
 
+    def dense_target(self, run) -> int:
+        """The cluster whose birth this lap is seeded by ``dense_groups`` (−1: none): with ``seeding=dense``, the
+        largest cluster once a birth of it has failed, on the laps whose k-means++ seed is odd (about every other
+        lap), so that its tries alternate between k-means pieces and tight groups carved out of it."""
+        if self.cfg.seeding != "dense" or self.seed % 2 == 0 or run.globals.K == 0:
+            return -1
+        k = int(np.argmax(run.globals.stats.N))
+        return k if self.failures.failures(int(run.ids.uids[k])) > 0 else -1
+
     def places(self, run) -> int:
         """Proposals per lap: ``max_per_lap``, at most the allocation model's ``births_per_lap``."""
         return per_lap(self.cfg.max_per_lap, run.model.alloc.births_per_lap)
@@ -348,7 +391,8 @@ class LapBirths(TargetedBirths):
             if not (self.eligible.size or self.carried) or run.pos != 0:
                 return None
             plan = {"eligible": run.ids.positions(self.eligible), "seed": self.seed,
-                    "room": self.cfg.Kmax - run.globals.K, "places": self.places(run), "n_new": self.fresh_counts(run)}
+                    "room": self.cfg.Kmax - run.globals.K, "places": self.places(run), "n_new": self.fresh_counts(run),
+                    "dense": self.dense_target(run)}
             if self.carried:
                 plan["carried"] = [(int(run.ids.positions([uid])[0]), self.carried_plan(run, uid, kept), age)
                                    for uid, kept, age, _ in self.carried]
@@ -438,6 +482,13 @@ class BirthMove(LapBirths):
 
     name = "birth"
 
+    def __init__(self, cfg):
+        if cfg.seeding not in SEEDINGS:
+            raise BnpviError(f"moves.birth.seeding must be one of {', '.join(SEEDINGS)}, got {cfg.seeding!r}")
+        if int(cfg.group_size) < 2:
+            raise BnpviError(f"moves.birth.group_size must be at least 2, got {cfg.group_size}")
+        super().__init__(cfg)
+
     def carried_plan(self, run, uid: int, kept: tuple) -> SuffStats:
         """A carried proposal's fresh summaries over the whole data (kept as (sum, per-batch parts))."""
         return kept[0]
@@ -521,7 +572,7 @@ class BirthMove(LapBirths):
                 small.append(k)
                 continue
             seed = seed_birth(model, batch, resp.column(k), cfg, rng, max_new=room, held=_held(stats, k),
-                              n_new=int(plan["n_new"][k]))
+                              n_new=int(plan["n_new"][k]), dense=k == plan.get("dense", -1))
             if seed is None:
                 failed.append(k)
                 continue
