@@ -362,8 +362,9 @@ class BirthConfig:
     eps: float = key("atoms with r_nk > eps form the k-means subset")
     max_atoms: int = key("at most this many atoms in the k-means subset")
     kmeans_iters: int = key("Bregman k-means iterations on the subset")
-    seeding: str = key("how the fresh clusters are seeded: kmeans (Bregman k-means++ and k-means) or dense (the "
-                       "n_new - 1 tightest disjoint groups of group_size atoms, and the rest of the target)")
+    seeding: str = key("kmeans: fresh clusters by Bregman k-means++ and k-means; dense: also, on alternate laps "
+                       "once a birth of the largest cluster failed, its n_new - 1 tightest groups of group_size "
+                       "atoms and the rest of it (docs/births.md)")
     group_size: int = key("atoms in each group of seeding=dense")
     refine_iters: int = key("local step / global step rounds of the proposal on the seeding batch")
     refine_laps: int = key("mixtures, topic models: a rejected proposal lives on (refined by its whole-data "
