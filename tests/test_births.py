@@ -149,3 +149,26 @@ def test_dense_seeding_finds_the_tight_groups_inside_a_broad_cluster(kind):
     labels = dense_groups(obs, batch, 3, 15, rng)  # room for two groups: two of the three, whole
     planted = [members.tolist() for members in groups]
     assert labels.max() == 2 and all(np.flatnonzero(labels == g).tolist() in planted for g in (1, 2))
+
+
+def test_dense_seeding_is_for_the_largest_cluster_after_a_failed_birth_on_odd_laps_only():
+    from types import SimpleNamespace
+
+    from omegaconf import OmegaConf
+
+    from bnpvi.moves.birth import BirthMove
+    from test_moves import BIRTH
+
+    run = SimpleNamespace(globals=SimpleNamespace(K=3, stats=SimpleNamespace(N=np.array([30.0, 60.0, 10.0]))),
+                          ids=SimpleNamespace(uids=np.array([5, 6, 7])))
+
+    def target(seeding, seed, failed=()):
+        move = BirthMove(OmegaConf.create(dict(BIRTH, seeding=seeding)))
+        for uid in failed:
+            move.failures.record(uid, False, (1.0,))
+        move.seed = seed
+        return move.dense_target(run)
+    assert target("dense", 3, failed=[6]) == 1
+    assert target("dense", 4, failed=[6]) == -1  # even laps keep k-means
+    assert target("dense", 3, failed=[5, 7]) == -1  # the largest cluster has not failed
+    assert target("kmeans", 3, failed=[6]) == -1
