@@ -362,7 +362,7 @@ class BirthConfig:
     eps: float = key("atoms with r_nk > eps form the k-means subset")
     max_atoms: int = key("at most this many atoms in the k-means subset")
     kmeans_iters: int = key("Bregman k-means iterations on the subset")
-    seeding: str = key("kmeans: fresh clusters by Bregman k-means++ and k-means; dense: also, on alternate laps "
+    seeding: str = key("kmeans: fresh clusters by Bregman k-means++ and k-means; dense (mixtures): also, on alternate laps "
                        "once a birth of the largest cluster failed, its n_new - 1 tightest groups of group_size "
                        "atoms and the rest of it (docs/births.md)")
     group_size: int = key("atoms in each group of seeding=dense")

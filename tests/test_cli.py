@@ -254,7 +254,8 @@ def test_unknown_option_in_group(tmp_path, env):
     (["model=finite_mix", "moves=[merge]"], ["finite"]),
     (["model=finite_hmm", "alg.sparse_L=2"], ["alg.sparse_L", "model=finite_hmm", "no L-sparse local step"]),
     (["alg.sparse_L=0"], ["alg.sparse_L must be an integer >= 1, got 0"]),
-    (["moves.birth.seeding=foo"], ["moves.birth.seeding must be one of kmeans, dense, got 'foo'"]),
+    (["moves.birth.seeding=foo"], ["moves.birth.seeding must be one of kmeans, dense", "got 'foo'"]),
+    (["model=hdp_topic", "moves.birth.seeding=dense"], ["moves.birth.seeding must be one of kmeans for these births"]),
 ])
 def test_options_that_do_not_fit_the_model_or_algorithm(tmp_path, env, args, fragments):
     proc = train([*args, "data.n_atoms=300"], tmp_path, env, check=False)

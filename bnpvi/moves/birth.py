@@ -171,9 +171,6 @@ def kmeans_clusters(obs, sample, J: int, kmeans_iters: int, rng: np.random.Gener
     return kmeans(obs, sample, N, fields, kmeans_iters)
 
 
-SEEDINGS = ("kmeans", "dense")
-
-
 def dense_groups(obs, sample, J: int, size: int, rng: np.random.Generator, max_centers: int = 500) -> np.ndarray:
     """Labels of the atoms of ``sample`` for up to J fresh clusters: 1, 2, ... for its tightest disjoint groups
     of ``size`` atoms, 0 for all other atoms (the rest of the target, kept as one piece).
@@ -278,8 +275,15 @@ class TargetedBirths(Move):
 
     min_new = 2
     """Fresh clusters the smallest proposal makes (no birth with less room under ``Kmax``)."""
+    seedings = ("kmeans",)
+    """The values of ``seeding`` these births carry out (``dense``: mixture births only)."""
 
     def __init__(self, cfg):
+        if cfg.seeding not in self.seedings:
+            raise BnpviError(f"moves.birth.seeding must be one of {', '.join(self.seedings)} for these births, "
+                             f"got {cfg.seeding!r}")
+        if int(cfg.group_size) < 2:
+            raise BnpviError(f"moves.birth.group_size must be at least 2, got {cfg.group_size}")
         super().__init__(cfg)
         self.failures = FailureLog()
         self.last_tried: dict[int, int] = {}  # cluster id -> lap of its latest birth proposal
@@ -481,13 +485,7 @@ class BirthMove(LapBirths):
     """
 
     name = "birth"
-
-    def __init__(self, cfg):
-        if cfg.seeding not in SEEDINGS:
-            raise BnpviError(f"moves.birth.seeding must be one of {', '.join(SEEDINGS)}, got {cfg.seeding!r}")
-        if int(cfg.group_size) < 2:
-            raise BnpviError(f"moves.birth.group_size must be at least 2, got {cfg.group_size}")
-        super().__init__(cfg)
+    seedings = ("kmeans", "dense")
 
     def carried_plan(self, run, uid: int, kept: tuple) -> SuffStats:
         """A carried proposal's fresh summaries over the whole data (kept as (sum, per-batch parts))."""
