@@ -19,6 +19,7 @@ import numpy as np
 
 from bnpvi.alloc.base import AllocModel, Local, Params
 from bnpvi.obs.base import ObsFamily
+from bnpvi.obs.tempered import Tempered
 from bnpvi.stats import PER_CLUSTER, TOTAL, Responsibilities, SuffStats
 
 
@@ -69,23 +70,32 @@ class Model:
 
     @property
     def anneal_laps(self) -> int:
-        """How many laps at the start of a run use an annealed prior (``ObsFamily.annealed``)."""
-        return self.obs.anneal_laps
+        """How many laps at the start of a run use an annealed model: the family's annealed prior
+        (``ObsFamily.annealed``) or the allocation model's temperature (``AllocModel.temperature_at``)."""
+        return max(self.obs.anneal_laps, self.alloc.temperature_laps)
+
+    @property
+    def temperature(self) -> float:
+        """T of this model's data terms (``bnpvi.obs.tempered``): 1 unless it is a tempered lap's model."""
+        return self.obs.temperature
 
     def at_lap(self, lap: int) -> "Model":
         """The model in force in lap ``lap`` (0-based) of a run: this one, or during the first
-        ``anneal_laps`` laps the same allocation model with the family's annealed prior."""
+        ``anneal_laps`` laps the same allocation model with the family's annealed prior and, where the
+        allocation model anneals its temperature, every data term divided by T (``Tempered``)."""
         obs = self.obs.annealed(lap)
-        if obs is self.obs:
+        T = self.alloc.temperature_at(lap)
+        if obs is self.obs and T == 1.0:
             return self
         if lap not in self._by_lap:
-            self._by_lap[lap] = Model(self.alloc, obs)
+            self._by_lap[lap] = Model(self.alloc, obs if T == 1.0 else Tempered(obs, T))
         return self._by_lap[lap]
 
     def without_annealing(self) -> "Model":
-        """This model with the family's configured prior in every lap (``ObsFamily.without_annealing``)."""
-        obs = self.obs.without_annealing()
-        return self if obs is self.obs else Model(self.alloc, obs)
+        """This model with the family's configured prior and temperature 1 in every lap (a warm start goes
+        on from trained clusters)."""
+        obs, alloc = self.obs.without_annealing(), self.alloc.without_annealing()
+        return self if obs is self.obs and alloc is self.alloc else Model(alloc, obs)
 
     def empty_stats(self, K: int) -> SuffStats:
         return SuffStats.zeros(K, self.layout)

@@ -56,7 +56,7 @@ def test_run_records_the_prior_of_every_lap_and_rises_once_it_is_settled(compose
 def test_a_run_that_stops_while_annealed_saves_the_configured_model(compose_cfg, tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="bnpvi"):
         summary = runner.train(compose_cfg(*TOPICS, "alg.n_laps=2", "obs.anneal_laps=5"), tmp_path / "run")
-    assert "annealed prior" in caplog.text
+    assert "annealed model" in caplog.text
     trace = pd.read_csv(tmp_path / "run" / "trace.csv")
     fitted = bnpvi.load(tmp_path / "run")
     at_configured = fitted.model.elbo(fitted.globals_.stats, fitted.globals_)

@@ -150,6 +150,16 @@ class AllocModel(ABC):
     has_sparse_step: bool = False
     warm_is_params: bool = False
     sparse_L: int | None = None
+    temperature_laps: int = 0
+
+    def temperature_at(self, lap: int) -> float:
+        """T of lap ``lap`` (0-based) of a run: the data terms of that lap's model are divided by it
+        (``bnpvi.obs.tempered``); 1, no tempering, unless the model anneals (mixtures)."""
+        return 1.0
+
+    def without_annealing(self) -> "AllocModel":
+        """This allocation model at temperature 1 in every lap (a warm start goes on from trained clusters)."""
+        return self
 
     def use_sparse(self, L: int | None) -> None:
         """Make the local step L-sparse (None: dense); ``alg.sparse_L``."""

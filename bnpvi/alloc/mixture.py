@@ -9,11 +9,13 @@ L_alloc*(N) − KL(q ‖ q*(N)) (the identity of conjugate exponential families)
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from scipy.special import digamma
 
 from bnpvi.alloc.base import AllocModel, Local, Params
-from bnpvi.errors import check_number
+from bnpvi.errors import check_int, check_number
 from bnpvi.special import c_beta, c_dir
 from bnpvi.stats import ENTROPY, PER_CLUSTER, Responsibilities, SuffStats
 
@@ -39,8 +41,32 @@ class MixtureAlloc(AllocModel):
     has_sparse_step = True
     moves = ("birth", "merge", "delete", "reassign")
 
-    def __init__(self, gamma: float):
+    def __init__(self, gamma: float, temperature: float = 1.0, temperature_laps: int = 0):
         self.gamma = check_number(gamma, "model.gamma")
+        self.temperature_start = check_number(temperature, "model.temperature", 1.0, strict=False)
+        laps = check_int(temperature_laps, "model.temperature_laps", 0)
+        self.temperature_laps = laps if self.temperature_start > 1.0 else 0
+
+    def temperature_at(self, lap: int) -> float:
+        """T_t = T_0^(1 − t/L) in lap t < L = ``temperature_laps`` (geometric from T_0 = ``model.temperature``
+        down to 1), 1 from lap L on: deterministic annealing of the local step (``bnpvi.obs.tempered``).
+
+        Why: from one cluster, births split the data one cluster at a time, and from many, the first
+        local step fixes which atoms each cluster keeps; either way the run settles in the basin of
+        its first cuts. At T > 1 an atom is shared among every cluster that fits it within about T
+        nats, so the clusters' boundaries move freely while T falls and the clusters take their
+        places in the data before the atoms commit (docs/births.md: measured).
+        """
+        if lap >= self.temperature_laps:
+            return 1.0
+        return float(self.temperature_start ** (1.0 - lap / self.temperature_laps))
+
+    def without_annealing(self) -> "MixtureAlloc":
+        if not self.temperature_laps:
+            return self
+        alloc = copy.copy(self)
+        alloc.temperature_laps = 0
+        return alloc
 
     def layout(self):
         return {"N": ((), PER_CLUSTER), "H": ((), ENTROPY)}

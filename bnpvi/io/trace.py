@@ -19,6 +19,8 @@ EVAL_COLUMNS = {
                       "document completion (every eval_every laps and at the last lap; bnpvi.learn.heldout)",
     "prior_lam": "obs=mult with an annealed prior (obs.anneal_laps > 0): the Dirichlet pseudo-count in force in "
                  "the lap, whose ELBO is the bound under it",
+    "temperature": "mixtures with model.temperature > 1: the temperature T of the lap, whose ELBO divides every data "
+                   "term by T (deterministic annealing; 1 from the end of the annealing on)",
 }
 """Optional trace columns: name -> what they hold."""
 INTEGER_COLUMNS = {"lap", "batches_seen", "K", "uid", "waiting_for_moves", *MOVE_COUNTS}

@@ -228,7 +228,8 @@ class Run:
         self._start: float | None = None  # perf_counter() when this process started training
         columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
             + (["heldout_loglik"] if self.heldout else []) + (["heldout_auc", "heldout_ap"] if self.links else []) \
-            + (["prior_lam"] if self.model.anneal_laps else []) + self._objective_column()
+            + (["prior_lam"] if self.model.obs.anneal_laps else []) \
+            + (["temperature"] if self.model.alloc.temperature_laps else []) + self._objective_column()
         in_process = int(cfg.alg.get("workers", 1)) == 1 and not cfg.alg.get("scheduler")
         if not (ALGORITHMS[cfg.alg.name].uses_pool or in_process):
             raise BnpviError(f"alg={cfg.alg.name} works in this process; use alg.workers=1 and no alg.scheduler")
@@ -406,6 +407,8 @@ class Run:
             schedule.settled = False
         if "prior_lam" in self.trace.columns:
             row["prior_lam"] = float(self.alg.model.obs.lam)
+        if "temperature" in self.trace.columns:
+            row["temperature"] = self.alg.model.temperature
         # this lap's ELBO and the last one's under the configured prior
         settled_prior = self.alg.anneal_step >= self.model.anneal_laps + 2
         if settled_prior and prev is not None and self.prev_counts is not None \
@@ -452,6 +455,8 @@ class Run:
                         if np.isfinite(row.get(column, np.nan)))
         if "prior_lam" in row and self.alg.model is not self.alg.configured:
             score += f"  prior λ {row['prior_lam']:.4g}"
+        if row.get("temperature", 1.0) > 1.0:
+            score += f"  T {row['temperature']:.3g}"
         log.info("lap %4d  %s %.10g  K %3d  %8.2f s%s%s", result.lap, ALGORITHMS[self.cfg.alg.name].objective, elbo,
                  result.K, row["elapsed_s"], score, moves)
 
@@ -502,9 +507,9 @@ class Run:
         final_elbo = self.trace.rows[-1]["elbo"] if self.trace.rows else None
         if self.alg.use_model(self.alg.configured):  # stopped while the prior was annealed: save the configured model
             final_elbo = self.alg.elbo()
-            log.warning("the run stopped at step %d of the %d laps of its annealed prior (obs.anneal_laps); the model is "
-                        "saved under the configured prior, ELBO %.10g", self.alg.anneal_step, self.model.anneal_laps,
-                        final_elbo)
+            log.warning("the run stopped at step %d of the %d laps of its annealed model (obs.anneal_laps, "
+                        "model.temperature_laps); the model is saved under the configured prior at temperature 1, "
+                        "ELBO %.10g", self.alg.anneal_step, self.model.anneal_laps, final_elbo)
         globals_ = self.alg.globals
         if stop_reason is None:
             stop_reason = ("converged: ELBO change below alg.converge_thr, counts stable, no move accepted or "

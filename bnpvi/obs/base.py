@@ -49,10 +49,12 @@ class ObsFamily(ABC):
     """Kinds of batch files the family models: "points" (rows, also the time steps of
     sequences: "seq") or "bow" (bag-of-words documents)."""
     needs_xprev: bool = False
-    anneal_laps: int = 0
-    """How many laps at the start of a run use an annealed prior (:meth:`annealed`); 0 for most families."""
     """Whether the family regresses each step on the one before (``SeqBatch.Xprev``): sequences only,
     read with ``SeqStore.lagged()`` when the file holds no Xprev."""
+    anneal_laps: int = 0
+    """How many laps at the start of a run use an annealed prior (:meth:`annealed`); 0 for most families."""
+    temperature: float = 1.0
+    """T of the data terms: 1 but in the tempered first laps of a run (``bnpvi.obs.tempered.Tempered``)."""
 
     @classmethod
     @abstractmethod
