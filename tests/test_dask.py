@@ -141,6 +141,17 @@ def test_memo_in_rounds_of_two_is_the_same_on_one_and_two_workers_and_twice(comp
     assert np.all(np.diff(trace["elbo"].to_numpy()[1:]) >= -1e-9 * np.abs(trace["elbo"].to_numpy()[2:]))
 
 
+def test_a_tempered_mixture_is_the_same_on_two_workers(compose_cfg, tmp_path, scheduler):
+    """The model of a tempered lap (model.temperature) goes to the workers with the round: the same run."""
+    cfg = compose_cfg(*COMMON, "alg.batches_per_round=2", "init.K=1", "model.temperature=20",
+                      "model.temperature_laps=4")
+    runner.train(cfg, tmp_path / "one")
+    cfg.alg.scheduler = scheduler
+    runner.train(cfg, tmp_path / "two")
+    assert_same_runs(tmp_path / "one", tmp_path / "two")
+    assert trace_of(tmp_path / "one")["temperature"].iloc[0] == 20.0
+
+
 def test_scattered_globals_give_the_same_run_as_globals_inside_the_tasks(compose_cfg, tmp_path, scheduler,
                                                                        monkeypatch):
     """Rounds run as tasks: large globals are scattered to the workers first, small ones travel in the tasks:

@@ -2,6 +2,8 @@
 step's optimum at T, and runs under it (move gains at T are checked by brute force in test_moves)."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -49,6 +51,15 @@ def test_a_tempered_family_divides_every_data_term_by_T_and_keeps_the_posterior(
     tempered = Model(model.alloc, hot)  # L_T = Σ_k L_data,k / T + allocation and entropy terms
     assert tempered.elbo(stats, tempered.global_step(stats)) == pytest.approx(
         float(np.sum(model.data_terms(stats))) / T + model.alloc_value(stats), rel=1e-12)
+
+
+def test_a_tempered_family_travels_to_workers_whole():
+    """The model of a lap is sent to Dask workers by pickling: the copy scores as the original."""
+    model, batch, globals_, *_ = fitted("gauss")
+    hot = pickle.loads(pickle.dumps(Tempered(model.obs, T)))
+    assert hot.temperature == T and hot.name == "gauss"
+    np.testing.assert_array_equal(hot.expected_log_lik(globals_.obs, batch),
+                                  Tempered(model.obs, T).expected_log_lik(globals_.obs, batch))
 
 
 @pytest.mark.parametrize("family", ["gauss", "mult"])
