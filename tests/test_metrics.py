@@ -138,6 +138,13 @@ def test_adjusted_rand_index_is_scikit_learns():
     for _ in range(5):
         true, pred = rng.integers(0, 4, size=60), rng.integers(0, 6, size=60)
         assert adjusted_rand_index(true, pred) == pytest.approx(brute_ari(true, pred), abs=1e-12)
+    from sklearn.metrics import adjusted_rand_score  # bnpvi computes it without scikit-learn, bit for bit
+
+    cases = [([], []), ([3], [1]), ([0, 0, 0], [5, 5, 5]), (list("aabbc"), list("xyyzz"))]
+    cases += [(rng.integers(-2, a, size=n), 7 * rng.integers(0, b, size=n)) for n in (2, 60, 5000)
+              for a, b in ((1, 3), (4, 6), (40, 70))]
+    for true, pred in cases:
+        assert adjusted_rand_index(true, pred) == adjusted_rand_score(true, pred), (true, pred)
     with pytest.raises(ValueError):
         adjusted_rand_index([0, 1, 1], [0, 1])
 
