@@ -1,9 +1,23 @@
 """Shared test fixtures."""
+import compileall
 from pathlib import Path
 
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def pytest_configure(config):
+    """Byte-compile the package under test once, in the main pytest process (not in each xdist worker): the
+    suite starts a few hundred Python processes (bnpvi-train and the other commands, README blocks, Dask
+    workers) that all import bnpvi, and where PYTHONDONTWRITEBYTECODE is set (or the tree is fresh) each would
+    otherwise compile its ~100 modules again (0.3-0.4 s a process). Stale files are harmless: Python checks
+    the source's time stamp and compiles what changed."""
+    if hasattr(config, "workerinput"):
+        return
+    import bnpvi
+
+    compileall.compile_dir(Path(bnpvi.__file__).parent, quiet=2)
 
 
 @pytest.fixture
