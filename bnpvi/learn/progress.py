@@ -14,7 +14,6 @@ import sys
 from dataclasses import dataclass
 
 from tqdm import tqdm
-from tqdm.contrib.logging import logging_redirect_tqdm
 
 from bnpvi.data.progress import is_terminal
 
@@ -96,6 +95,8 @@ class Progress:
                     if any(type(handler) is logging.StreamHandler and handler.stream in (sys.stdout, sys.stderr)
                            for handler in logger.handlers)]
         if consoles:
+            from tqdm.contrib.logging import logging_redirect_tqdm  # here: it imports asyncio (30 ms a command)
+
             closing.enter_context(logging_redirect_tqdm(consoles))
         bar = closing.enter_context(tqdm(total=alg.n_batches, initial=alg.pos, desc=f"lap {alg.lap + 1}",
                                          unit="batch", file=stream, dynamic_ncols=True))
