@@ -25,9 +25,13 @@ def cache_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("bnpvi-cache")
 
 
+def env_of(cache_dir):
+    return {**os.environ, "BNPVI_CACHE": str(cache_dir), "PYTHONWARNINGS": "ignore"}
+
+
 @pytest.fixture
 def env(cache_dir):
-    return {**os.environ, "BNPVI_CACHE": str(cache_dir), "PYTHONWARNINGS": "ignore"}
+    return env_of(cache_dir)
 
 
 def train(args, cwd, env, check=True):
@@ -127,7 +131,7 @@ def test_plots_false_draws_no_figures_and_writes_every_other_file(tmp_path, env)
 
 
 def test_multirun_sweep_makes_one_run_per_combination(tmp_path, env):
-    train(["-m", "model.gamma=0.5,5", "seed=1,2", "data.n_atoms=800", "alg.n_laps=3"], tmp_path, env)
+    train(["-m", "model.gamma=0.5,5", "seed=1,2", "data.n_atoms=800", "alg.n_laps=3", "plots=false"], tmp_path, env)
     runs = [p for p in (tmp_path / "outputs" / "multirun").glob("*/*/*") if (p / "trace.csv").exists()]
     assert len(runs) == 4
 
@@ -153,14 +157,17 @@ def assert_same_run(a, b):
         np.testing.assert_array_equal(params_a[key], params_b[key], err_msg=key)
 
 
-MOVES_ARGS = ["data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=16", "alg.converge_thr=-1",
+MOVES_ARGS = ["data.n_atoms=10000", "data.n_batches=20", "alg.n_laps=10", "alg.converge_thr=-1",
               "checkpoint_every=1", "seed=5", "init.K=1", "moves=[birth,merge,delete]"]
 
 
-@pytest.fixture
-def reference_run(tmp_path, env):
-    train([*RESUME_ARGS, "hydra.run.dir=ref"], tmp_path, env)
-    return tmp_path / "ref"
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, cache_dir):
+    """The uninterrupted run of RESUME_ARGS, which the killed and the stopped runs must each end at exactly
+    (made once: the tests only read it)."""
+    work = tmp_path_factory.mktemp("reference")
+    train([*RESUME_ARGS, "hydra.run.dir=ref"], work, env_of(cache_dir))
+    return work / "ref"
 
 
 def start_and_stop(tmp_path, env, name, sig, args=RESUME_ARGS):
@@ -209,7 +216,8 @@ def test_resume_with_moves_is_exact(tmp_path, env):
 
 
 def test_resume_can_extend_the_lap_limit(tmp_path, env):
-    train(["data.n_atoms=1000", "alg.n_laps=3", "alg.converge_thr=-1", "hydra.run.dir=short"], tmp_path, env)
+    train(["data.n_atoms=1000", "alg.n_laps=3", "alg.converge_thr=-1", "plots=false", "hydra.run.dir=short"], tmp_path,
+          env)
     train(["resume=short", "alg.n_laps=5"], tmp_path, env)
     trace = pd.read_csv(tmp_path / "short" / "trace.csv")
     assert trace["lap"].tolist() == [1, 2, 3, 4, 5]
@@ -217,7 +225,8 @@ def test_resume_can_extend_the_lap_limit(tmp_path, env):
 
 def test_multirun_resumes_each_run_in_its_own_directory(tmp_path, env):
     for name in ("a", "b"):
-        train(["data.n_atoms=1000", "alg.n_laps=2", "alg.converge_thr=-1", f"hydra.run.dir={name}"], tmp_path, env)
+        train(["data.n_atoms=1000", "alg.n_laps=2", "alg.converge_thr=-1", "plots=false", f"hydra.run.dir={name}"],
+              tmp_path, env)
     saved = {name: (tmp_path / name / ".hydra" / "config.yaml").read_text() for name in ("a", "b")}
     train(["-m", "resume=a,b", "alg.n_laps=4"], tmp_path, env)
     for name in ("a", "b"):
@@ -293,7 +302,7 @@ def test_nan_in_data(tmp_path, env):
 def test_dimension_mismatch_with_checkpoint(tmp_path, env):
     rng = np.random.default_rng(1)
     write_points(tmp_path / "d.h5", rng.normal(size=(200, 2)), n_batches=2)
-    train(["data=hdf5", "data.path=d.h5", "init.K=2", "alg.n_laps=2", "hydra.run.dir=r"], tmp_path, env)
+    train(["data=hdf5", "data.path=d.h5", "init.K=2", "alg.n_laps=2", "plots=false", "hydra.run.dir=r"], tmp_path, env)
     os.remove(tmp_path / "d.h5")
     write_points(tmp_path / "d.h5", rng.normal(size=(200, 3)), n_batches=2)
     proc = train(["resume=r", "alg.n_laps=4"], tmp_path, env, check=False)
@@ -301,7 +310,7 @@ def test_dimension_mismatch_with_checkpoint(tmp_path, env):
 
 
 def test_corrupt_or_missing_checkpoint(tmp_path, env):
-    train(["data.n_atoms=600", "alg.n_laps=2", "hydra.run.dir=r"], tmp_path, env)
+    train(["data.n_atoms=600", "alg.n_laps=2", "plots=false", "hydra.run.dir=r"], tmp_path, env)
     ckpt = tmp_path / "r" / "checkpoints" / "latest.h5"
     ckpt.write_bytes(ckpt.read_bytes()[:1000])
     assert_one_line_error(train(["resume=r"], tmp_path, env, check=False), "corrupt")
