@@ -14,8 +14,9 @@ from bnpvi.report.runs import read_run
 from setups import cli_env, train_command
 
 SWEEP_ARGS = ["-m", "model.gamma=1,10", "seed=1,2", "alg.n_laps=50", "alg.converge_thr=-1", "checkpoint_every=2",
-              "plots=false"]
-"""Four jobs in Hydra's order: (gamma 1, seed 1), (1, 2), (10, 1), (10, 2); 50 laps each, none converging early."""
+              "plots=false", "data.n_atoms=2000"]
+"""Four jobs in Hydra's order: (gamma 1, seed 1), (1, 2), (10, 1), (10, 2); 50 laps each, none converging early
+(2,000 toy points: about 2 s a job, time enough to kill the last one between its third lap and its end)."""
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,8 @@ def test_a_sweep_with_a_killed_run_gives_the_table_the_csv_and_the_plots(sweep, 
     assert table["status"].tolist() == ["finished", "finished", "finished", "incomplete"]
     assert table["model.gamma"].tolist() == [1.0, 1.0, 10.0, 10.0] and table["seed"].tolist() == [1, 2, 1, 2]
     assert "alg.n_laps" not in table  # the same in every run: named in the footer instead
-    assert "the same in every run: alg.n_laps=50 alg.converge_thr=-1.0 checkpoint_every=2 plots=False" in out
+    assert ("the same in every run: alg.n_laps=50 alg.converge_thr=-1.0 checkpoint_every=2 plots=False "
+            "data.n_atoms=2000") in out
     for job in range(3):  # a finished run: its summary
         summary = json.loads((sweep / str(job) / "summary.json").read_text())
         row = table.iloc[job]
@@ -163,7 +165,7 @@ def test_what_a_run_directory_holds_gives_its_status(sweep, tmp_path, state):
                                      "see its train.log")}[state]
     assert (record.status, record.problem) == expected
     assert record.overrides == {"model.gamma": 1.0, "seed": 1, "alg.n_laps": 50, "alg.converge_thr": -1.0,
-                                "checkpoint_every": 2, "plots": False}
+                                "checkpoint_every": 2, "plots": False, "data.n_atoms": 2000}
     assert record.results.get("laps") == {"interrupted": 50, "resumed then killed": 50, "failed": None}[state]
 
 

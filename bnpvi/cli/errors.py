@@ -9,11 +9,6 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
-from hydra.errors import (ConfigCompositionException, HydraException, InstantiationException,
-                          MissingConfigException, OverrideParseException)
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
-
-from bnpvi.config import SCHEMAS, ConfigError, unknown_key
 from bnpvi.errors import BnpviError
 
 
@@ -50,6 +45,13 @@ def config_error(err: BaseException) -> str | None:
     InstantiationException Hydra raises when a model or family refuses its settings; any other error of Hydra
     or OmegaConf by its first line.
     """
+    # here, not with the module: bnpvi-data and bnpvi-report use only run_reporting (Hydra: 0.25 s a command)
+    from hydra.errors import (ConfigCompositionException, HydraException, InstantiationException,
+                              MissingConfigException, OverrideParseException)
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, OmegaConfBaseException
+
+    from bnpvi.config import SCHEMAS, ConfigError, unknown_key
+
     if isinstance(err, (ConfigCompositionException, InstantiationException)) and err.__cause__ is not None:
         err = err.__cause__
     if isinstance(err, (BnpviError, ConfigError)):
