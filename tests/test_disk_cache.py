@@ -103,8 +103,8 @@ def test_a_resume_may_move_the_caches_between_memory_and_disk(compose_cfg, tmp_p
 
 
 def test_sigkill_during_a_disk_cache_run_then_resume_is_exact(tmp_path, env):  # noqa: F811
-    args = ["data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=12", "alg.converge_thr=-1", "checkpoint_every=3",
-            "seed=4", "init.K=1", "alg.cache=disk"]
+    args = ["data.n_atoms=10000", "data.n_batches=20", "alg.n_laps=12", "alg.converge_thr=-1", "checkpoint_every=3",
+            "seed=4", "init.K=1", "alg.cache=disk", "plots=false"]
     train([*args, "hydra.run.dir=ref"], tmp_path, env)
     run, code, _, _ = start_and_stop(tmp_path, env, "killed", signal.SIGKILL, args)
     assert code == -signal.SIGKILL, "the run finished before it could be killed"
