@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from bnpvi.data.checks import check_labels
 from bnpvi.data.sources import listed_lines
@@ -60,6 +59,8 @@ def encode_labels(values, where: str) -> tuple[np.ndarray, tuple[str, ...] | Non
             return y.astype(np.int64), None
         uniq, codes = np.unique(y, return_inverse=True)
         return codes.astype(np.int64).reshape(-1), tuple(repr(float(v)) for v in uniq)
+    import pandas as pd  # here, not with the module: bnpvi-apply imports this module and needs no pandas
+
     text = pd.Series(y, dtype=object).astype(str)
     numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64)
     if text.size and np.all(np.isfinite(numbers)) and np.all(numbers == np.round(numbers)):
@@ -79,6 +80,8 @@ class LabelCoder:
 
     def add(self, values) -> np.ndarray:
         """Provisional codes of one chunk of labels (strings, or numbers as a table column holds them)."""
+        import pandas as pd
+
         inverse, uniq = pd.factorize(np.asarray(values, dtype=object))
         codes = np.array([self._codes.setdefault(name, len(self._codes)) for name in uniq], dtype=np.int64)
         return codes[inverse]

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-import pandas as pd
 
 from bnpvi.data.checks import check_seq_range
 from bnpvi.data.labels import LabelCoder, one_source, row_labels
@@ -159,6 +158,8 @@ class _SequenceRuns:
 
     def add(self, ids: np.ndarray, first: int) -> None:
         """The ids of rows ``first, first + 1, ...``."""
+        import pandas as pd  # here, not with the module: bnpvi-apply imports the readers and needs no pandas
+
         codes, uniq = pd.factorize(ids)  # ids numbered in order of first appearance within the chunk
         for start in np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]):
             value = uniq[codes[start]]

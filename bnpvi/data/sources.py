@@ -10,16 +10,18 @@ import itertools
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import numpy as np
-import pandas as pd
 
 from bnpvi.data.base import block_rows, block_values
 from bnpvi.data.checks import check_finite, check_points_layout
 from bnpvi.data.mapped import MappedArray, Spool
 from bnpvi.data.progress import meter
 from bnpvi.errors import BnpviError
+
+if TYPE_CHECKING:  # pandas is imported where it is used (0.4 s): bnpvi-apply and most readers go without it
+    import pandas as pd
 
 #: Arrays of the CSR-triplet layout of a bag-of-words ``.npz``.
 TRIPLET = ("word_id", "word_count", "doc_range")
@@ -181,6 +183,8 @@ def read_csv_chunks(path: Path, sep: str = ",", header: bool | None = None,
     ``header=None`` guesses: a first row without any numeric cell is a header. ``options`` go to
     ``pandas.read_csv``. A file with a header and no rows gives one empty frame.
     """
+    import pandas as pd
+
     def parse(**kwargs):
         try:
             return pd.read_csv(path, sep=sep, **kwargs)
@@ -254,6 +258,8 @@ def spool_csv_table(path: Path, roles: dict[str, str | None], columns, scratch: 
     MappedArray
         X, (N, D) float64, every value finite (non-numeric, missing and infinite cells are errors).
     """
+    import pandas as pd
+
     chunks, has_header = read_csv_chunks(path, skipinitialspace=True)
     named = {role: name for role, name in roles.items() if name is not None}
     spool, first = None, 0
@@ -314,6 +320,8 @@ def _feature_columns(columns: pd.Index, wanted, has_header: bool, path: Path, fo
 def _numeric(df: pd.DataFrame, has_header: bool, path: Path, first: int = 0) -> np.ndarray:
     """The frame (rows ``first, first + 1, ...`` of the file) as a float64 matrix; BnpviError naming the first
     non-numeric or missing cell."""
+    import pandas as pd
+
     df = df.copy()
     for name in df.columns:
         col = df[name]

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
 from bnpvi.data.bow import TextOrigin
@@ -132,6 +131,8 @@ class _TextSource:
             return
         if text_column is None:
             raise BnpviError(f"{path}: name the column that holds the text with --text-column NAME")
+        import pandas as pd  # here, not with the module: bnpvi-apply imports it and needs pandas only for tables
+
         try:
             header = pd.read_csv(path, sep=self.sep, nrows=0).columns
         except pd.errors.EmptyDataError:
@@ -154,6 +155,8 @@ class _TextSource:
                 yield lines, None
             return
         columns = [self.text] + ([self.labels] if self.labels is not None else [])
+        import pandas as pd
+
         try:
             reader = pd.read_csv(self.path, sep=self.sep, header=0, index_col=False, usecols=columns, dtype=str,
                                  keep_default_na=False, chunksize=_CHUNK_DOCS)
