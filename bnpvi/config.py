@@ -59,8 +59,9 @@ class DPMixConfig:
 
     _target_: str = "bnpvi.alloc.DPMixAlloc"
     gamma: float = key("DP concentration γ: larger values favour more clusters")
-    temperature: float = key("deterministic annealing: the first lap's temperature T_0 ≥ 1; every data term of the ELBO "
-                             "is divided by T, falling geometrically to 1 over temperature_laps laps (1: none)")
+    temperature: Optional[float] = key("deterministic annealing: the first lap's temperature T_0 ≥ 1; every data term of "
+                                       "the ELBO is divided by T, falling geometrically to 1 over temperature_laps laps "
+                                       "(1: none; null: with births the family's own, 30 for gauss and diag_gauss; else 1)")
     temperature_laps: int = key("laps over which the temperature falls from model.temperature to 1; a lap that accepts "
                                 "a birth does not count (at most temperature_laps such laps)")
 

@@ -35,6 +35,13 @@ def setup(path, alloc, family="gauss", K=8, seed=0, init="kmeanspp"):
     return store, model, model.global_step(stats), ClusterIds.first(K), rng
 
 
+def settled_elbo(trace) -> np.ndarray:
+    """The ELBO of the laps of a run's ``trace`` at temperature 1 (every lap, if the run does not anneal): the
+    objective that must not decrease (an annealed lap's ELBO is that of its own tempered model)."""
+    elbo = trace["elbo"].to_numpy()
+    return elbo if "temperature" not in trace else elbo[trace["temperature"].to_numpy() == 1.0]
+
+
 def run_laps(alg, laps):
     """Step ``alg`` to ``laps`` completed laps; the lap-end ELBOs."""
     elbos = []

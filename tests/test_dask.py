@@ -125,7 +125,7 @@ def test_sovb_on_dask_workers_is_sovb_in_one_process(compose_cfg, tmp_path, sche
     assert_same_runs(tmp_path / "one", tmp_path / "two")
 
 
-@pytest.mark.parametrize("case", [["init.K=1"], ["model=hdp_topic", "init.K=1", "data.n_docs=300"],
+@pytest.mark.parametrize("case", [["init.K=1", "model.temperature=1"], ["model=hdp_topic", "init.K=1", "data.n_docs=300"],
                                   ["model=hdp_hmm", "init.K=1", "data.n_seqs=8", "data.seq_length=200",
                                    "data.n_batches=4"]], ids=["dp_mix", "hdp_topic", "hdp_hmm"])
 def test_memo_in_rounds_of_two_is_the_same_on_one_and_two_workers_and_twice(compose_cfg, tmp_path, scheduler, case):

@@ -43,9 +43,10 @@ def test_scikit_learn_checks(estimator, check):
 
 
 def test_fit_equals_the_bnpvi_train_run_of_the_same_config_and_batches(X, tmp_path, compose_cfg):
-    est = DPMixture(gamma=5.0, n_laps=8, n_batches=3, birth_max_per_lap=2, random_state=3).fit(X)
+    est = DPMixture(gamma=5.0, temperature=1.0, n_laps=8, n_batches=3, birth_max_per_lap=2, random_state=3).fit(X)
     data = write_points(tmp_path / "points.h5", X, n_batches=3)
-    cfg = compose_cfg("data=hdf5", f"data.path={data}", "model.gamma=5", "alg.n_laps=8", "alg.n_batches=3",
+    cfg = compose_cfg("data=hdf5", f"data.path={data}", "model.gamma=5", "model.temperature=1", "alg.n_laps=8",
+                      "alg.n_batches=3",
                       "moves.birth.max_per_lap=2", "seed=3")
     composed = est.train_config()
     composed.data.path = str(data)

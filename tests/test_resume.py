@@ -16,7 +16,7 @@ COMMON = ["alg.n_laps=6", "alg.converge_thr=-1", "checkpoint_every=1", "seed=7"]
 CASES = {
     "vb": ["alg=vb", "init.K=6", "data.n_atoms=1500"],
     "sovb": ["alg=sovb", "init.K=6", "data.n_atoms=1500"],
-    "memo_moves": ["init.K=1", "data.n_atoms=1500"],  # alg=memo's default birth, merge and delete
+    "memo_moves": ["init.K=1", "data.n_atoms=1500", "model.temperature=1"],  # memo's default moves, not annealed
     "finite_hmm": ["model=finite_hmm", "init.K=8", "data.n_seqs=8", "data.seq_length=200", "data.n_batches=4"],
     # HMM births are made and accepted at the first batch of lap 2, just before the cut
     "hdp_hmm_births": ["model=hdp_hmm", "init.K=1", "data.n_seqs=8", "data.seq_length=300", "data.n_batches=4"],

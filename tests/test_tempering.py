@@ -138,3 +138,27 @@ def test_warm_start_is_not_tempered(compose_cfg, tmp_path):
     runner.train(compose_cfg(*TOY, "moves=[]", "alg.n_laps=2", "model.temperature=20", "init=from_run",
                              f"init.path={tmp_path / 'saved'}"), tmp_path / "warm")
     assert "temperature" not in pd.read_csv(tmp_path / "warm" / "trace.csv").columns
+
+
+@pytest.mark.parametrize("overrides, T0", [
+    ([], 30.0),  # memo's default moves include births
+    (["obs=diag_gauss"], 30.0),
+    (["obs=zm_gauss"], 1.0),
+    (["moves=[merge,delete]"], 1.0),  # without births nothing splits what the heat joined
+    (["alg=vb", "moves=[]"], 1.0),
+    (["model=finite_mix", "init.K=4", "moves=[]"], 1.0),
+    (["model.temperature=5"], 5.0),
+    (["obs=diag_gauss", "model.temperature=1"], 1.0),
+], ids=["gauss", "diag_gauss", "zm_gauss", "no_births", "vb", "finite_mix", "set", "set_off"])
+def test_a_dp_mixture_with_births_takes_its_family_temperature_unless_one_is_set(compose_cfg, tmp_path, overrides,
+                                                                               T0):
+    cfg = compose_cfg("data=toy", "data.n_atoms=500", *overrides)
+    assert "model.temperature" in " ".join(overrides) or cfg.model.get("temperature", 1.0) in (None, 1.0)
+    (tmp_path / "run").mkdir()
+    run = runner.Run(cfg, tmp_path / "run")
+    try:
+        alloc = run.model.alloc
+        assert run.model.temperature == 1.0 and alloc.temperature_at(0) == T0
+        assert alloc.temperature_laps == (cfg.model.temperature_laps if T0 > 1.0 else 0)
+    finally:
+        run.close()

@@ -161,6 +161,10 @@ class AllocModel(ABC):
         """This allocation model at temperature 1 in every lap (a warm start goes on from trained clusters)."""
         return self
 
+    def take_family_temperature(self, obs, births: bool) -> None:
+        """Where ``model.temperature`` was left null, take T_0 from the observation family ``obs``
+        (``ObsFamily.default_temperature``) when ``births`` run; only DP mixtures do."""
+
     def use_sparse(self, L: int | None) -> None:
         """Make the local step L-sparse (None: dense); ``alg.sparse_L``."""
         if L is None:

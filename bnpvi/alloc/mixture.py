@@ -41,11 +41,18 @@ class MixtureAlloc(AllocModel):
     has_sparse_step = True
     moves = ("birth", "merge", "delete", "reassign")
 
-    def __init__(self, gamma: float, temperature: float = 1.0, temperature_laps: int = 0):
+    def __init__(self, gamma: float, temperature: float | None = 1.0, temperature_laps: int = 0):
         self.gamma = check_number(gamma, "model.gamma")
-        self.temperature_start = check_number(temperature, "model.temperature", 1.0, strict=False)
-        laps = check_int(temperature_laps, "model.temperature_laps", 0)
-        self.temperature_laps = laps if self.temperature_start > 1.0 else 0
+        self.annealing_laps = check_int(temperature_laps, "model.temperature_laps", 0)
+        self.temperature_start: float | None = None  # T_0; None until the family is known (model.temperature=null)
+        self.temperature_laps = 0
+        if temperature is not None:
+            self.start_temperature(temperature)
+
+    def start_temperature(self, T0: float) -> None:
+        """Anneal from T_0 = ``T0`` (1: not at all) over the configured ``model.temperature_laps``."""
+        self.temperature_start = check_number(T0, "model.temperature", 1.0, strict=False)
+        self.temperature_laps = self.annealing_laps if self.temperature_start > 1.0 else 0
 
     def temperature_at(self, lap: int) -> float:
         """T_t = T_0^(1 − t/L) in lap t < L = ``temperature_laps`` (geometric from T_0 = ``model.temperature``
@@ -143,6 +150,14 @@ class DPMixAlloc(MixtureAlloc):
     """
 
     name = "dp_mix"
+
+    def take_family_temperature(self, obs, births: bool) -> None:
+        """The family's T_0 only with births: at a high temperature, clusters that the data do not yet tell
+        apart coincide (and merges join them), and births split them again as T falls. Without births
+        (other moves, other algorithms, a finite mixture) nothing would, so annealing is then asked for by
+        ``model.temperature`` alone."""
+        if self.temperature_start is None:
+            self.start_temperature(obs.default_temperature if births else 1.0)
 
     def posterior(self, N: np.ndarray) -> dict[str, np.ndarray]:
         N = _counts(N)

@@ -47,6 +47,7 @@ class DiagGauss(ObsFamily):
     """
 
     name = "diag_gauss"
+    default_temperature = 30.0  # deterministic annealing pays for Gaussians with learned means (docs/births.md)
 
     def cluster_moments(self, post: Posterior) -> dict[str, np.ndarray]:
         """``means_`` E[μ_k] and ``covariances_`` the diagonal matrices of E[λ_kd]⁻¹ = b̂_kd / ν̂_k (the

@@ -75,6 +75,7 @@ class Gauss(ObsFamily):
     """
 
     name = "gauss"
+    default_temperature = 30.0  # deterministic annealing pays for full covariances (docs/births.md)
 
     def cluster_moments(self, post: Posterior) -> dict[str, np.ndarray]:
         """``means_`` E[μ_k] and ``covariances_`` E[Λ_k]⁻¹ = B̂_k / ν̂_k (the covariance under which the local
