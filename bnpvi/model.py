@@ -113,6 +113,18 @@ class Model:
         return Globals(stats, {k: np.asarray(v) for k, v in alloc_params.items()}, obs_post)
 
     # ------------------------------------------------------------- local step
+    def local_view(self, globals_: Globals) -> Globals:
+        """What a local step and the summaries of a batch read of ``globals_`` (``local_step``, ``summarize``):
+        the allocation parameters and the family's ``local_fields``, with the counts N as the only summary.
+        The batch work of a round without moves gets these on other processes (a topic model's summaries
+        and λ̂ are two more K × V arrays that no local step reads)."""
+        fields = self.obs.local_fields
+        if fields is None:
+            return globals_
+        N = globals_.stats.N
+        return Globals(SuffStats({"N": N}, {"N": self.layout["N"][1]}), globals_.alloc,
+                       {name: globals_.obs[name] for name in fields})
+
     def local_step(self, batch, globals_: Globals, warm: np.ndarray | None = None,
                    pairs: np.ndarray | None = None) -> tuple[np.ndarray, Local]:
         """E log p(x_n | φ_k) (``AllocModel.expected_log_lik``) and the allocation model's local step under

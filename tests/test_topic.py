@@ -3,9 +3,10 @@ import numpy as np
 import pytest
 from scipy.special import digamma, entr, gammaln
 
-from bnpvi.alloc import HDPTopicAlloc, LDAAlloc, Local, hdp_top
+from bnpvi.alloc import DPMixAlloc, HDPTopicAlloc, LDAAlloc, Local, hdp_top
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.errors import BnpviError
+from bnpvi.learn.work import process_batch
 from bnpvi.model import Globals, Model
 from bnpvi.obs import make_obs
 from bnpvi.special import c_beta, c_dir
@@ -366,3 +367,20 @@ def test_a_birth_started_from_the_current_state_is_a_valid_q_for_every_document(
     one = alloc._run(batch.word_counts, batch.doc_range, born_log_lik, *alloc.doc_prior(params), warm=warm,
                      max_iters=1, n_restarts=0)
     np.testing.assert_allclose(joined.resp.values[rest], one.resp.values[rest], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("alloc", [HDPTopicAlloc(gamma=5.0, alpha=0.7), LDAAlloc(alpha=1.5), DPMixAlloc(2.0)],
+                         ids=["hdp", "lda", "dp_mix"])
+def test_the_local_view_of_the_globals_gives_the_same_batch_work(alloc):
+    """What a Dask round without moves sends (Model.local_view): E ln μ, the allocation parameters and N."""
+    model = make_model(alloc)
+    g = random_globals(model, 4)
+    view = model.local_view(g)
+    assert set(view.obs) == {"E_log_mu"} and set(view.stats.fields) == {"N"} and view.alloc is g.alloc
+    batch = corpus()
+    full, slim = process_batch(model, g, batch), process_batch(model, view, batch)
+    assert full.stats.allclose(slim.stats, rtol=0, atol=0)
+    np.testing.assert_array_equal(np.asarray(full.warm), np.asarray(slim.warm))
+    gauss = Model(DPMixAlloc(2.0), make_obs({"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None,
+                                             "kappa": 1e-5, "mean": None}, 2, None))
+    assert gauss.local_view(g) is g  # a family that does not name its local fields sends them all

@@ -5,7 +5,8 @@ Every worker opens the HDF5 file itself, once, and sends back only its batches'
 :class:`~bnpvi.learn.work.BatchResult`. A round goes to one actor per worker (:class:`BatchWorker`, made at
 the first round): it holds the store, the model and the moves' tracking code between rounds (sent again
 only when another one comes) and gets the round's globals and its batches' plans in one direct call, with
-no scheduler in between. When an actor round fails (a worker died), the round runs again as tasks through
+no scheduler in between. A round whose batches track no move gets only what their local steps read of the
+globals (``Model.local_view``: for a topic model E ln φ without the summaries and λ̂, a third of the bytes). When an actor round fails (a worker died), the round runs again as tasks through
 the scheduler: what those share goes out once (scattered), the globals inside the tasks when they are
 small (one round trip instead of two), scattered to every worker first when they are large
 (``INLINE_BYTES``); the scheduler re-runs a dead worker's task elsewhere, with the same result, and the
@@ -232,6 +233,8 @@ class DaskPool:
         if schedule is not None and schedule is not self._schedule:  # the moves track with a copy without state
             self._schedule, self._tracker = schedule, schedule.tracker()
         tracker = self._tracker if schedule is not None else None
+        if not any(job.plans for job in jobs):  # nothing tracked: what the local steps read is all they get
+            globals_ = model.local_view(globals_)
         if self.slots == self.workers:  # a worker's actors share one thread
             try:
                 return self._actor_round(model, globals_, jobs, tracker)

@@ -55,6 +55,9 @@ class ObsFamily(ABC):
     """How many laps at the start of a run use an annealed prior (:meth:`annealed`); 0 for most families."""
     temperature: float = 1.0
     """T of the data terms: 1 but in the tempered first laps of a run (``bnpvi.obs.tempered.Tempered``)."""
+    local_fields: tuple[str, ...] | None = None
+    """The entries of the posterior that the local step reads (``expected_log_lik``, ``word_table``), or None
+    for all of them: a round of batch work on other processes gets only these (``Model.local_view``)."""
     default_temperature: float = 1.0
     """T_0 of a DP mixture of this family when ``model.temperature`` is null: 1 (no annealing) unless the
     family's runs were measured to gain from deterministic annealing (docs/births.md)."""

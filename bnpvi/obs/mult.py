@@ -73,6 +73,7 @@ class Mult(ObsFamily):
 
     name = "mult"
     data_kinds = ("bow",)
+    local_fields = ("E_log_mu",)  # what expected_log_lik and word_table read
 
     def __init__(self, lam: float, V: int, lam_start: float | None = None, anneal_laps: int = 0):
         self.lam = read_positive({"lam": lam}, "lam", 0.1)
