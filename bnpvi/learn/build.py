@@ -46,6 +46,4 @@ def build_model(cfg: DictConfig, alloc, kind: str, D: int, moments) -> Model:
         raise BnpviError(problem)
     if OmegaConf.select(cfg, "alg.name") == "em":  # MAP point estimates in place of posteriors
         return point_model(alloc, obs, hard=bool(OmegaConf.select(cfg, "alg.hard", default=False)))
-    births = OmegaConf.select(cfg, "alg.name") == "memo" and OmegaConf.select(cfg, "moves.birth") is not None
-    alloc.take_family_temperature(obs, births)
     return Model(alloc, obs)

@@ -207,11 +207,12 @@ class Run:
         state."""
         self.moments = moments = self.store.scan()
         self.model = build_model(cfg, alloc, self.store.kind, self.store.D, moments)
+        self.moves = self._moves()
+        self.model.alloc.take_family_temperature(self.model.obs, self.moves is not None and "birth" in self.moves)
         if cfg.init.name == "from_run" or not ALGORITHMS[cfg.alg.name].anneals_prior:
             self.model = self.model.without_annealing()  # a warm start goes on from trained clusters, unannealed
         if cfg.init.name == "from_run":  # the saved globals describe all the data: memo's lap 1 keeps them
             self.model.alloc.full_first_pass = True  # until every batch has been summarised under them
-        self.moves = self._moves()
         self.labels = self.store.labels()
         # sequences in the HMM sense (a topic model's grouped vectors are documents, scored by ARI per token)
         self.sequences = self.store.kind == "seq" and not isinstance(self.model.alloc, TopicAlloc)
