@@ -13,7 +13,8 @@ from bnpvi.data.graph import GraphBatch, csr_from_pairs, write_graph
 from bnpvi.data.graph_toy import write_ammsb_graph
 from bnpvi.data.store import BatchStore
 from bnpvi.errors import BnpviError
-from bnpvi.kernels.mmsb import pair_step
+from bnpvi.alloc.hmm import expected_log_probs
+from bnpvi.kernels.mmsb import expected_log_memberships, n_chunks, pair_step
 from bnpvi.kernels.mmsb_reference import pair_step_reference
 from bnpvi.learn.build import build_model
 from bnpvi.learn.init import initial_stats
@@ -329,10 +330,32 @@ def test_training_run_writes_the_graph_outputs(compose_cfg, tmp_path):
 
 def test_kernel_is_the_same_for_any_thread_count():
     rng = np.random.default_rng(9)
-    batch, P, E1, E0 = random_batch(rng, 40, 5, 0, 40)
+    batch, P, E1, E0 = random_batch(rng, 100, 5, 0, 40)
+    assert n_chunks(100) > 2  # several receiver chunks, whose sender sums are added up
     one, two = (pair_step(P, E1, E0, 1e-4, batch, n_threads=n) for n in (1, 2))
     assert np.array_equal(one.U, two.U) and np.array_equal(one.S, two.S) and np.array_equal(one.E, two.E)
     assert one.log_z == two.log_z
+
+
+@pytest.mark.parametrize("directed", [True, False])
+def test_kernel_over_several_receiver_chunks_equals_the_enumeration(directed):
+    rng = np.random.default_rng(21 + directed)
+    batch, P, E1, E0 = random_batch(rng, 70, 4, 30, 45, directed)  # sources inside the second and third chunk
+    assert n_chunks(70) == 4
+    out, ref = pair_step(P, E1, E0, 1e-3, batch), pair_step_reference(P, E1, E0, 1e-3, batch)
+    np.testing.assert_allclose(out.U, ref["U"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.S, ref["S"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(out.E, ref["E"], rtol=1e-12, atol=1e-12)
+    assert out.log_z == pytest.approx(np.sum(np.log(ref["Z"])), rel=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-6, 0.05, 1.0, 9.99, 10.0, 1e4, 1e9])
+def test_compiled_expected_log_memberships_equal_the_numpy_reference(scale):
+    rng = np.random.default_rng(3)
+    theta = rng.gamma(0.5, scale, (300, 7)) + 1e-300
+    out = expected_log_memberships(theta)
+    np.testing.assert_allclose(out, expected_log_probs(theta), rtol=1e-14, atol=1e-14)
+    assert np.array_equal(expected_log_memberships(theta, n_threads=1), expected_log_memberships(theta, n_threads=2))
 
 
 def test_estimator_and_apply_give_the_runs_link_probabilities(graph, tmp_path, capsys):

@@ -39,11 +39,10 @@ import numpy as np
 
 from bnpvi.alloc import hdp_top
 from bnpvi.alloc.base import AllocModel, Local, Params
-from bnpvi.alloc.hmm import expected_log_probs
 from bnpvi.data.batch import PointBatch
 from bnpvi.errors import BnpviError, check_int, check_number
 from bnpvi.kernels.blas import blas_single_thread
-from bnpvi.kernels.mmsb import pair_step
+from bnpvi.kernels.mmsb import expected_log_memberships, pair_step
 from bnpvi.special import c_dir
 from bnpvi.stats import PER_CLUSTER, TOTAL, Responsibilities, SuffStats
 
@@ -145,7 +144,7 @@ class MMSBAlloc(AllocModel):
     def membership_logs(self, params: Params) -> np.ndarray:
         """P (N, K): E ln π_iℓ of the K active communities (normalised over all entries of θ_i)."""
         theta = params["theta"]
-        return expected_log_probs(theta)[:, :theta.shape[1] - self.extra_entries]
+        return expected_log_memberships(theta)[:, :theta.shape[1] - self.extra_entries]
 
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
         """The optimal q(s_ij, r_ij) of every pair of the batch, summed (module docstring)."""
@@ -295,7 +294,7 @@ class FiniteMMSBAlloc(MMSBAlloc):
     def membership_terms(self, U: np.ndarray, params: Params) -> float:
         theta = params["theta"]
         prior = np.full(theta.shape[1], self.alpha / theta.shape[1])
-        P = expected_log_probs(theta)
+        P = expected_log_memberships(theta)
         return float(np.sum(c_dir(prior) - c_dir(theta)) + np.sum((U + prior - theta) * P))
 
     def export(self, params: Params) -> dict[str, np.ndarray]:
@@ -351,7 +350,7 @@ class HDPMMSBAlloc(MMSBAlloc):
         c = self._weights(K)
         with blas_single_thread():
             for _ in range(rounds):
-                T = self.alpha * expected_log_probs(theta).sum(axis=0)
+                T = self.alpha * expected_log_memberships(theta).sum(axis=0)
                 new_rho, omega = hdp_top.optimize(c, T, self.gamma, rho, omega)
                 moved = float(np.max(np.abs(new_rho - rho)))
                 rho = new_rho
@@ -367,7 +366,7 @@ class HDPMMSBAlloc(MMSBAlloc):
     def membership_terms(self, U: np.ndarray, params: Params) -> float:
         theta = params["theta"]
         K = theta.shape[1] - 1
-        P = expected_log_probs(theta)
+        P = expected_log_memberships(theta)
         rows = float(np.sum(-c_dir(theta)) + np.sum((np.hstack([U, np.zeros((U.shape[0], 1))]) - theta) * P))
         top = hdp_top.surrogate(params["rho"], params["omega"], self._weights(K), self.alpha * P.sum(axis=0),
                                 self.gamma)

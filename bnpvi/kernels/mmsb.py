@@ -19,9 +19,15 @@ import numpy as np
 
 from bnpvi.kernels import _mmsb, _threads
 
-CHUNKS = 4
-"""Source nodes of a batch are cut into at most this many fixed chunks, worked on in parallel, each with its own
-(N, K) buffer added up in chunk order (results do not depend on the thread count)."""
+CHUNKS = 16
+"""The nodes j (receivers) are cut into at most this many fixed chunks, worked on in parallel; a chunk's rows of
+U are its own, and its sender sums are added up in chunk order (results do not depend on the thread count)."""
+
+DIGAMMA_WORK = 16
+"""A digamma counted as this many multiply-adds when deciding whether threads pay (``_threads``)."""
+
+CHUNK_NODES = 16
+"""No chunk holds fewer nodes than this (but one), so small graphs take fewer chunks."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,23 @@ def edge_factors(E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, epsilon: float)
     return np.ascontiguousarray(f, dtype=np.float64), np.array([1.0 - epsilon, epsilon])
 
 
+def expected_log_memberships(theta: np.ndarray, n_threads=None) -> np.ndarray:
+    """P (N, M): P_im = E ln π_im = ψ(θ_im) − ψ(Σ_m θ_im) for Dirichlet rows θ_i (N, M) (Stephenson 2015
+    Eq. 27's E ln π), rows on ``n_threads`` threads (None: all, for large arrays); equal to
+    :func:`bnpvi.alloc.hmm.expected_log_probs`, its NumPy reference, to rounding."""
+    theta = np.ascontiguousarray(theta, dtype=np.float64)
+    if theta.ndim != 2:
+        raise ValueError(f"theta must be 2-D, got shape {theta.shape}")
+    out = np.empty_like(theta)
+    _mmsb.expected_log_memberships(theta, out, _threads(n_threads, DIGAMMA_WORK * theta.size))
+    return out
+
+
+def n_chunks(N: int) -> int:
+    """The fixed number of receiver chunks of a graph of N nodes."""
+    return max(1, min(CHUNKS, N // CHUNK_NODES))
+
+
 def pair_step(P: np.ndarray, E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, epsilon: float, batch,
               n_threads=None) -> PairSums:
     """The summed local step of ``batch`` (a ``GraphBatch``) given P_ik = E ln π_ik (N, K; the K active
@@ -49,16 +72,14 @@ def pair_step(P: np.ndarray, E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, eps
     N, K = P.shape
     if batch.n_nodes != N:
         raise ValueError(f"P has {N} rows but the graph has {batch.n_nodes} nodes")
-    scale = P.max(axis=1)
-    w = np.ascontiguousarray(np.exp(P - scale[:, None]))
     f, f_eps = edge_factors(E_log_phi, E_log_1mphi, epsilon)
     U = np.zeros((N, K))
     S = np.zeros((2, K))
     E = np.zeros(2)
-    log_z = _mmsb.pair_step(w, np.ascontiguousarray(scale), np.ascontiguousarray(w.sum(axis=1)), f, f_eps,
-                            int(batch.first), np.ascontiguousarray(batch.indptr, dtype=np.int64),
+    log_z = _mmsb.pair_step(np.ascontiguousarray(P), f, f_eps, int(batch.first),
+                            np.ascontiguousarray(batch.indptr, dtype=np.int64),
                             np.ascontiguousarray(batch.indices, dtype=np.int32),
                             np.ascontiguousarray(batch.held_indptr, dtype=np.int64),
                             np.ascontiguousarray(batch.held_indices, dtype=np.int32), U, S, E,
-                            min(CHUNKS, batch.n_src), _threads(n_threads, batch.n_src * N * K))
+                            n_chunks(N), _threads(n_threads, batch.n_src * N * K))
     return PairSums(U, S, E, float(log_z))
