@@ -99,6 +99,23 @@ def test_heldout_pairs(tmp_path):
     assert pairs[0] == pairs[1] and pairs[0] != pairs[2]
 
 
+def test_a_store_that_has_read_batches_pickles_and_reads_the_same(tmp_path):
+    import pickle
+
+    rng = np.random.default_rng(1)
+    lines = {(int(a), int(b)) for a, b in rng.integers(0, 30, (200, 2)) if a != b}
+    src = edge_file(tmp_path, "".join(f"{a} {b}\n" for a, b in sorted(lines)))
+    path = convert_graph(src, tmp_path / "g.h5", heldout=0.1, heldout_seed=0, n_batches=3)
+    with BatchStore.open(path) as store:
+        before = [store.read_batch(b) for b in range(3)]  # the file's groups are now looked up and kept
+        copy = pickle.loads(pickle.dumps(store))  # as a Dask worker gets it
+        for b, batch in enumerate(before):
+            again = copy.read_batch(b)
+            for name in ("indptr", "indices", "held_indptr", "held_indices"):
+                assert np.array_equal(getattr(again, name), getattr(batch, name)), name
+        copy.close()
+
+
 def test_cli_convert_and_info(tmp_path, capsys):
     src = edge_file(tmp_path, "a b\nb c\nc a\nc d\n")
     assert data_main(["convert", str(src), str(tmp_path / "g.h5"), "--graph", "--undirected", "--batches", "2"]) == 0

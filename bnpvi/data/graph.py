@@ -103,7 +103,12 @@ class GraphStore(BatchStore, kind="graph"):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._pointers: dict[str, np.ndarray] = {}  # row pointers of the CSR groups, read once
+        self._groups: tuple = (None, {})  # (file handle, {group: (row pointers, indices dataset)}), looked up once
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_groups"] = (None, {})  # h5py objects of this process's file
+        return state
 
     @classmethod
     def _read_layout(cls, f: h5py.File, attrs: dict, fail) -> dict:
@@ -143,19 +148,25 @@ class GraphStore(BatchStore, kind="graph"):
         return self._layout["n_heldout"]
 
     # ----------------------------------------------------------------- I/O
-    def _rows(self, group, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rows lo:hi of a CSR group; its row pointers (N+1 integers) are read once and kept."""
-        if group.name not in self._pointers:
-            self._pointers[group.name] = np.asarray(group["indptr"][()], dtype=np.int64)
-        ptr = self._pointers[group.name][lo:hi + 1]
-        idx = np.asarray(group["indices"][int(ptr[0]):int(ptr[-1])], dtype=np.int32)
+    def _rows(self, group: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows lo:hi of the CSR group ``group`` ("" for the training edges); its row pointers (N+1 integers) and
+        its indices dataset are looked up once per open file (an h5py lookup costs more than a small read)."""
+        f = self._handle()
+        if self._groups[0] is not f:
+            self._groups = (f, {})
+        found = self._groups[1].get(group)
+        if found is None:
+            node = f[group] if group else f
+            found = self._groups[1][group] = (np.asarray(node["indptr"][()], dtype=np.int64), node["indices"])
+        pointers, dataset = found
+        ptr = pointers[lo:hi + 1]
+        idx = np.asarray(dataset[int(ptr[0]):int(ptr[-1])], dtype=np.int32)
         return ptr - ptr[0], idx
 
     def _read(self, lo: int, hi: int) -> GraphBatch:
-        f = self._handle()
-        indptr, indices = self._rows(f, lo, hi)
+        indptr, indices = self._rows("", lo, hi)
         if self.has_heldout:
-            held_ptr, held_idx = self._rows(f["heldout_pairs"], lo, hi)
+            held_ptr, held_idx = self._rows("heldout_pairs", lo, hi)
         else:
             held_ptr, held_idx = np.zeros(hi - lo + 1, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return GraphBatch(self.n_atoms, lo, indptr, indices, held_ptr, held_idx)
