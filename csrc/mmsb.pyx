@@ -64,14 +64,15 @@ cdef inline double _digamma(double x) noexcept nogil:
 
 
 def expected_log_memberships(const double[:, ::1] theta, double[:, ::1] out, int n_threads):
-    """out_ik = ψ(θ_ik) − ψ(Σ_m θ_im) for Dirichlet rows θ_i, rows in parallel."""
-    cdef Py_ssize_t i, k, N = theta.shape[0], K = theta.shape[1]
+    """out_ik = ψ(θ_ik) − ψ(Σ_m θ_im) for Dirichlet rows θ_i and the first out.shape[1] entries k, rows in
+    parallel."""
+    cdef Py_ssize_t i, k, N = theta.shape[0], M = theta.shape[1], K = out.shape[1]
     cdef double total
     cdef int nt = n_threads if n_threads > 0 else 1
     with nogil:
         for i in prange(N, schedule="static", num_threads=nt):
             total = 0.0
-            for k in range(K):
+            for k in range(M):
                 total = total + theta[i, k]
             total = _digamma(total)
             for k in range(K):
@@ -116,7 +117,7 @@ cdef void _chunk(const double[:, ::1] w, const double[::1] scale, const double[:
     cdef Py_ssize_t K = w.shape[1], n_src = indptr.shape[0] - 1
     cdef Py_ssize_t s, i, j, k, e, e_end, h, h_end
     cdef int x
-    cdef double Wi, Wj, Z, z0, z1, tau, t, total = 0.0
+    cdef double Wi, Wj, Z, z0, z1, z2, z3, tau, t, total = 0.0
     cdef double[:, ::1] hx = work[0:2]
     cdef double[:, ::1] gx = work[2:4]
     for s in range(n_src):
@@ -143,14 +144,18 @@ cdef void _chunk(const double[:, ::1] w, const double[::1] scale, const double[:
                 x = 1
                 e += 1
             Wj = wsum[j]
-            z0 = 0.0  # two partial sums: the dot product's chain of additions is the pair's critical path
+            z0 = 0.0  # four partial sums: the dot product's chain of additions is the pair's critical path
             z1 = 0.0
-            for k in range(0, K - 1, 2):
+            z2 = 0.0
+            z3 = 0.0
+            for k in range(0, K - 3, 4):
                 z0 = z0 + w[j, k] * hx[x, k]
                 z1 = z1 + w[j, k + 1] * hx[x, k + 1]
-            if K % 2:
-                z0 = z0 + w[j, K - 1] * hx[x, K - 1]
-            Z = f_eps[x] * Wi * Wj + (z0 + z1)
+                z2 = z2 + w[j, k + 2] * hx[x, k + 2]
+                z3 = z3 + w[j, k + 3] * hx[x, k + 3]
+            for k in range(K - K % 4, K):
+                z0 = z0 + w[j, k] * hx[x, k]
+            Z = f_eps[x] * Wi * Wj + ((z0 + z1) + (z2 + z3))
             if Z < 1e-300:
                 Z = 1e-300
             tau = 1.0 / Z

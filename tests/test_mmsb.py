@@ -356,6 +356,7 @@ def test_compiled_expected_log_memberships_equal_the_numpy_reference(scale):
     out = expected_log_memberships(theta)
     np.testing.assert_allclose(out, expected_log_probs(theta), rtol=1e-14, atol=1e-14)
     assert np.array_equal(expected_log_memberships(theta, n_threads=1), expected_log_memberships(theta, n_threads=2))
+    assert np.array_equal(expected_log_memberships(theta, 5), out[:, :5])  # normalised over all 7 entries
 
 
 def test_estimator_and_apply_give_the_runs_link_probabilities(graph, tmp_path, capsys):

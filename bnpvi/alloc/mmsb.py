@@ -144,7 +144,7 @@ class MMSBAlloc(AllocModel):
     def membership_logs(self, params: Params) -> np.ndarray:
         """P (N, K): E ln π_iℓ of the K active communities (normalised over all entries of θ_i)."""
         theta = params["theta"]
-        return expected_log_memberships(theta)[:, :theta.shape[1] - self.extra_entries]
+        return expected_log_memberships(theta, theta.shape[1] - self.extra_entries)
 
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
         """The optimal q(s_ij, r_ij) of every pair of the batch, summed (module docstring)."""
@@ -325,8 +325,11 @@ class HDPMMSBAlloc(MMSBAlloc):
 
     def _theta(self, U: np.ndarray, rho: np.ndarray) -> np.ndarray:
         """θ_i = (U_i, 0) + α β̂ (N, K+1)."""
-        beta = hdp_top.stick_means(rho)
-        return np.hstack([U, np.zeros((U.shape[0], 1))]) + self.alpha * beta
+        prior = self.alpha * hdp_top.stick_means(rho)
+        theta = np.empty((U.shape[0], prior.shape[0]))
+        np.add(U, prior[:-1], out=theta[:, :-1])
+        theta[:, -1] = prior[-1]
+        return theta
 
     def _weights(self, K: int) -> np.ndarray:
         """c (K+1,): every node's surrogate bound holds every E ln β_m once."""

@@ -46,14 +46,18 @@ def edge_factors(E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, epsilon: float)
     return np.ascontiguousarray(f, dtype=np.float64), np.array([1.0 - epsilon, epsilon])
 
 
-def expected_log_memberships(theta: np.ndarray, n_threads=None) -> np.ndarray:
-    """P (N, M): P_im = E ln π_im = ψ(θ_im) − ψ(Σ_m θ_im) for Dirichlet rows θ_i (N, M) (Stephenson 2015
-    Eq. 27's E ln π), rows on ``n_threads`` threads (None: all, for large arrays); equal to
-    :func:`bnpvi.alloc.hmm.expected_log_probs`, its NumPy reference, to rounding."""
+def expected_log_memberships(theta: np.ndarray, n_out: int | None = None, n_threads=None) -> np.ndarray:
+    """P (N, n_out): P_im = E ln π_im = ψ(θ_im) − ψ(Σ_m θ_im) for Dirichlet rows θ_i (N, M) (Stephenson 2015
+    Eq. 27's E ln π), normalised over all M entries and kept for the first ``n_out`` (None: all), rows on
+    ``n_threads`` threads (None: all, for large arrays); equal to :func:`bnpvi.alloc.hmm.expected_log_probs`,
+    its NumPy reference, to rounding."""
     theta = np.ascontiguousarray(theta, dtype=np.float64)
     if theta.ndim != 2:
         raise ValueError(f"theta must be 2-D, got shape {theta.shape}")
-    out = np.empty_like(theta)
+    n_out = theta.shape[1] if n_out is None else int(n_out)
+    if not 0 <= n_out <= theta.shape[1]:
+        raise ValueError(f"n_out={n_out} outside 0..{theta.shape[1]}")
+    out = np.empty((theta.shape[0], n_out))
     _mmsb.expected_log_memberships(theta, out, _threads(n_threads, DIGAMMA_WORK * theta.size))
     return out
 
