@@ -300,6 +300,9 @@ def section_scaling(args, tmp: Path) -> list[tuple]:
                      f"{got['rss_mb']:.0f}"))
     slope = float(np.polyfit(np.log(sizes), np.log(seconds), 1)[0]) if len(sizes) > 1 else float("nan")
     rows.append(("fitted exponent of N, from CPU seconds (target 1.8-2.2)", "", f"{slope:.2f}", ""))
+    for (n0, s0), (n1, s1) in zip(zip(sizes, seconds), zip(sizes[1:], seconds[1:])):
+        # the lap's O(N K) work per batch weighs on the small graphs; between larger ones the O(N² K) pairs rule
+        rows.append((f"  exponent between N = {n0} and {n1}", "", f"{np.log(s1 / s0) / np.log(n1 / n0):.2f}", ""))
     return rows
 
 
