@@ -84,6 +84,19 @@ def test_merged_and_reduced_local_steps_are_valid_q_with_exact_entropy():
     np.testing.assert_allclose(without.tables["U"], ref["U"], rtol=1e-12)
 
 
+def test_membership_logs_are_kept_for_one_theta_and_never_pickled():
+    import pickle
+
+    alloc = HDPMMSBAlloc()
+    theta = np.random.default_rng(0).gamma(2.0, 1.0, (10, 4))
+    P = alloc.membership_logs({"theta": theta})
+    assert alloc.membership_logs({"theta": theta}) is P and not P.flags.writeable  # shared by a batch's candidates
+    np.testing.assert_allclose(P, expected_log_probs(theta)[:, :3], rtol=1e-14)
+    other = alloc.membership_logs({"theta": theta * 2.0})  # a new θ (every global step makes one)
+    np.testing.assert_allclose(other, expected_log_probs(theta * 2.0)[:, :3], rtol=1e-14)
+    assert "_logs" not in pickle.loads(pickle.dumps(alloc)).__dict__
+
+
 def test_a_heldout_pair_never_enters_the_sums():
     rng = np.random.default_rng(2)
     batch, P, E1, E0 = random_batch(rng, 15, 3, 0, 15)

@@ -142,9 +142,22 @@ class MMSBAlloc(AllocModel):
         return obs.expected_log_lik(post, EDGE_VALUES)
 
     def membership_logs(self, params: Params) -> np.ndarray:
-        """P (N, K): E ln π_iℓ of the K active communities (normalised over all entries of θ_i)."""
+        """P (N, K), read-only: E ln π_iℓ of the K active communities (normalised over all entries of θ_i).
+
+        Kept for the last θ seen (θ is never changed in place; every global step makes a new one), so that a
+        batch's local step and the local steps of the move candidates tracked in it compute it once."""
         theta = params["theta"]
-        return expected_log_memberships(theta, theta.shape[1] - self.extra_entries)
+        kept = getattr(self, "_logs", None)
+        if kept is None or kept[0] is not theta:
+            P = expected_log_memberships(theta, theta.shape[1] - self.extra_entries)
+            P.setflags(write=False)
+            kept = self._logs = (theta, P)
+        return kept[1]
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_logs", None)  # a cache, not state: never pickled to workers or checkpoints
+        return state
 
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
         """The optimal q(s_ij, r_ij) of every pair of the batch, summed (module docstring)."""
@@ -163,7 +176,7 @@ class MMSBAlloc(AllocModel):
         strength log-likelihoods ``merged`` (2, 1) of their merged posterior. A valid q for every pair, whose
         entropy is computed with the weights it was made from."""
         keep = np.delete(np.arange(log_lik.shape[1]), b)
-        P = self.membership_logs(params)
+        P = self.membership_logs(params).copy()
         P[:, a] = np.logaddexp(P[:, a], P[:, b])
         table = np.array(log_lik, dtype=np.float64)
         table[:, a] = merged[:, 0]
