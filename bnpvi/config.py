@@ -62,8 +62,9 @@ class DPMixConfig:
     temperature: Optional[float] = key("deterministic annealing: the first lap's temperature T_0 ≥ 1; every data term of "
                                        "the ELBO is divided by T, falling geometrically to 1 over temperature_laps laps "
                                        "(1: none; null: with births the family's own, 30 for gauss and diag_gauss; else 1)")
-    temperature_laps: int = key("laps over which the temperature falls from model.temperature to 1; a lap that accepts "
-                                "a birth does not count (at most temperature_laps such laps)")
+    temperature_laps: int = key("laps over which the temperature falls from model.temperature to 1 (at most a third of "
+                                "alg.n_laps, fixed when the run starts); a lap that accepts a birth does not count (at "
+                                "most temperature_laps such laps)")
 
 
 @dataclass
@@ -74,8 +75,9 @@ class FiniteMixConfig:
     gamma: float = key("total prior concentration γ (each weight gets γ/K)")
     temperature: float = key("deterministic annealing: the first lap's temperature T_0 ≥ 1; every data term of the ELBO "
                              "is divided by T, falling geometrically to 1 over temperature_laps laps (1: none)")
-    temperature_laps: int = key("laps over which the temperature falls from model.temperature to 1; a lap that accepts "
-                                "a birth does not count (at most temperature_laps such laps)")
+    temperature_laps: int = key("laps over which the temperature falls from model.temperature to 1 (at most a third of "
+                                "alg.n_laps, fixed when the run starts); a lap that accepts a birth does not count (at "
+                                "most temperature_laps such laps)")
 
 
 @dataclass

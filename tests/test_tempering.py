@@ -109,7 +109,7 @@ def test_bad_temperature_keys_name_the_key(value, laps, key):
 
 
 def test_a_tempered_run_records_T_rises_once_settled_saves_the_model_at_T_1_and_resumes_exactly(compose_cfg, tmp_path):
-    laps, anneal = 10, 4
+    laps, anneal = 13, 4  # a run anneals over at most a third of its laps: (13 − 1) // 3 = 4
     cfg = compose_cfg(*TOY, "init.K=1", f"alg.n_laps={laps}", "model.temperature=20",
                       f"model.temperature_laps={anneal}")
     summary, trace = assert_resume_is_exact(cfg, tmp_path, lap=2)
@@ -131,6 +131,19 @@ def test_a_tempered_run_records_T_rises_once_settled_saves_the_model_at_T_1_and_
     assert fitted_run.model.elbo(fitted_run.globals_.stats, fitted_run.globals_) == pytest.approx(summary["elbo"],
                                                                                                   rel=1e-12)
     assert summary["K"] > 1
+
+
+def test_a_short_run_anneals_within_its_laps_and_keeps_its_schedule_when_resumed_with_more(compose_cfg, tmp_path):
+    cfg = compose_cfg(*TOY, "init.K=1", "alg.n_laps=7")  # the family's T0 = 30 over 10 laps, fitted to (7 - 1) // 3
+    summary = runner.train(cfg, tmp_path / "run")
+    short = pd.read_csv(tmp_path / "run" / "trace.csv")
+    assert short["temperature"].iloc[0] == 30.0 and short["temperature"].iloc[-1] == 1.0
+    assert summary["K"] > 1  # over all 10 laps it would still be hot, and at K = 1
+    cfg.alg.n_laps = 16  # a new run of 16 laps would anneal over 5: laps 7-9 were hot again
+    runner.resume(tmp_path / "run", cfg)
+    longer = pd.read_csv(tmp_path / "run" / "trace.csv")
+    assert len(longer) == 16 and (longer["temperature"].iloc[len(short):] == 1.0).all()  # T never rises again
+    pd.testing.assert_series_equal(longer["temperature"].iloc[:len(short)], short["temperature"])
 
 
 def test_warm_start_is_not_tempered(compose_cfg, tmp_path):

@@ -165,6 +165,10 @@ class AllocModel(ABC):
         """Where ``model.temperature`` was left null, take T_0 from the observation family ``obs``
         (``ObsFamily.default_temperature``) when ``births`` run; only DP mixtures do."""
 
+    def limit_temperature_laps(self, laps: int) -> None:
+        """Let the temperature fall over at most ``laps`` laps (``model.temperature_laps`` is the most)."""
+        self.temperature_laps = min(self.temperature_laps, max(0, int(laps)))
+
     def use_sparse(self, L: int | None) -> None:
         """Make the local step L-sparse (None: dense); ``alg.sparse_L``."""
         if L is None:

@@ -209,6 +209,7 @@ class Run:
         self.model = build_model(cfg, alloc, self.store.kind, self.store.D, moments)
         self.moves = self._moves()
         self.model.alloc.take_family_temperature(self.model.obs, self.moves is not None and "birth" in self.moves)
+        self.model.alloc.limit_temperature_laps(self._temperature_laps(checkpoint))
         if cfg.init.name == "from_run" or not ALGORITHMS[cfg.alg.name].anneals_prior:
             self.model = self.model.without_annealing()  # a warm start goes on from trained clusters, unannealed
         if cfg.init.name == "from_run":  # the saved globals describe all the data: memo's lap 1 keeps them
@@ -243,6 +244,16 @@ class Run:
             self.elapsed_before = 0.0
         else:
             self._restore(checkpoint, columns)
+
+    def _temperature_laps(self, checkpoint: dict | None) -> int:
+        """The most laps the temperature may take to fall (``model.temperature_laps``): a third of ``alg.n_laps``,
+        so that a short run ends at T = 1 with laps left to settle (laps that accept a birth hold the temperature,
+        up to as many again). A resumed run keeps the count it started with, whatever ``alg.n_laps`` it is resumed
+        with: the temperature never rises again (a checkpoint without the count: ``model.temperature_laps``)."""
+        if checkpoint is not None:
+            return int(checkpoint.get("run", {}).get("temperature_laps", self.model.alloc.temperature_laps))
+        n_laps = OmegaConf.select(self.cfg, "alg.n_laps", default=None)
+        return self.model.alloc.temperature_laps if n_laps is None else (int(n_laps) - 1) // 3
 
     def _objective_column(self) -> list[str]:
         """The trace column of the algorithm's own objective when it is not the ELBO (alg=em: log_posterior)."""
@@ -316,7 +327,8 @@ class Run:
 
     # ---------------------------------------------------------------- state
     def state(self) -> dict:
-        run = {"elapsed_s": self.elapsed(), "converged": int(self.converged)}
+        run = {"elapsed_s": self.elapsed(), "converged": int(self.converged),
+               "temperature_laps": np.int64(self.model.alloc.temperature_laps)}
         if self.prev_counts is not None:
             run["prev_counts"] = self.prev_counts
         return {"alg": self.alg.state(), "trace": self.trace.to_arrays(),
