@@ -328,11 +328,16 @@ def test_graph_model_on_points_and_bad_settings_are_one_line_errors(tmp_path):
             HDPMMSBAlloc(**kwargs)
 
 
-def test_training_run_writes_the_graph_outputs(compose_cfg, tmp_path):
+def test_training_run_writes_the_graph_outputs(compose_cfg, tmp_path, caplog):
+    import logging
+
     from bnpvi.learn.runner import train
     cfg = compose_cfg("model=hdp_mmsb", "data=toy", "data.n_nodes=60", "data.n_batches=3", "alg.n_laps=4",
                       "eval_every=2", "init.K=5")
-    summary = train(cfg, tmp_path / "run")
+    with caplog.at_level(logging.INFO, logger="bnpvi"):
+        summary = train(cfg, tmp_path / "run")
+    (done,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("done:")]
+    assert f"held-out AUC {summary['heldout_auc']:.4f}  AP {summary['heldout_ap']:.4f}" in done  # the run's last line
     for name in ("memberships.h5", "communities.csv", "adjacency.png", "precision_recall.png"):
         assert (tmp_path / "run" / name).is_file(), name
     trace = (tmp_path / "run" / "trace.csv").read_text().splitlines()

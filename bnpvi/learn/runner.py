@@ -69,6 +69,10 @@ SOURCE_OPTIONS = {".csv": "", ".tsv": "", ".npy": "", ".npz": "", ".ldac": " [--
 SEQUENCE_OPTIONS = {".csv": " --sequence-column COLUMN", ".npz": " --sequences RANGES"}
 """... and for sequences: the column of sequence ids, or the array of sequence boundaries."""
 
+DONE_SCORES = {"ari": "ARI", "hamming": "hamming", "heldout_loglik": "heldout", "heldout_auc": "held-out AUC",
+               "heldout_ap": "AP"}
+"""The scores of summary.json that the run's last line shows, with their labels."""
+
 
 def convert_command(path: Path, alloc) -> str | None:
     """The ``bnpvi-data convert`` command that turns the source file ``path`` into a batch file for ``alloc``
@@ -566,8 +570,7 @@ class Run:
         if self.trace.rows and plots:
             plot_trace(self.trace.rows, self.run_dir / "elbo_K.png")
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        score = "".join(f"  {name.upper() if name == 'ari' else name.split('_')[0]} {summary[name]:.4f}"
-                        for name in ("ari", "hamming", "heldout_loglik") if name in summary)
+        score = "".join(f"  {label} {summary[name]:.4f}" for name, label in DONE_SCORES.items() if name in summary)
         elbo = "none yet" if summary["elbo"] is None else f"{summary['elbo']:.10g}"
         log.info("done: %d laps, elbo %s, K %d%s, %.2f s (%s)", self.alg.lap, elbo, globals_.K, score,
                  summary["elapsed_s"], stop_reason)
