@@ -6,7 +6,8 @@ Every worker opens the HDF5 file itself, once, and sends back only its batches'
 the first round): it holds the store, the model and the moves' tracking code between rounds (sent again
 only when another one comes) and gets the round's globals and its batches' plans in one direct call, with
 no scheduler in between. A round whose batches track no move gets only what their local steps read of the
-globals (``Model.local_view``: for a topic model E ln φ without the summaries and λ̂, a third of the bytes). When an actor round fails (a worker died), the round runs again as tasks through
+globals (``Model.local_view``: for a topic model E ln φ without the summaries and λ̂, a third of the bytes).
+When an actor round fails (a worker died), the round runs again as tasks through
 the scheduler: what those share goes out once (scattered), the globals inside the tasks when they are
 small (one round trip instead of two), scattered to every worker first when they are large
 (``INLINE_BYTES``); the scheduler re-runs a dead worker's task elsewhere, with the same result, and the
