@@ -384,6 +384,8 @@ class BirthConfig:
     Kmax: int = key("no births beyond this many clusters")
     retry_change: float = key("retry a failed target once its size changed by this fraction")
     min_block: int = key("HMMs: births cut new states from a run of one state this long or longer")
+    merge_cleanup: bool = key("HMMs: each fresh state of a proposal is also tried merged into the existing state, other "
+                              "than the target, that its data fit best; kept where the exact ELBO rises")
     max_stuck: int = key("places left free by unblocked targets retry the least recently failed ones, until this many laps in a row fail")
 
 

@@ -11,7 +11,7 @@ from bnpvi.learn import runner
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
-from bnpvi.moves.seq_birth import best_cut, state_runs
+from bnpvi.moves.seq_birth import best_cut, merge_cleanup, propose, state_runs
 from bnpvi.obs import make_obs
 from bnpvi.stats import ClusterIds
 
@@ -20,7 +20,8 @@ from test_hmm_moves import enumerated_stats
 GAUSS = {"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-3, "mean": [0.0, 0.0]}
 BIRTH = {"start_lap": 2, "stop_lap": None, "max_per_lap": 3, "n_new": 8, "min_batch_mass": 10.0, "eps": 0.1,
          "max_atoms": 5000, "kmeans_iters": 10, "refine_iters": 3, "Kmax": 50, "retry_change": 0.1,
-         "min_block": 3, "max_stuck": 2, "seeding": "kmeans", "group_size": 15}
+         "min_block": 3, "max_stuck": 2, "seeding": "kmeans", "group_size": 15,
+         "merge_cleanup": True}
 
 
 def test_state_runs_are_the_maximal_runs_inside_each_sequence():
@@ -135,6 +136,58 @@ def test_birth_gain_is_the_exact_whole_data_elbo_difference(tmp_path, monkeypatc
     after = model.elbo(whole, new_globals)
     assert gain == pytest.approx(after - before, rel=1e-8, abs=1e-6)
     assert gain > 0
+    store.close()
+
+
+def test_merge_cleanup_folds_a_duplicate_fresh_state_into_its_twin_exactly(tmp_path, monkeypatch):
+    """A proposal whose fresh state copies existing state 0 (the first regime of three sequences) is made
+    better by merging the copy into state 0, not into the target (state 1): the cleanup's result has the
+    original two states, a higher ELBO than the proposal, and batch summaries that equal those of q*(z)
+    by path enumeration under the globals of the local step that made them (an exact candidate)."""
+    store = BatchStore.open(two_regime_store(tmp_path))
+    model = Model(HDPHMMAlloc(gamma=5.0, alpha=0.5, start_alpha=5.0, sticky_kappa=10.0), make_obs(GAUSS, 2, None))
+    batches = [store.read_batch(b) for b in range(store.n_batches)]
+
+    def truth(batch):
+        labels = np.zeros(batch.n_atoms, dtype=np.int64)
+        for d in range(batch.n_seqs):
+            a, e = batch.seq_range[d], batch.seq_range[d + 1]
+            labels[a + (e - a) // 2:e] = 1
+        return labels
+    hard = [model.hard_stats(batch, truth(batch), 2) for batch in batches]
+    globals_ = model.global_step(hard[0] + hard[1])
+    batch, rest = batches[0], hard[1]
+    _, local = model.local_step(batch, globals_)
+    stats = model.summarize(batch, local)
+    path = np.asarray(local.resp.values.argmax(axis=1), dtype=np.int64)
+    np.testing.assert_array_equal(path, truth(batch))
+    new_path = path.copy()
+    for d in range(3):
+        a, e = batch.seq_range[d], batch.seq_range[d + 1]
+        new_path[a:a + (e - a) // 2] = 2
+    proposal = propose(model, batch, rest, globals_, stats, path, new_path, 1)
+    assert proposal is not None and proposal[2].K == 3 and proposal[6] == 1, "the copy must survive its refinement"
+
+    calls = []
+    local_step = model.local_step
+
+    def recording(batch_, globals__, **options):
+        out = local_step(batch_, globals__, **options)
+        calls.append((globals__, model.summarize(batch_, out[1])))
+        return out
+    monkeypatch.setattr(model, "local_step", recording)
+    value, new_stats, candidate, _, _, fresh, kept = merge_cleanup(model, batch, rest, proposal, 2, 1)
+    monkeypatch.undo()
+    assert (fresh, kept) == (1, 0) and candidate.K == 2 and new_stats.K == 2
+    assert value > proposal[0]
+    np.testing.assert_allclose(candidate.stats.N[0], hard[0].N[0] + hard[1].N[0], rtol=1e-6)
+    made_by = [g for g, s in calls if s.allclose(new_stats, rtol=0, atol=0)]
+    assert made_by, "the cleanup's batch summaries come from one local step"
+    log_lik = model.obs.expected_log_lik(made_by[0].obs, batch)
+    log_start, log_trans = model.alloc._potentials(made_by[0].alloc)
+    brute = enumerated_stats(batch, model.obs, log_lik, log_start, log_trans, [0, 1], 2, new_stats.specs)
+    assert brute.allclose(new_stats, rtol=1e-9, atol=1e-10)
+    assert value == pytest.approx(model.elbo(rest + brute, candidate), rel=1e-12)
     store.close()
 
 

@@ -13,7 +13,9 @@ At a visit of batch b in memoized VI, after the ordinary local step:
 4. **refinement**: a global step on the batch's summaries with the blocks as fresh
    states seeds the fresh states' parameters; then forward-backward over the whole
    batch with the K + J states, summaries, global step, ``refine_iters`` times.
-   Fresh states left with less than one time step are dropped before the last round;
+   Fresh states left with less than one time step are dropped before the last round.
+   With ``moves.birth.merge_cleanup``, each fresh state is then also tried merged into the existing
+   state (not the target) that its data fit best, kept where the exact ELBO rises (``merge_cleanup``);
 5. **judgement**: every other batch keeps its memo cache (no mass on the fresh
    states) and batch b gets a forward-backward output, so the candidate is a valid
    q(z) for the whole data set and its ELBO is the exact whole-data ELBO. The
@@ -180,6 +182,54 @@ def propose(model, batch, rest: SuffStats, globals_, stats: SuffStats, path: np.
     return value, stats, candidate, log_lik, local, J, J - len(tiny)
 
 
+def seed_merged(stats: SuffStats, sources) -> SuffStats:
+    """``stats.remap(sources)`` for seeding a global step: clusters with several sources add their linear
+    fields, and their tracked fields (q(z)'s entropies, which no global step reads) are set to 0."""
+    K_new = len(sources)
+    merged = [i for i, s in enumerate(sources) if len(s) > 1]
+    tracked = {name: {i: 0.0 if spec.axes == (0,) else (np.zeros(K_new), np.zeros(K_new)) for i in merged}
+               for name, spec in stats.specs.items() if spec.merge == "tracked" and spec.axes}
+    return stats.remap(sources, tracked)
+
+
+def merge_cleanup(model, batch, rest: SuffStats, proposal, K: int, target: int):
+    """A refined proposal with its fresh states merged, one at a time, into existing states other than
+    ``target`` while that raises its exact ELBO.
+
+    Each fresh state j is tried once, with the existing state k whose data it fits best (the largest
+    change of L_data when the two merge, Hughes 2016 thesis Eq. 4.6): a global step on the proposal's
+    whole-data summaries with j added to k seeds the variant, and one round of forward-backward over the
+    batch makes its summaries, so its ELBO is exact again. Our own step: the thesis leaves newborn states
+    that copy existing ones to later merge moves (§4.2), which pair whole states and are judged a lap
+    later, so a proposal that re-labels a run of the target as another state never wins as a birth.
+
+    Returns ``propose``'s tuple for the best variant (its count of kept fresh states lowered by each merge).
+    """
+    value, stats, candidate, log_lik, local, fresh, kept = proposal
+    partners = np.array([k for k in range(K) if k != target], dtype=np.int64)
+    tried: set[int] = set()
+    while partners.size:
+        whole, K2 = candidate.stats, candidate.K
+        left = [j for j in range(K, K2) if j not in tried]
+        if not left:
+            break
+        pairs = np.array([(j, k) for j in left for k in partners], dtype=np.int64)
+        N, fields = whole.N, whole.select(model.obs_fields)
+        apart = model.obs.log_marginal(N, fields)
+        gain = model.obs.merged_log_marginal(N, fields, pairs) - apart[pairs[:, 0]] - apart[pairs[:, 1]]
+        j, k = (int(v) for v in pairs[int(np.argmax(gain))])
+        tried.add(j)
+        sources = [[i] for i in range(K2) if i != j]
+        sources[k] = [k, j]
+        start = model.global_step(seed_merged(whole, sources), model.alloc.warm_start(candidate.alloc, sources))
+        variant = refine(model, batch, rest, start, 1)
+        if variant[0] > value:
+            value, stats, candidate, log_lik, local = variant
+            kept -= 1
+            tried = {i - (i > j) for i in tried if i != j}
+    return value, stats, candidate, log_lik, local, fresh, kept
+
+
 class SequenceBirthMove(TargetedBirths):
     """Births for hidden Markov models in memoized VI, made and judged at a batch (module docstring)."""
 
@@ -257,7 +307,10 @@ class SequenceBirthMove(TargetedBirths):
             if not proposals:
                 events.append((target, np.nan, False, 0, 0))
                 continue
-            value, new_stats, new_state, new_log_lik, new_local, fresh, kept = max(proposals, key=lambda p: p[0])
+            best = max(proposals, key=lambda p: p[0])
+            if cfg.merge_cleanup:
+                best = merge_cleanup(model, batch, rest, best, K, target)
+            value, new_stats, new_state, new_log_lik, new_local, fresh, kept = best
             gain = value - current
             accepted = accepts(gain, current)
             events.append((target, gain, accepted, fresh, kept))
