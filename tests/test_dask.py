@@ -141,6 +141,18 @@ def test_memo_in_rounds_of_two_is_the_same_on_one_and_two_workers_and_twice(comp
     assert np.all(np.diff(trace["elbo"].to_numpy()[1:]) >= -1e-9 * np.abs(trace["elbo"].to_numpy()[2:]))
 
 
+@pytest.mark.parametrize("moves", ["[]", "[birth,merge,delete]"])
+def test_rounds_cut_into_pieces_are_the_same_on_two_workers(compose_cfg, tmp_path, scheduler, moves):
+    """5 batches in rounds of 2: every lap's last round (one batch) is worked on in 2 pieces, on 2 workers as
+    in this process (with moves, in the rounds that track none)."""
+    cfg = compose_cfg(*COMMON, "data.n_batches=5", "alg.batches_per_round=2", "model=hdp_topic", "init.K=4",
+                      "data.n_docs=300", "model.warm_start=true", f"moves={moves}")
+    runner.train(cfg, tmp_path / "one")
+    cfg.alg.scheduler = scheduler
+    runner.train(cfg, tmp_path / "two")
+    assert_same_runs(tmp_path / "one", tmp_path / "two")
+
+
 def test_a_tempered_mixture_is_the_same_on_two_workers(compose_cfg, tmp_path, scheduler):
     """The model of a tempered lap (model.temperature) goes to the workers with the round: the same run."""
     cfg = compose_cfg(*COMMON, "alg.batches_per_round=2", "init.K=1", "model.temperature=20",

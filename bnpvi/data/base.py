@@ -246,6 +246,12 @@ def heldout_info(store) -> dict:
     return out
 
 
+def piece_range(lo: int, hi: int, i: int, n: int) -> tuple[int, int]:
+    """Units ``lo:hi`` cut into ``n`` contiguous parts of sizes that differ by at most one: part i's bounds."""
+    size = hi - lo
+    return lo + (i * size) // n, lo + ((i + 1) * size) // n
+
+
 class BatchStore:
     """Read-only access to a batch file, one batch at a time; the base class of the per-kind readers.
 
@@ -497,13 +503,15 @@ class BatchStore:
         """Values per block of a one-pass scan (``max_values``, default 2**20)."""
         return max(1, int(_SCAN_VALUES if max_values is None else max_values))
 
-    def read_batch(self, b: int):
-        """Read batch ``b`` (units ``offsets[b]:offsets[b+1]``) from the file.
+    def read_batch(self, b: int, piece: tuple[int, int] | None = None):
+        """Read batch ``b`` (units ``offsets[b]:offsets[b+1]``) from the file, or one piece of it.
 
         Parameters
         ----------
         b : int
             Batch index, 0 <= b < n_batches.
+        piece : (i, n), optional
+            Only part i of the batch's units cut into n contiguous parts (``piece_range``).
 
         Returns
         -------
@@ -518,7 +526,8 @@ class BatchStore:
         b = int(b)
         if not 0 <= b < self.n_batches:
             raise IndexError(f"batch {b} out of range 0..{self.n_batches - 1} in {self._path}")
-        return self._read(int(self._offsets[b]), int(self._offsets[b + 1]))
+        lo, hi = int(self._offsets[b]), int(self._offsets[b + 1])
+        return self._read(*piece_range(lo, hi, *piece)) if piece is not None else self._read(lo, hi)
 
     def _read(self, lo: int, hi: int):
         """The batch of units ``lo:hi``."""

@@ -74,13 +74,14 @@ def available_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def work_on_batches(store, model, globals_, schedule, plans: dict, batches: list[int], warm: list) -> list[BatchResult]:
-    """A task: each batch b of ``batches`` read from the worker's own handle of ``store``, and its work
-    (``process_batch``), in turn."""
+def work_on_batches(store, model, globals_, schedule, plans: dict, batches: list[int], warm: list,
+                    pieces: list) -> list[BatchResult]:
+    """A task: each batch b of ``batches`` (or its piece, ``BatchJob.piece``) read from the worker's own handle
+    of ``store``, and its work (``process_batch``), in turn."""
     results = []
-    for b, start in zip(batches, warm):
+    for b, start, piece in zip(batches, warm, pieces):
         with _read_lock:
-            batch = store.read_batch(b)
+            batch = store.read_batch(b, piece)
         results.append(process_batch(model, globals_, batch, plans.get(b, {}), schedule, start))
     return results
 
@@ -97,10 +98,10 @@ class BatchWorker:
     def hold(self, name: str, value) -> None:
         self.held[name] = value
 
-    def work(self, globals_, plans: dict, batches: list[int], warm: list) -> list[BatchResult]:
+    def work(self, globals_, plans: dict, batches: list[int], warm: list, pieces: list) -> list[BatchResult]:
         start = time.perf_counter()
         results = work_on_batches(self.store, self.held["model"], globals_, self.held.get("tracker"), plans, batches,
-                                  warm)
+                                  warm, pieces)
         ACTOR_SECONDS[0] += time.perf_counter() - start
         return results
 
@@ -263,7 +264,8 @@ class DaskPool:
         n = min(len(self._actors), len(jobs))
         groups = [jobs[i::n] for i in range(n)]
         calls = [actor.work(globals_, {job.b: job.plans for job in group if job.plans}, [job.b for job in group],
-                            [job.warm for job in group]) for actor, group in zip(self._actors, groups)]
+                            [job.warm for job in group], [job.piece for job in group])
+                 for actor, group in zip(self._actors, groups)]
         done = [call.result() for call in calls]
         return [done[i % n][i // n] for i in range(len(jobs))]
 
@@ -277,7 +279,8 @@ class DaskPool:
             suffix = "" if attempt == 1 else f"-again{attempt}"
             futures = [self.client.submit(work_on_batches, self._store, model_f, shared, tracker_f,
                                           {job.b: job.plans for job in group if job.plans}, [job.b for job in group],
-                                          [job.warm for job in group], key=f"bnpvi-round-{round_}-{i}{suffix}",
+                                          [job.warm for job in group], [job.piece for job in group],
+                                          key=f"bnpvi-round-{round_}-{i}{suffix}",
                                           pure=False)
                        for i, group in enumerate(groups)]
             try:

@@ -2,12 +2,30 @@
 batch, or after every round of P batches (parallel memoized VI, thesis §8.1; docs/parallel.md)."""
 from __future__ import annotations
 
+import functools
+import operator
+from dataclasses import replace
+
+import numpy as np
+
+from bnpvi.data.base import piece_range
 from bnpvi.errors import check_int
 from bnpvi.learn.base import Algorithm
 from bnpvi.learn.cache import MemoryCaches
 from bnpvi.learn.pool import BatchJob
+from bnpvi.learn.work import BatchResult
 from bnpvi.moves import Edit, MoveSchedule
 from bnpvi.stats import SuffStats
+
+
+def joined(parts: list[BatchResult]) -> BatchResult:
+    """The result of a batch worked on in pieces (``MemoizedVB._work``): the pieces' summaries added in order,
+    their warm starts stacked; nothing tracked (pieces are cut only in rounds that track no move)."""
+    if len(parts) == 1:
+        return parts[0]
+    warm = [part.warm for part in parts]
+    return BatchResult(functools.reduce(operator.add, (part.stats for part in parts)), {},
+                       None if any(w is None for w in warm) else np.concatenate(warm))
 
 
 class MemoizedVB(Algorithm):
@@ -35,7 +53,8 @@ class MemoizedVB(Algorithm):
     plan the next batch's plan depends on (``MoveSchedule.ends_round``, e.g. the batch
     that seeds births). The moves' mid-lap decisions (``MoveSchedule.after_batch``)
     come after the round's global step, batch by batch; a batch whose cache a decision
-    rewrote is visited again (a refresh, itself a round). P = 1 is plain memoized VI.
+    rewrote is visited again (a refresh, itself a round). P = 1 is plain memoized VI. A round of fewer
+    than P batches that tracks no move is worked on in P pieces (``_work``).
 
     Parameters
     ----------
@@ -93,7 +112,7 @@ class MemoizedVB(Algorithm):
         """Work on ``jobs`` (batches of the round that starts at position ``start``) under the current
         globals, swap their caches in order, one global step, the moves' mid-lap decisions; returns the
         batches whose caches a decision rewrote."""
-        results = self.pool.run(self.model, self.globals, jobs, self.moves)
+        results = self._work(jobs)
         for job, result in zip(jobs, results):
             self.warm[job.b] = result.warm
             new, old = result.stats, self.caches[job.b]
@@ -110,6 +129,31 @@ class MemoizedVB(Algorithm):
             if self.moves.after_batch(self, job.b, result.tracked):
                 rewritten.append(job.b)
         return rewritten
+
+    def _work(self, jobs: list[BatchJob]) -> list[BatchResult]:
+        """The pool's results of ``jobs``, in order. A round of fewer than P batches that tracks no move (the
+        last round of a lap whose batches P does not divide) would leave workers idle: its batches are cut into
+        P pieces of contiguous units (documents, sequences, points), worked on as P jobs and added up again in
+        order, each piece's local step starting from its rows of the batch's warm start. The cut depends on P
+        and the round alone, so the run is the same on any pool; the sum is the batch's summaries up to the
+        order of the additions (local steps are per unit)."""
+        P, m = self.batches_per_round, len(jobs)
+        if m >= P or any(job.plans for job in jobs):
+            return self.pool.run(self.model, self.globals, jobs, self.moves)
+        sizes = self.store.batch_sizes()
+        cut, counts = [], []
+        for idx, job in enumerate(jobs):
+            size = int(sizes[job.b])
+            n = min(P // m + (idx < P % m), size)
+            counts.append(max(n, 1))
+            if n <= 1:
+                cut.append(job)
+                continue
+            for i in range(n):
+                lo, hi = piece_range(0, size, i, n)
+                cut.append(replace(job, piece=(i, n), warm=None if job.warm is None else job.warm[lo:hi]))
+        results = iter(self.pool.run(self.model, self.globals, cut, self.moves))
+        return [joined([next(results) for _ in range(count)]) for count in counts]
 
     def apply(self, edit: Edit) -> None:
         super().apply(edit)

@@ -16,11 +16,13 @@ from bnpvi.learn.work import BatchResult, process_batch
 @dataclass(frozen=True)
 class BatchJob:
     """One batch's work: the batch, what the moves track in it (``MoveSchedule.batch_plans``) and where its
-    local step starts (``Algorithm.warm_for``)."""
+    local step starts (``Algorithm.warm_for``); with ``piece`` = (i, n), only part i of the batch cut into n
+    (``BatchStore.read_batch``)."""
 
     b: int
     plans: dict = field(default_factory=dict)
     warm: object = None
+    piece: tuple[int, int] | None = None
 
 
 class LocalPool:
@@ -34,7 +36,7 @@ class LocalPool:
 
     def run(self, model, globals_, jobs: list[BatchJob], schedule=None) -> list[BatchResult]:
         """The results of ``jobs`` under ``globals_``, in order (``schedule`` dispatches the moves' tracking)."""
-        return [process_batch(model, globals_, self.store.read_batch(job.b), job.plans, schedule, job.warm)
+        return [process_batch(model, globals_, self.store.read_batch(job.b, job.piece), job.plans, schedule, job.warm)
                 for job in jobs]
 
     def close(self) -> None:
