@@ -88,6 +88,32 @@ def two_regime_store(tmp_path, n_batches=2):
     return write_sequences(tmp_path / "two.h5", X, seq_range, n_batches=n_batches)
 
 
+def recorded_local_steps(model, monkeypatch) -> list:
+    """``model.local_step`` patched to record (globals, the batch summaries it leads to) of every call."""
+    calls = []
+    local_step = model.local_step
+
+    def recording(batch, globals_, **options):
+        out = local_step(batch, globals_, **options)
+        calls.append((globals_, model.summarize(batch, out[1])))
+        return out
+    monkeypatch.setattr(model, "local_step", recording)
+    return calls
+
+
+def enumerated_batch_stats(model, batch, stats, calls):
+    """``stats`` checked against the summaries of q*(z) by enumerating every path of the batch's sequences
+    under the globals of the recorded local step that made them (so they come from a genuine q(z))."""
+    made_by = [g for g, s in calls if g.K == stats.K and s.allclose(stats, rtol=0, atol=0)]
+    assert made_by, "the batch summaries come from one local step"
+    log_lik = model.obs.expected_log_lik(made_by[0].obs, batch)
+    log_start, log_trans = model.alloc._potentials(made_by[0].alloc)
+    brute = enumerated_stats(batch, model.obs, log_lik, log_start, log_trans, list(range(stats.K)), stats.K,
+                             stats.specs)
+    assert brute.allclose(stats, rtol=1e-9, atol=1e-10)
+    return brute
+
+
 def test_birth_gain_is_the_exact_whole_data_elbo_difference(tmp_path, monkeypatch):
     """An accepted birth's gain equals L(after) − L(before), with L(after) computed from scratch: the
     other batch's cache plus batch b's summaries rebuilt by enumerating every path of its sequences
@@ -106,14 +132,7 @@ def test_birth_gain_is_the_exact_whole_data_elbo_difference(tmp_path, monkeypatc
     b = 0
     batch = store.read_batch(b)
     plans = alg.moves.batch_plans(alg, b)
-    calls = []
-    local_step = model.local_step
-
-    def recording(batch_, globals_, **options):
-        out = local_step(batch_, globals_, **options)
-        calls.append((globals_, model.summarize(batch_, out[1])))
-        return out
-    monkeypatch.setattr(model, "local_step", recording)
+    calls = recorded_local_steps(model, monkeypatch)
     result = process_batch(model, alg.globals, batch, plans, alg.moves)
     monkeypatch.undo()
     outcome = result.tracked["birth"]
@@ -126,12 +145,7 @@ def test_birth_gain_is_the_exact_whole_data_elbo_difference(tmp_path, monkeypatc
 
     new_stats, new_globals = outcome["stats"], outcome["globals"]
     K2 = new_globals.K
-    made_by = [g for g, s in calls if g.K == K2 and s.allclose(new_stats, rtol=0, atol=0)]
-    assert made_by, "batch b's candidate summaries come from one local step"
-    log_lik = model.obs.expected_log_lik(made_by[0].obs, batch)
-    log_start, log_trans = model.alloc._potentials(made_by[0].alloc)
-    brute_b = enumerated_stats(batch, model.obs, log_lik, log_start, log_trans, list(range(K2)), K2, new_stats.specs)
-    assert brute_b.allclose(new_stats, rtol=1e-9, atol=1e-10)
+    brute_b = enumerated_batch_stats(model, batch, new_stats, calls)
     whole = alg.caches[1].pad_to(K2) + brute_b
     after = model.elbo(whole, new_globals)
     assert gain == pytest.approx(after - before, rel=1e-8, abs=1e-6)
@@ -168,25 +182,13 @@ def test_merge_cleanup_folds_a_duplicate_fresh_state_into_its_twin_exactly(tmp_p
     proposal = propose(model, batch, rest, globals_, stats, path, new_path, 1)
     assert proposal is not None and proposal[2].K == 3 and proposal[6] == 1, "the copy must survive its refinement"
 
-    calls = []
-    local_step = model.local_step
-
-    def recording(batch_, globals__, **options):
-        out = local_step(batch_, globals__, **options)
-        calls.append((globals__, model.summarize(batch_, out[1])))
-        return out
-    monkeypatch.setattr(model, "local_step", recording)
+    calls = recorded_local_steps(model, monkeypatch)
     value, new_stats, candidate, _, _, fresh, kept = merge_cleanup(model, batch, rest, proposal, 2, 1)
     monkeypatch.undo()
     assert (fresh, kept) == (1, 0) and candidate.K == 2 and new_stats.K == 2
     assert value > proposal[0]
     np.testing.assert_allclose(candidate.stats.N[0], hard[0].N[0] + hard[1].N[0], rtol=1e-6)
-    made_by = [g for g, s in calls if s.allclose(new_stats, rtol=0, atol=0)]
-    assert made_by, "the cleanup's batch summaries come from one local step"
-    log_lik = model.obs.expected_log_lik(made_by[0].obs, batch)
-    log_start, log_trans = model.alloc._potentials(made_by[0].alloc)
-    brute = enumerated_stats(batch, model.obs, log_lik, log_start, log_trans, [0, 1], 2, new_stats.specs)
-    assert brute.allclose(new_stats, rtol=1e-9, atol=1e-10)
+    brute = enumerated_batch_stats(model, batch, new_stats, calls)
     assert value == pytest.approx(model.elbo(rest + brute, candidate), rel=1e-12)
     store.close()
 
