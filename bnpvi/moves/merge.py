@@ -170,7 +170,7 @@ class MergeMove(Move):
             at a cluster that is not one cluster of the plan is unknown and set to 0, a lower
             bound since every entry is ≥ 0 (Hughes 2016 thesis §6.5.1)."""
             out, exact = {}, True
-            sources = _merge_sources(run.globals.K, a, b)
+            sources = merge_sources(run.globals.K, a, b)
             for name in names:
                 value = values[name][m]
                 if name not in tables:
@@ -203,7 +203,7 @@ class MergeMove(Move):
             values = tracked_values(totals, m, a, b)[0]
             merged_data = data_total - data[a] - data[b] + _merged_data_term(run.model, run.globals.stats, a, b)
             stats = alloc_part(run.model, run.globals.stats).merge(a, b, values)
-            warm = run.model.alloc.warm_start(run.globals.alloc, _merge_sources(run.globals.K, a, b))
+            warm = run.model.alloc.warm_start(run.globals.alloc, merge_sources(run.globals.K, a, b))
             if run.model.alloc.warm_is_params:  # the gain where the global step starts bounds it from below
                 at_start = merged_data + run.model.alloc.elbo(stats, warm) - current
                 if at_start < -SCREEN_RTOL * max(1.0, abs(current)):
@@ -220,7 +220,7 @@ class MergeMove(Move):
             if ua in schedule.changed or ub in schedule.changed:
                 continue  # its tracked terms were computed from clusters that no longer exist
             a, b = run.ids.positions(self.pair_uids[m])
-            sources = _merge_sources(run.globals.K, a, b)
+            sources = merge_sources(run.globals.K, a, b)
             gain, exact = scored[m] if unchanged else gain_of(m)  # the allocation term changes after each merge
             exact = exact and tracked_values(totals, m, a, b)[1]
             if accepts(gain, current):  # confirmed by the candidate's globals, which an accepted merge installs
@@ -270,7 +270,8 @@ def _merged_data_term(model, stats: SuffStats, a: int, b: int) -> float:
     return float(model.obs.log_marginal(N, fields)[0])
 
 
-def _merge_sources(K: int, a: int, b: int) -> list:
+def merge_sources(K: int, a: int, b: int) -> list:
+    """The ``SuffStats.remap`` sources of K clusters with b merged into a (a < b) and b dropped."""
     sources = [[k] for k in range(K) if k != b]
     sources[a] = [a, b]
     return sources

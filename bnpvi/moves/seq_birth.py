@@ -36,6 +36,7 @@ import numpy as np
 
 from bnpvi.moves.base import Edit, accepts
 from bnpvi.moves.birth import TargetedBirths, birth_scores, kmeans_clusters
+from bnpvi.moves.merge import merge_sources
 from bnpvi.stats import Responsibilities, SuffStats
 
 N_CUTS = 25
@@ -219,8 +220,7 @@ def merge_cleanup(model, batch, rest: SuffStats, proposal, K: int, target: int):
         gain = model.obs.merged_log_marginal(N, fields, pairs) - apart[pairs[:, 0]] - apart[pairs[:, 1]]
         j, k = (int(v) for v in pairs[int(np.argmax(gain))])
         tried.add(j)
-        sources = [[i] for i in range(K2) if i != j]
-        sources[k] = [k, j]
+        sources = merge_sources(K2, k, j)
         start = model.global_step(seed_merged(whole, sources), model.alloc.warm_start(candidate.alloc, sources))
         variant = refine(model, batch, rest, start, 1)
         if variant[0] > value:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from bnpvi.moves.base import Edit, accepts
-from bnpvi.moves.merge import MergeMove, _merge_sources
+from bnpvi.moves.merge import MergeMove, merge_sources
 from bnpvi.moves.whole import RunningTotals, Visit
 from bnpvi.stats import SuffStats
 
@@ -87,7 +87,7 @@ class WholeMergeMove(MergeMove):
         results = []
         for m, pair in enumerate(self.pair_uids):
             a, b = (int(p) for p in run.ids.positions(pair))
-            sources = _merge_sources(run.globals.K, a, b)
+            sources = merge_sources(run.globals.K, a, b)
             value, globals_ = run.evaluate(self.tracked.sums[m], sources)
             results.append((value - current, sources, globals_))
         best = int(np.argmax([gain for gain, _, _ in results]))
