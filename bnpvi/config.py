@@ -484,10 +484,34 @@ def run_dir(resume, default):
     return default if resume is None else str(Path(str(resume)).expanduser().resolve())
 
 
-def hydra_subdir(resume, stamp) -> str:
-    """Where Hydra saves the job's config: ``.hydra``, or ``.hydra/resumed-<stamp>`` when resuming (so the
-    config a run was started with is never overwritten)."""
-    return ".hydra" if resume is None else f".hydra/resumed-{stamp}"
+RESUMABLE_KEYS = frozenset({"alg.n_laps", "alg.converge_thr", "alg.count_thr", "checkpoint_every", "alg.workers",
+                            "alg.threads_per_worker", "alg.scheduler", "alg.cache", "alg.batches_per_round"})
+"""The keys that may change when a run is resumed: when it stops, how often it checkpoints, where the work runs
+and where memo's caches live. Any other would make the resumed run differ from an uninterrupted one
+(``alg.batches_per_round`` is checked against the checkpoint by the runner, which refuses a different one)."""
+
+
+def changed_keys(before, after, ignore=RESUMABLE_KEYS | {"resume"}) -> list[tuple[str, Any, Any]]:
+    """The dotted keys whose values differ between the configs ``before`` and ``after`` (interpolations
+    compared as written), with both values (``"<absent>"`` where a config lacks the key); keys in ``ignore``
+    and below them are left out."""
+    def flat(node, prefix=""):
+        items = node.items() if isinstance(node, dict) else ()
+        out = {}
+        for name, value in items:
+            dotted = f"{prefix}{name}"
+            if isinstance(value, dict) and value:
+                out.update(flat(value, dotted + "."))
+            else:
+                out[dotted] = value
+        return out
+
+    a, b = (flat(OmegaConf.to_container(OmegaConf.create(c) if isinstance(c, (dict, str)) else c, resolve=False))
+            for c in (before, after))
+    skipped = tuple(ignore)
+    return [(k, a.get(k, "<absent>"), b.get(k, "<absent>")) for k in sorted(a.keys() | b.keys())
+            if a.get(k, "<absent>") != b.get(k, "<absent>")
+            and not any(k == s or k.startswith(s + ".") for s in skipped)]
 
 
 def initial_clusters(*, _root_):
@@ -508,7 +532,6 @@ def register_configs() -> None:
     """Put the schemas in Hydra's ConfigStore and the resolvers of conf/train.yaml in OmegaConf
     (called before composing)."""
     OmegaConf.register_new_resolver("bnpvi_run_dir", run_dir, replace=True)
-    OmegaConf.register_new_resolver("bnpvi_hydra_subdir", hydra_subdir, replace=True)
     register_resolvers()
     store = ConfigStore.instance()
     store.store(name="train_schema", node=TrainConfig)

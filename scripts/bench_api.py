@@ -31,6 +31,11 @@ their own inference of the same held-out documents timed there, scored by its
 ``completion_score``); a peer that is not importable is skipped with the reason. Target: more
 documents per second than both at an equal or better held-out score.
 
+Section "startup": the wall time of commands in new processes (median of ``--startup-repeats``):
+``import bnpvi``, ``bnpvi-train --help``, a refused start (a run directory that already holds a run),
+a config error (an unknown key), ``bnpvi-data --help``, and ``import bnpvi`` plus the first
+``DPMixture().fit`` of 150 x 4 points. Target: ``--help`` and the refused start under 1 s.
+
 Usage::
 
     python scripts/bench_api.py                                # all sections, 1 and 2 threads
@@ -184,6 +189,39 @@ def section_fit(args, targets: list) -> None:
                               "same ELBO"], rows)
 
 
+def section_startup(args, targets: list) -> None:
+    """Commands' wall time from a new process (Python's start-up included)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               BNPVI_CACHE=str(args.work / "cache"))
+    train = [sys.executable, "-m", "bnpvi.cli.train"]
+    held = args.work / "held"
+    subprocess.run([*train, "data.n_atoms=300", "alg.n_laps=2", f"hydra.run.dir={held}"], env=env, check=True,
+                   capture_output=True, cwd=args.work)
+    fit = ("import numpy as np, bnpvi; X = np.random.default_rng(0).normal(size=(150, 4)); "
+           "bnpvi.DPMixture(random_state=0).fit(X)")
+    cases = [("import bnpvi", [sys.executable, "-c", "import bnpvi"], 0, None),
+             ("bnpvi-train --help", [*train, "--help"], 0, 1.0),
+             ("bnpvi-train, a refused start", [*train, "data.n_atoms=300", f"hydra.run.dir={held}"], 2, 1.0),
+             ("bnpvi-train, an unknown key", [*train, "alg.no_such_key=1"], 2, None),
+             ("bnpvi-data --help", [sys.executable, "-m", "bnpvi.cli.data", "--help"], 0, None),
+             ("import bnpvi + first DPMixture().fit (150 x 4)", [sys.executable, "-c", fit], 0, None)]
+    print(f"## startup: wall time of a new process, median of {args.startup_repeats} [s]")
+    rows = []
+    for name, cmd, status, goal in cases:
+        times = []
+        for _ in range(args.startup_repeats):
+            start = time.perf_counter()
+            proc = subprocess.run(cmd, env=env, capture_output=True, cwd=args.work)
+            times.append(time.perf_counter() - start)
+            if proc.returncode != status:
+                raise SystemExit(f"{name}: exit {proc.returncode}, expected {status}: {proc.stderr.decode()[-500:]}")
+        wall = float(np.median(times))
+        rows.append([name, f"{wall:.3f}"])
+        if goal is not None:
+            targets.append([name, 1, f"{wall:.3f} s", "", "", f"< {goal:g} s"])
+    bench_topics.print_table(["command", "wall s"], rows)
+
+
 def topic_file(args) -> Path:
     """debian/long converted as the targets ask (5 batches, 10 % held out with seed 0), made once in the work
     directory."""
@@ -239,7 +277,8 @@ def section_topics(args, targets: list) -> None:
     bench_topics.print_table(["model", "K", "held-out nats/token", "threads", "docs/s"], rows, notes)
 
 
-SECTIONS = {"predict": section_predict, "hmm": section_hmm, "fit": section_fit, "topics": section_topics}
+SECTIONS = {"predict": section_predict, "hmm": section_hmm, "fit": section_fit, "topics": section_topics,
+            "startup": section_startup}
 
 
 def main(argv=None) -> None:
@@ -257,6 +296,7 @@ def main(argv=None) -> None:
     p.add_argument("--mocap6", type=Path, default=SHARED / "mocap6" / "dataset.npz", help="the mocap6 NPZ file")
     p.add_argument("--hmm-laps", type=int, default=None, help="lap limit of the mocap6 fit (default 100)")
     p.add_argument("--fit-repeats", type=int, default=None, help="fits and CLI runs per thread count (default 3)")
+    p.add_argument("--startup-repeats", type=int, default=5, help="runs of each start-up command (default 5)")
     p.add_argument("--debian", type=Path, default=SHARED / "debian" / "long.npz", help="debian/long.npz")
     p.add_argument("--laps", type=int, default=None, help="laps of the topic model (default 20)")
     p.add_argument("--max-docs", type=int, default=None, help="train the topic models on the first N documents only")

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from bnpvi.io.checkpoint import checkpoint_path, load_checkpoint, remove_partial_writes
+from bnpvi.io.checkpoint import load_checkpoint
+from bnpvi.io.run_dir import checkpoint_path, remove_partial_writes
 from bnpvi.learn import runner
 from bnpvi.learn.cache import DiskCaches, MemoryCaches, sealed_generations
 from bnpvi.stats import SuffStats

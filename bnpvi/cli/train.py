@@ -14,16 +14,25 @@
 there; only the keys in ``RESUMABLE_KEYS`` may change, since any other would make
 the resumed run differ from an uninterrupted one.
 
-Config errors (unknown key, bad value, unknown option) are reported on one line
-before anything is written; bad data gives one line too, after which nothing that
-Hydra wrote for the run is left (no run directory, no empty ``outputs/``; for a
-refused resume, no ``.hydra/resumed-*`` in the run); exit status 2. Ctrl-C writes a
-checkpoint and the run's files as they stand, and exits with status 130.
+Config errors (unknown key, bad value, unknown option), an output location that cannot
+be written and a run directory that already holds a run are reported on one line before
+anything is written. A run claims its directory (:class:`bnpvi.io.run_dir.RunDirLock`)
+before it writes its config record there (``.hydra/``, or ``.hydra/resumed-<time>/`` for a
+resume: Hydra itself writes none, ``hydra.output_subdir: null``), so a refused start or a
+second run started into the same directory changes nothing of the run there. Bad data
+gives one line too, after which nothing written for the run is left (no run directory, no
+empty ``outputs/``; for a refused resume, no ``.hydra/resumed-*`` in the run); exit
+status 2. Ctrl-C or SIGTERM during training writes a checkpoint and the run's files as
+they stand, and exits with status 130; during start-up it leaves nothing and exits 130.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
@@ -32,26 +41,24 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.plugins import Plugins
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from bnpvi.cli.errors import config_error
 from bnpvi.cli.help import render as render_help
-from bnpvi.config import check_config, register_configs
+from bnpvi.config import RESUMABLE_KEYS, check_config, register_configs
 from bnpvi.errors import BnpviError
-from bnpvi.learn import runner
+from bnpvi.io.run_dir import RUN_RECORD, RunDirLock, RunState, clear_unfinished, refuse_start, remove_if_empty, \
+    run_state
 
 PROG = "bnpvi-train"
-# Settings that may change when a run is resumed; anything else would break exactness. (Where the work
-# runs and where memo's caches live do not change the result; alg.batches_per_round is checked against
-# the checkpoint by the runner, which refuses a different one.)
-RESUMABLE_KEYS = {"alg.n_laps", "alg.converge_thr", "alg.count_thr", "checkpoint_every", "alg.workers",
-                  "alg.threads_per_worker", "alg.scheduler", "alg.cache", "alg.batches_per_round"}
 HELP_FLAGS = {"-h", "--help"}
 # Hydra's own command-line flags that need no validation by us.
 HYDRA_FLAGS = {"--hydra-help", "--info", "-i", "--cfg", "-c", "--resolve", "--package", "-p",
                "--version", "--shell-completion", "-sc", "--config-path", "-cp", "--config-name", "-cn",
                "--config-dir", "-cd", "--experimental-rerun"}
 SWEEP_FLAGS = ("-m", "--multirun")
+OUTPUT_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
+"""Hydra's keys of where runs go: composed with the config before Hydra starts, to check the location."""
 
 
 def _fail(message: str, status: int = 2) -> None:
@@ -87,7 +94,8 @@ def with_data_option(args: list[str]) -> list[str]:
 
 
 def _first_values(args: list[str]) -> tuple[list[str], list[str], list[str] | None]:
-    """The overrides with the first value of each sweep, the keys they set, and the ``resume`` directories."""
+    """The overrides with the first value of each sweep (of Hydra's own, only :data:`OUTPUT_KEYS`), the keys
+    they set (Hydra's left out), and the ``resume`` directories."""
     try:
         parsed = OverridesParser.create().parse_overrides(args)
     except Exception as err:
@@ -95,6 +103,8 @@ def _first_values(args: list[str]) -> tuple[list[str], list[str], list[str] | No
     plain, keys, resume = [], [], None
     for override in parsed:
         key = override.get_key_element()
+        if key.lstrip("+~") in OUTPUT_KEYS and not override.is_sweep_override():
+            plain.append(override.input_line)
         if key.lstrip("+~").startswith("hydra"):
             continue
         values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [override.value()]
@@ -110,15 +120,43 @@ def _first_values(args: list[str]) -> tuple[list[str], list[str], list[str] | No
     return plain, keys, resume
 
 
-def compose_checked(overrides: list[str]) -> DictConfig:
-    """The config of ``overrides`` (no sweeps), its keys checked against the schemas; bad input fails on one line."""
+def compose_checked(overrides: list[str], output_key: str | None = None) -> tuple[DictConfig, Path | None]:
+    """The config of ``overrides`` (no sweeps), its keys checked against the schemas, and the folder Hydra's
+    ``output_key`` names (``hydra.run.dir`` or ``hydra.sweep.dir``; None without a key); bad input fails on
+    one line."""
     try:
         with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
-            cfg = compose(config_name="train", overrides=overrides)
+            cfg = compose(config_name="train", overrides=overrides, return_hydra_config=output_key is not None)
+        output = None
+        if output_key is not None:
+            output = Path(str(OmegaConf.select(cfg, output_key))).expanduser()
+            with open_dict(cfg):
+                del cfg["hydra"]
         check_config(cfg)
     except Exception as err:
         _fail(_one_line(err))
-    return cfg
+    return cfg, output
+
+
+def _existing_ancestor(folder: Path) -> Path:
+    """``folder`` or the deepest folder above it that exists (a path that exists but is no folder is refused)."""
+    folder = folder.resolve()
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                _fail(f"cannot make the run directory {folder}: {candidate} is a file, not a folder")
+            return candidate
+    return Path(folder.anchor)
+
+
+def _check_writable(folder: Path) -> Path:
+    """Refuse an output ``folder`` that cannot be made or written; the deepest folder of it that exists."""
+    existing = _existing_ancestor(folder)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "the run directory" if existing == folder.resolve() else f"the run directory {folder.resolve()} in"
+        _fail(f"cannot write {what} {existing}: permission denied or a read-only file system; choose another "
+              "hydra.run.dir (or hydra.sweep.dir)")
+    return existing
 
 
 def _check_launcher(args: list[str]) -> None:
@@ -135,48 +173,125 @@ def _check_launcher(args: list[str]) -> None:
                   f"extra bnpvi[cluster] adds joblib, submitit_local and submitit_slurm")
 
 
-def _validate_overrides(args: list[str]) -> None:
+def _validate_overrides(args: list[str], sweep: bool) -> Path:
     """Check the command line before anything is written: the launcher, the config composed once (first value
-    of each sweep), and every ``resume`` directory of a sweep."""
+    of each sweep), every ``resume`` directory of a sweep, and the output location (it can be written; a
+    fresh run's directory holds no run). The deepest folder of the output location that exists now."""
     _check_launcher(args)
     plain, keys, resume = _first_values(args)
     if resume:
         _check_resume(resume, keys)
-    compose_checked(plain)
-
-
-def _remove_empty_parents(run_dir: Path) -> None:
-    """Remove the folders above a discarded run directory that are left empty, up to the working directory
-    (those Hydra made for the run, such as ``outputs/`` and ``outputs/DATE/``)."""
-    cwd = Path.cwd().resolve()
-    for parent in Path(run_dir).resolve().parents:
-        if parent == cwd or cwd not in parent.parents:
-            return
+    _, output = compose_checked(plain, "hydra.sweep.dir" if sweep else "hydra.run.dir")
+    for folder in [Path(r).expanduser() for r in resume or []] or [output]:
+        existing = _check_writable(folder)
+    if not sweep and not resume:
         try:
-            parent.rmdir()
-        except OSError:  # not empty
+            refuse_start(output)
+        except BnpviError as err:
+            _fail(str(err))
+    return existing
+
+
+@dataclass
+class StartUp:
+    """What this command has done towards the run it starts, so that a start that does not happen (refused,
+    failed, interrupted) leaves nothing: the run directory, whether the command holds it, the config record
+    written there, and the deepest folder above it that existed before the command (``kept``: nothing
+    there or above is removed)."""
+
+    kept: Path | None = None
+    run_dir: Path | None = None
+    fresh: bool = True
+    claim: RunDirLock | None = None
+    record: Path | None = None
+    training: bool = False
+
+    def begin(self, run_dir: Path, fresh: bool) -> "StartUp":
+        """The start of one job (a sweep runs several in turn)."""
+        self.run_dir, self.fresh, self.claim, self.record, self.training = run_dir, fresh, None, None, False
+        return self
+
+    def undo(self) -> None:
+        """Remove what this start wrote (nothing once training began): the config record, and for a fresh
+        run the directory and the folders made for it where they are left empty. Only while the directory is
+        this command's (claimed here, or free to claim: never another run's)."""
+        if self.training or self.run_dir is None:
             return
+        claim = self.claim
+        if claim is None:
+            try:
+                claim = RunDirLock.claim(self.run_dir)
+            except (BnpviError, OSError):
+                return
+        if self.record is not None:
+            shutil.rmtree(self.record, ignore_errors=True)
+        claim.release()
+        self.claim = None
+        if self.fresh and self.kept is not None:
+            remove_if_empty(self.run_dir, self.kept)
 
 
-def _run(open_run, undo) -> None:
-    """Open a run with ``open_run``; if it cannot start, ``undo`` what Hydra wrote for it and fail on one line.
-    Then train it: bad input -> one-line error, exit 2; Ctrl-C -> where to resume, exit 130."""
+START = StartUp()
+
+
+def _write_record(folder: Path, cfg: DictConfig, hydra_cfg) -> Path:
+    """The run's config record in ``folder``: config.yaml, hydra.yaml and overrides.yaml, as Hydra writes
+    them (``hydra.output_subdir``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, node in (("config.yaml", cfg), ("hydra.yaml", OmegaConf.create({"hydra": hydra_cfg})),
+                       ("overrides.yaml", hydra_cfg.overrides.task)):
+        (folder / name).write_text(OmegaConf.to_yaml(node), encoding="utf-8")
+    return folder
+
+
+def _prepare_fresh(run_dir: Path) -> None:
+    """Refuse a run directory that holds a run to keep; clear the files of one that stopped before its first
+    checkpoint, saying so."""
+    refuse_start(run_dir)
+    if run_state(run_dir) is RunState.UNFINISHED:
+        print(f"{PROG}: {run_dir} held a run that stopped before its first checkpoint; starting it again in place",
+              file=sys.stderr)
+        clear_unfinished(run_dir)
+
+
+def _open(cfg: DictConfig, run_dir: Path, hydra_cfg):
+    """Claim ``run_dir``, write the config record, and open the run (fresh, or resumed from its checkpoint);
+    anything that stops it undoes what was written and fails on one line."""
+    from bnpvi.learn import runner
+
+    start = START.begin(run_dir, cfg.resume is None)
     try:
-        run = open_run()
+        start.claim = RunDirLock.claim(run_dir)
+    except BnpviError as err:  # another run's directory: nothing is touched
+        _fail(str(err))
+    try:
+        if start.fresh:
+            _prepare_fresh(run_dir)
+            start.record = _write_record(run_dir / RUN_RECORD, cfg, hydra_cfg)
+            return runner.start(cfg, run_dir, start.claim)
+        saved = resumed_config(run_dir, cfg, list(hydra_cfg.overrides.task))
+        stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+        start.record = _write_record(run_dir / RUN_RECORD / f"resumed-{stamp}", cfg, hydra_cfg)
+        return runner.reopen(run_dir, saved, start.claim)
     except Exception as err:
         message = _one_line(err)
-        undo()
+        start.undo()
         _fail(message)
+
+
+def _train(run) -> None:
+    """Train an opened run: bad input -> one-line error, exit 2; Ctrl-C -> where to resume, exit 130."""
+    from bnpvi.learn import runner
+
+    START.training = True
     try:
-        runner.run_to_end(run)
+        runner.run_to_end(run, hard_stop=True)
     except BnpviError as err:
         _fail(str(err))
     except runner.Interrupted as err:
         print(f"{PROG}: {err}", file=sys.stderr)
         raise SystemExit(130)
-    except KeyboardInterrupt:  # a second Ctrl-C while the run's files were written
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        raise SystemExit(130)
+    print(f"run directory: {run.run_dir}", flush=True)
 
 
 def resumed_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> DictConfig:
@@ -192,26 +307,41 @@ def resumed_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> Dict
 @hydra.main(version_base="1.3", config_path="pkg://bnpvi.conf", config_name="train")
 def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
-    run_dir = Path(hydra_cfg.runtime.output_dir)
-    if cfg.resume is None:
-        _run(lambda: runner.start(cfg, run_dir), lambda: _remove_empty_parents(run_dir))
-    else:  # Hydra's output directory is the run directory itself (conf/train.yaml)
-        saved = resumed_config(run_dir, cfg, list(hydra_cfg.overrides.task))
-        _run(lambda: runner.reopen(run_dir, saved),
-             lambda: shutil.rmtree(run_dir / hydra_cfg.output_subdir, ignore_errors=True))
+    # a resume's output directory is the run directory itself (conf/train.yaml)
+    _train(_open(cfg, Path(hydra_cfg.runtime.output_dir), hydra_cfg))
+
+
+def _terminated(signum, frame) -> None:
+    """SIGTERM before training (or after it): stop as Ctrl-C does."""
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> None:
     args = with_data_option(list(sys.argv[1:] if argv is None else argv))
-    register_configs()
-    if any(arg in HELP_FLAGS for arg in args):
-        overrides = [arg for arg in args if arg not in HELP_FLAGS and arg not in SWEEP_FLAGS]
-        print(render_help(compose_checked(_first_values(overrides)[0])))
-        return
-    if not any(arg.split("=")[0] in HYDRA_FLAGS for arg in args):
-        _validate_overrides([arg for arg in args if arg not in SWEEP_FLAGS])
-    sys.argv = [PROG] + args
-    _hydra_main()
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        register_configs()
+        if any(arg in HELP_FLAGS for arg in args):
+            overrides = [arg for arg in args if arg not in HELP_FLAGS and arg not in SWEEP_FLAGS]
+            print(render_help(compose_checked(_first_values(overrides)[0], "hydra.run.dir")[0]))
+            return
+        if not any(arg.split("=")[0] in HYDRA_FLAGS for arg in args):
+            sweep = any(arg in SWEEP_FLAGS for arg in args)
+            START.kept = _validate_overrides([arg for arg in args if arg not in SWEEP_FLAGS], sweep)
+        sys.argv = [PROG] + args
+        _hydra_main()
+    except KeyboardInterrupt:
+        output = OmegaConf.select(HydraConfig.get(), "runtime.output_dir", default=None) \
+            if HydraConfig.initialized() else None
+        if START.run_dir is None and output:  # stopped inside Hydra, after it made the run directory
+            START.begin(Path(output), not any(arg.startswith("resume=") for arg in args))
+        training = START.training
+        START.undo()
+        print(f"{PROG}: interrupted" + ("" if training else " before the run started; nothing was kept"),
+              file=sys.stderr)
+        raise SystemExit(130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ file's ``kind`` attribute. :mod:`bnpvi.data.store` imports every kind.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from datetime import datetime, timezone
@@ -205,7 +206,8 @@ def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets:
         f.attrs.update({"format": FORMAT, "format_version": np.int64(FORMAT_VERSION), "kind": kind,
                         "N": np.int64(N), "D": np.int64(D), "n_batches": np.int64(len(offsets) - 1),
                         "batches_fixed": bool(batches_fixed), "source": str(source),
-                        "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+                        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                        "file_id": uuid.uuid4().hex})
         f.attrs.update(attrs or {})
         f.attrs.update(written)
 
@@ -310,6 +312,8 @@ class BatchStore:
         self._file = handle
         self._pid = os.getpid()
         self._closed = False
+        self._stat = _file_stat(self._path)
+        self._digest = _edge_digest(self._path)
 
     # ------------------------------------------------------------ opening
     @classmethod
@@ -491,13 +495,35 @@ class BatchStore:
             self._file, self._pid = f, os.getpid()
         return self._file
 
+    def check_unchanged(self) -> None:
+        """Check that the file at :attr:`path` is still the one this store opened (the run checks it at every
+        checkpoint and before its final files): unchanged on disk, or rewritten with the same bytes where a
+        file's identity lives (its first and last :data:`_EDGE` bytes: the root attributes with the file's
+        random ``file_id``, and the end of its data). The bytes are read by plain I/O: the HDF5 library
+        would answer from the handle this store keeps open.
+
+        Raises
+        ------
+        BnpviError
+            The file was removed, or replaced by another one (e.g. copied over in place).
+        """
+        stat = _file_stat(self._path)
+        if stat is None:
+            raise BnpviError(f"data file {self._path} was removed during the run; put it back and resume")
+        if stat == self._stat:
+            return
+        if _edge_digest(self._path) != self._digest:
+            raise BnpviError(f"data file {self._path} was replaced during the run (it is no longer the file the run "
+                             "opened); the run stops here; its last checkpoint was made with the original file")
+        self._stat = stat
+
     def _same_file(self, f: h5py.File) -> bool:
         attrs = read_attrs(f)
         try:
             layout = self._read_layout(f, attrs, BnpviError)
         except BnpviError:
             return False
-        return layout == self._layout and attrs.get("created") == self._attrs.get("created")
+        return layout == self._layout and all(attrs.get(k) == self._attrs.get(k) for k in ("created", "file_id"))
 
     def _limit(self, max_values: int | None = None) -> int:
         """Values per block of a one-pass scan (``max_values``, default 2**20)."""
@@ -685,6 +711,31 @@ class BatchStore:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._offsets.setflags(write=False)
+
+
+def _file_stat(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, modification time in ns) of ``path``: what changes when a file is replaced or rewritten;
+    None when it does not exist."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+_EDGE = 1 << 16
+
+
+def _edge_digest(path: Path) -> bytes:
+    """A digest of the first and the last :data:`_EDGE` bytes of ``path`` and of its size."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        digest.update(size.to_bytes(8, "little"))
+        for start in sorted({0, max(0, size - _EDGE)}):
+            fh.seek(start)
+            digest.update(fh.read(_EDGE))
+    return digest.digest()
 
 
 def read_attrs(f: h5py.File | h5py.Group) -> dict:

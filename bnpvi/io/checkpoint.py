@@ -15,14 +15,10 @@ import h5py
 
 from bnpvi.errors import BnpviError
 from bnpvi.io.h5tree import read_tree, write_atomic
+from bnpvi.io.run_dir import checkpoint_path
 
 FORMAT = "bnpvi-checkpoint"
 FORMAT_VERSION = 2
-LATEST = "latest.h5"
-
-
-def checkpoint_path(run_dir: Path) -> Path:
-    return Path(run_dir) / "checkpoints" / LATEST
 
 
 def save_checkpoint(run_dir: Path, state: dict) -> Path:
@@ -53,13 +49,3 @@ def load_checkpoint(run_dir: Path) -> dict:
         if key not in state:
             raise BnpviError(f"checkpoint {path} is incomplete: no '{key}'")
     return state
-
-
-def remove_partial_writes(run_dir: Path) -> list[Path]:
-    """Remove the temporary files that a run killed while writing left in ``run_dir`` and its checkpoints
-    folder (:func:`bnpvi.io.h5tree.replacing` writes ``.NAME.*.tmp`` beside ``NAME``); the paths removed."""
-    run_dir = Path(run_dir)
-    removed = [path for folder in (run_dir, checkpoint_path(run_dir).parent) for path in folder.glob(".*.tmp")]
-    for path in removed:
-        path.unlink(missing_ok=True)
-    return removed

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import signal
 import time
 from pathlib import Path
 
@@ -26,16 +25,18 @@ from bnpvi.alloc.hmm import HMMAlloc
 from bnpvi.alloc.mixture import MixtureAlloc
 from bnpvi.alloc.mmsb import MMSBAlloc
 from bnpvi.alloc.topic import TopicAlloc
-from bnpvi.config import schema_of
+from bnpvi.config import changed_keys, schema_of
 from bnpvi.data.graph_toy import ensure_toy_graph
 from bnpvi.data.heldout import check_seed
 from bnpvi.data.store import BatchStore
 from bnpvi.data.toy import ensure_toy, ensure_toy_bars, ensure_toy_sequences
 from bnpvi.errors import BnpviError, check_int
 from bnpvi.io.assignments import write_assignments
-from bnpvi.io.checkpoint import checkpoint_path, load_checkpoint, remove_partial_writes, save_checkpoint
+from bnpvi.io.checkpoint import load_checkpoint, save_checkpoint
 from bnpvi.io.model_file import write_model
 from bnpvi.io.plots import plot_trace
+from bnpvi.io.run_dir import (RunDirLock, RunState, checkpoint_path, refuse_start, remove_if_empty,
+                              remove_partial_writes, run_state)
 from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
 from bnpvi.io.topics import topic_word_probs, write_doc_topics, write_topics
 from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, MOVES, TRACE_COLUMNS, CsvTable
@@ -51,6 +52,7 @@ from bnpvi.learn.links import evaluate_links, write_graph_outputs
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.pool import open_pool
 from bnpvi.learn.progress import Progress
+from bnpvi.learn.stop import StopRequest
 from bnpvi.learn.sovb import StochasticVB
 from bnpvi.learn.tfsvi import TruncationFreeSVI
 from bnpvi.learn.vb import FullVB
@@ -88,8 +90,11 @@ class Interrupted(Exception):
     """Raised after a checkpoint was written because the user pressed Ctrl-C (or SIGTERM)."""
 
 
-def open_store(cfg: DictConfig, alloc) -> BatchStore:
+def open_store(cfg: DictConfig, alloc, saved_path: str | None = None) -> BatchStore:
     """The data set named by the ``data`` node, split as ``alg.n_batches`` asks.
+
+    ``saved_path`` is the absolute path a resumed run's checkpoint recorded for its data file: it is read
+    when ``data.path`` is relative and names no file from the directory this process runs in.
 
     ``data=toy`` is the built-in toy set that fits the model: 2-D points from 8
     Gaussians for mixtures, a bars corpus for topic models, 8-state sticky sequences
@@ -121,6 +126,8 @@ def open_store(cfg: DictConfig, alloc) -> BatchStore:
         if data.get("path") in (None, "", "???"):
             raise BnpviError("data=hdf5 needs data.path=FILE (a file written by `bnpvi-data convert`)")
         path = Path(str(data.path)).expanduser()
+        if not path.is_absolute() and not path.exists() and saved_path is not None and Path(saved_path).exists():
+            path = Path(saved_path)
         command = convert_command(path, alloc)
         if command is not None:
             raise BnpviError(f"data.path={path} is a {path.suffix} file, but bnpvi-train reads batch files: run "
@@ -186,9 +193,12 @@ def segment_all(model: Model, globals_, store: BatchStore, labels: np.ndarray | 
 class Run:
     """One training run in one run directory (fresh or resumed)."""
 
-    def __init__(self, cfg: DictConfig, run_dir: Path, checkpoint: dict | None = None):
+    def __init__(self, cfg: DictConfig, run_dir: Path, checkpoint: dict | None = None,
+                 claim: RunDirLock | None = None):
+        """``claim`` (the hold on ``run_dir``) is the run's once it is made, and released by :meth:`close`."""
         self.cfg = cfg
         self.run_dir = Path(run_dir)
+        self.claim: RunDirLock | None = None
         for key, minimum in (("alg.n_laps", 1), ("checkpoint_every", 1), ("eval_every", 1)):
             if int(OmegaConf.select(cfg, key)) < minimum:
                 raise BnpviError(f"{key} must be at least {minimum}, got {OmegaConf.select(cfg, key)}")
@@ -198,13 +208,15 @@ class Run:
         self.heldout_split = check_split(OmegaConf.select(cfg, "heldout_split", default="halves"), "heldout_split")
         self.heldout_seed = check_seed(OmegaConf.select(cfg, "heldout_seed", default=0), "heldout_seed")
         alloc = make_alloc(cfg)
-        self.store = open_store(cfg, alloc)
+        saved_path = None if checkpoint is None else checkpoint["meta"].get("data_path")
+        self.store = open_store(cfg, alloc, None if saved_path is None else str(saved_path))
         self.pool = self.alg = None
         try:
             self._prepare(cfg, alloc, checkpoint)
         except BaseException:
             self.close()
             raise
+        self.claim = claim
 
     def _prepare(self, cfg: DictConfig, alloc, checkpoint: dict | None) -> None:
         """Everything after opening the data file: model, moves, the pool, and the algorithm's start (or restored)
@@ -227,7 +239,8 @@ class Run:
         self.links = isinstance(self.model.alloc, MMSBAlloc) and getattr(self.store, "has_heldout", False)
         self.pr_curves: list[tuple] = []
         self.meta = {"D": self.store.D, "n_atoms": self.store.n_atoms, "n_batches": self.store.n_batches,
-                     "data_mean": np.zeros(0) if moments is None else moments.mean}
+                     "data_mean": np.zeros(0) if moments is None else moments.mean,
+                     "data_path": str(Path(self.store.path).resolve())}
         self.rng = np.random.default_rng(int(cfg.seed))
         self.converged = False
         self.prev_counts: np.ndarray | None = None
@@ -376,6 +389,9 @@ class Run:
         return bool(OmegaConf.select(self.cfg, "checkpoints", default=True))
 
     def checkpoint(self) -> Path:
+        """Write the run's state (:meth:`state`) as its latest checkpoint, once the data file is checked to be
+        the one the run opened (a replaced file stops the run, keeping the last checkpoint)."""
+        self.store.check_unchanged()
         path = save_checkpoint(self.run_dir, self.state())
         self.alg.checkpointed()
         return path
@@ -477,48 +493,48 @@ class Run:
         log.info("lap %4d  %s %.10g  K %3d  %8.2f s%s%s", result.lap, ALGORITHMS[self.cfg.alg.name].objective, elbo,
                  result.K, row["elapsed_s"], score, moves)
 
-    def train(self, progress: Progress | None = None) -> dict:
+    def train(self, progress: Progress | None = None, hard_stop: bool = False) -> dict:
         """Run laps until convergence or ``alg.n_laps``, showing ``progress`` (default: a bar on a terminal,
-        :mod:`bnpvi.learn.progress`); write the final outputs."""
+        :mod:`bnpvi.learn.progress`); write the final outputs.
+
+        The first checkpoint comes after lap 1 (then every ``checkpoint_every`` laps), so a run killed early
+        can be resumed. Ctrl-C / SIGTERM stop after the current batch and write the files; a signal while the
+        final files are written waits for them; a second one stops at once (:mod:`bnpvi.learn.stop`; ends the
+        process when ``hard_stop``)."""
         cfg = self.cfg
         n_laps, every, keep = int(cfg.alg.n_laps), int(cfg.checkpoint_every), self.keeps_checkpoints
-        stop = {"signal": None}
-
-        def request_stop(signum, frame):
-            if stop["signal"] is not None:  # a second Ctrl-C stops at once
-                raise KeyboardInterrupt
-            stop["signal"] = signum
-            log.info("stopping after the current batch (signal %d) ...", signum)
-
-        handlers = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-        reuse_freed_memory()
-        self._start = time.perf_counter()
-        bar = (progress or Progress()).bar(self.alg)
-        try:
-            while not self.converged and self.alg.lap < n_laps:
-                result = self.alg.step()
-                if result is not None:
-                    self._record(result)
-                    if keep and result.lap % every == 0 and not self.converged and result.lap < n_laps:
-                        self.checkpoint()
-                bar.advance(self.alg, None if result is None else self.trace.rows)
-                if stop["signal"] is not None:
-                    where = f"interrupted at lap {self.alg.lap} batch {self.alg.pos}"
-                    hint = (f"continue with: bnpvi-train resume={self.run_dir}" if keep else
-                            "checkpoints=false: this run cannot be continued")
-                    self.finish(f"{where} (signal {stop['signal']}); {hint}")
-                    raise Interrupted(f"{where}; checkpoint {checkpoint_path(self.run_dir)}; {hint}" if keep else
-                                      f"{where}; {hint}")
-        finally:
-            bar.close()
-            for sig, handler in handlers.items():
-                signal.signal(sig, handler)
-        return self.finish()
+        stop = StopRequest(hard_stop)
+        with stop.installed():
+            reuse_freed_memory()
+            self._start = time.perf_counter()
+            bar = (progress or Progress()).bar(self.alg)
+            try:
+                while not self.converged and self.alg.lap < n_laps:
+                    result = self.alg.step()
+                    if result is not None:
+                        self._record(result)
+                        due = result.lap % every == 0 or result.lap == 1
+                        if keep and due and not self.converged and result.lap < n_laps:
+                            self.checkpoint()
+                    bar.advance(self.alg, None if result is None else self.trace.rows)
+                    if stop.signal is not None:
+                        break
+            finally:
+                bar.close()
+            if stop.signal is None:
+                return self.finish()
+            where = f"interrupted at lap {self.alg.lap} batch {self.alg.pos}"
+            hint = (f"continue with: bnpvi-train resume={self.run_dir}" if keep else
+                    "checkpoints=false: this run cannot be continued")
+            self.finish(f"{where} (signal {stop.signal}); {hint}")
+        raise Interrupted(f"{where}; checkpoint {checkpoint_path(self.run_dir)}; {hint}" if keep else
+                          f"{where}; {hint}")
 
     def finish(self, stop_reason: str | None = None) -> dict:
         """Write the checkpoint, the model files and summary.json for the current globals; ``stop_reason``
         when the run stops for another reason than convergence or the lap limit (an interruption: the
         files then describe the run where it stopped, which is where a resume continues)."""
+        self.store.check_unchanged()
         if self.keeps_checkpoints:
             self.checkpoint()
         final_elbo = self.trace.rows[-1]["elbo"] if self.trace.rows else None
@@ -574,7 +590,6 @@ class Run:
         elbo = "none yet" if summary["elbo"] is None else f"{summary['elbo']:.10g}"
         log.info("done: %d laps, elbo %s, K %d%s, %.2f s (%s)", self.alg.lap, elbo, globals_.K, score,
                  summary["elapsed_s"], stop_reason)
-        log.info("run directory: %s", self.run_dir)
         return summary
 
     def close(self) -> None:
@@ -587,44 +602,90 @@ class Run:
                 if self.pool is not None:
                     self.pool.close()
             finally:
-                self.store.close()
+                try:
+                    self.store.close()
+                finally:
+                    if self.claim is not None:
+                        self.claim.release()
 
 
 def _discard(run_dir: Path) -> None:
-    """Remove a run directory in which no run started (a start-up error)."""
-    if not (run_dir / "trace.csv").exists() and not (run_dir / "checkpoints").exists():
-        shutil.rmtree(run_dir, ignore_errors=True)
+    """Remove what a run that could not start wrote in ``run_dir`` (its tables and checkpoints folder; the
+    directory itself and what else it holds stay)."""
+    for name in ("trace.csv", "clusters.csv", "moves.csv"):
+        (run_dir / name).unlink(missing_ok=True)
+    shutil.rmtree(checkpoint_path(run_dir).parent, ignore_errors=True)
 
 
-def start(cfg: DictConfig, run_dir: Path) -> Run:
-    """A fresh run in ``run_dir``, ready to train; a start-up error leaves nothing behind that looks like a run."""
-    run_dir = Path(run_dir)
-    if (run_dir / "trace.csv").exists():
-        raise BnpviError(f"run directory {run_dir} already holds a run; use resume={run_dir} to continue it")
-    run_dir.mkdir(parents=True, exist_ok=True)
+def _owned(run_dir: Path, claim: RunDirLock | None, begin) -> Run:
+    """``begin(claim)`` with ``run_dir`` claimed (by ``claim``, or here); if it raises, a claim made here is
+    released and a directory made here removed where it is left empty."""
+    own, made = claim is None, not run_dir.exists()
+    claim = RunDirLock.claim(run_dir) if own else claim
     try:
-        run = Run(cfg, run_dir)
+        return begin(claim)
     except BaseException:
-        _discard(run_dir)
+        if own:
+            claim.release()
+            if made:
+                remove_if_empty(run_dir, run_dir.parent)
         raise
-    log.info("run directory: %s", run_dir)
-    return run
 
 
-def reopen(run_dir: Path, cfg: DictConfig) -> Run:
-    """The run in ``run_dir`` at its latest checkpoint, ready to continue; a refused resume (no or a damaged
-    checkpoint, changed data) changes nothing in ``run_dir``. Partial files left by a killed run are removed."""
-    run = Run(cfg, run_dir, load_checkpoint(run_dir))
-    remove_partial_writes(run_dir)
-    log.info("resuming %s at lap %d, batch %d", run_dir, run.alg.lap, run.alg.pos)
-    return run
+def start(cfg: DictConfig, run_dir: Path, claim: RunDirLock | None = None) -> Run:
+    """A fresh run in ``run_dir`` (claimed with ``claim``, else here: :class:`~bnpvi.io.run_dir.RunDirLock`),
+    ready to train; refused where the directory holds a run to keep; a start-up error leaves nothing behind
+    that looks like a run."""
+    run_dir = Path(run_dir)
+
+    def begin(claim: RunDirLock) -> Run:
+        refuse_start(run_dir)
+        try:
+            run = Run(cfg, run_dir, claim=claim)
+        except BaseException:
+            _discard(run_dir)
+            raise
+        log.info("run directory: %s", run_dir)
+        return run
+    return _owned(run_dir, claim, begin)
 
 
-def run_to_end(run: Run, progress: Progress | None = None) -> dict:
-    """Train ``run`` until it stops (showing ``progress``: :meth:`Run.train`), then close its data file; the
-    summary."""
+def check_same_config(checkpoint: dict, cfg: DictConfig, run_dir: Path) -> None:
+    """Refuse to resume with a config that differs from the one ``checkpoint`` was made with, but for the
+    resumable keys (:data:`bnpvi.config.RESUMABLE_KEYS`): a resume goes on with the model it stopped in."""
+    saved = checkpoint.get("config")
+    changes = [] if saved is None else changed_keys(str(saved), cfg)
+    if changes:
+        key, then, now = changes[0]
+        more = f" (and {len(changes) - 1} other key(s))" if len(changes) > 1 else ""
+        raise BnpviError(f"cannot resume {run_dir}: its saved config (.hydra/config.yaml) has {key}={now}, but its "
+                         f"checkpoint was made with {key}={then}{more}; the checkpoint's config is the run's")
+
+
+def reopen(run_dir: Path, cfg: DictConfig, claim: RunDirLock | None = None) -> Run:
+    """The run in ``run_dir`` at its latest checkpoint, ready to continue (claimed as :func:`start` does); a
+    refused resume (no or a damaged checkpoint, another config, changed data) changes nothing in ``run_dir``
+    but for the partial files a killed run left, which are removed."""
+    run_dir = Path(run_dir)
+
+    def begin(claim: RunDirLock) -> Run:
+        remove_partial_writes(run_dir)
+        if run_state(run_dir) is RunState.UNFINISHED:
+            raise BnpviError(f"cannot resume {run_dir}: the run stopped before its first checkpoint; start it again "
+                             f"in place (the same command without resume=, with hydra.run.dir={run_dir})")
+        checkpoint = load_checkpoint(run_dir)
+        check_same_config(checkpoint, cfg, run_dir)
+        run = Run(cfg, run_dir, checkpoint, claim=claim)
+        log.info("resuming %s at lap %d, batch %d", run_dir, run.alg.lap, run.alg.pos)
+        return run
+    return _owned(run_dir, claim, begin)
+
+
+def run_to_end(run: Run, progress: Progress | None = None, hard_stop: bool = False) -> dict:
+    """Train ``run`` until it stops (showing ``progress``, stopping as ``hard_stop`` says: :meth:`Run.train`),
+    then close it (its data file, pool, and its claim on the run directory); the summary."""
     try:
-        return run.train(progress)
+        return run.train(progress, hard_stop)
     finally:
         run.close()
 

@@ -23,7 +23,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bnpvi.errors import BnpviError
-from bnpvi.io.checkpoint import checkpoint_path
+from bnpvi.io.run_dir import checkpoint_path
 from bnpvi.report.sweeps import MULTIRUN_FILE, plain_value, sweep_jobs
 
 HYDRA_DIR = ".hydra"
