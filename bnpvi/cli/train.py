@@ -181,15 +181,24 @@ def _validate_overrides(args: list[str], sweep: bool) -> Path:
     plain, keys, resume = _first_values(args)
     if resume:
         _check_resume(resume, keys)
+    fresh_run = not sweep and not resume
+    given = [line.split("=", 1)[1] for line in plain if line.startswith("hydra.run.dir=")]
+    if fresh_run and given and "$" not in given[-1]:  # a directory named as it is: refused before composing
+        _refuse_start(Path(given[-1]).expanduser())
     _, output = compose_checked(plain, "hydra.sweep.dir" if sweep else "hydra.run.dir")
     for folder in [Path(r).expanduser() for r in resume or []] or [output]:
         existing = _check_writable(folder)
-    if not sweep and not resume:
-        try:
-            refuse_start(output)
-        except BnpviError as err:
-            _fail(str(err))
+    if fresh_run:
+        _refuse_start(output)
     return existing
+
+
+def _refuse_start(run_dir: Path) -> None:
+    """Fail on one line when a fresh run cannot start in ``run_dir`` (:func:`~bnpvi.io.run_dir.refuse_start`)."""
+    try:
+        refuse_start(run_dir)
+    except BnpviError as err:
+        _fail(str(err))
 
 
 @dataclass
