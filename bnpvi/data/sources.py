@@ -196,7 +196,8 @@ def read_csv_chunks(path: Path, sep: str = ",", header: bool | None = None,
     first = parse(header=None, nrows=1, dtype=str, keep_default_na=False)
     if header is None:
         header = not any(_is_number(cell) for cell in first.iloc[0])
-    reader = parse(header=0 if header else None, chunksize=max(1, block_values() // first.shape[1]), **options)
+    reader = parse(header=0 if header else None, chunksize=max(1, block_values() // first.shape[1]),
+                   float_precision="round_trip", **options)  # every number as written (pandas 3's default is not)
 
     def chunks() -> Iterator[pd.DataFrame]:
         with reader:
