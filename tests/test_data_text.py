@@ -166,7 +166,7 @@ def test_cli_text_errors_are_one_line(corpus, tmp_path, capsys, args, fragment):
 
 @pytest.mark.parametrize("name, text, options, fragment", [
     ("stop.txt", "the a an\nof the\n", {}, "no words in any of its 2 documents"),
-    ("bad.txt", "fine\n\xff\n", {}, "bad.txt, line 2: not valid UTF-8"),
+    ("bad.txt", "fine\n\xff\n", {}, "bad.txt, line 2: not valid utf-8 text; name the file's encoding with --encoding"),
     ("t.csv", "id,body\n1,a cat\n", {"text_column": "text"}, "no column 'text' for the text (columns: id, body)"),
     ("t.csv", "id,body\n1,a cat\n", {}, "name the column that holds the text with --text-column"),
     ("h.csv", "id,body\n", {"text_column": "body"}, "holds no documents (only a header row)"),

@@ -1,0 +1,38 @@
+"""Checks of bnpvi-data convert (issue 47, item 20): memory flat in the corpus."""
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+
+from bnpvi.data.convert import convert
+
+
+# ---------------------------------------------------------------------- item 20
+def _peak_of_converting(path, dst) -> int:
+    """Peak bytes traced by converting raw text ``path``, above what was held before."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        convert(path, dst, text=True)
+        return tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+def test_raw_text_conversion_memory_does_not_grow_with_the_corpus(tmp_path, monkeypatch):
+    """10x the documents (the same 300 words) peak within 1.5x: chunks of text and written blocks are bounded
+    (here shrunk, to keep the corpora small); with whole-corpus chunks the peak grows about 10x."""
+    monkeypatch.setattr("bnpvi.data.sources.TEXT_BLOCK", 2**14)
+    monkeypatch.setattr("bnpvi.data.text_in.TEXT_BLOCK", 2**14)
+    monkeypatch.setattr("bnpvi.data.base._SCAN_VALUES", 2**12)
+    rng = np.random.default_rng(0)
+    words = np.array([f"word{i}" for i in range(300)], dtype=object)
+    for n_docs in (60, 600):
+        docs = words[rng.integers(0, 300, size=(n_docs, 200))]
+        docs[0, :] = words[:200]  # every word in the small corpus too: the vocabulary is the same
+        docs[1, :100] = words[200:]
+        (tmp_path / f"t{n_docs}.txt").write_text("\n".join(" ".join(doc) for doc in docs) + "\n")
+    convert(tmp_path / "t60.txt", tmp_path / "warm.h5", text=True)  # imports and caches before measuring
+    small, large = (_peak_of_converting(tmp_path / f"t{n}.txt", tmp_path / f"t{n}.h5") for n in (60, 600))
+    assert large < 1.5 * small, (small, large)
