@@ -1,11 +1,28 @@
-"""Checks of bnpvi-data convert (issue 47, item 20): memory flat in the corpus."""
+"""Checks of bnpvi-data convert (issue 47, items 11 and 20): one stop-word default, memory flat in the corpus."""
 from __future__ import annotations
 
 import tracemalloc
 
 import numpy as np
 
+import bnpvi
 from bnpvi.data.convert import convert
+from bnpvi.data.store import BatchStore
+from bnpvi.data.tokens import DEFAULT_STOP_WORDS
+
+
+# ---------------------------------------------------------------------- item 11
+def test_one_stop_word_default_for_convert_and_the_topic_estimators(tmp_path):
+    rng = np.random.default_rng(0)
+    words = "the goal of a match and the team with its coach or a vote in the court".split()
+    texts = [" ".join(rng.choice(words, 12)) for _ in range(40)]
+    (tmp_path / "t.txt").write_text("\n".join(texts) + "\n")
+    with BatchStore.open(convert(tmp_path / "t.txt", tmp_path / "t.h5", text=True)) as store:
+        converted, settings = store.vocab(), store.text_origin().settings
+    assert bnpvi.HDPTopicModel().stop_words == bnpvi.LDA().stop_words == DEFAULT_STOP_WORDS == "english"
+    fitted = bnpvi.HDPTopicModel(n_laps=1).fit(texts)
+    assert fitted.vocabulary_ == converted and "the" not in converted and "goal" in converted
+    assert settings.stop_words_name == "english"
 
 
 # ---------------------------------------------------------------------- item 20

@@ -4,7 +4,7 @@
 CSR best, or a dense array of non-negative whole numbers; every document needs a word) and
 optionally the V words, which are stored with the model (``vocabulary_``, ``top_words``); or raw
 texts (a list of strings), which are tokenised as ``bnpvi-data convert --text`` does, with the
-keywords ``stop_words`` ("english"), ``min_df`` (1),
+keywords ``stop_words`` ("english", the default of both; "none" keeps every word), ``min_df`` (1),
 ``max_df`` (1.0) and ``max_vocab`` (None) of its options (:mod:`bnpvi.data.text_in`), and ``encoding``
 ("utf-8": that of a stop-word file given as ``stop_words``, and of raw text files the model is later applied
 to, ``bnpvi-apply``); documents left without a word are dropped. ``transform``,
@@ -22,14 +22,14 @@ from bnpvi.api.fitted_topics import count_matrix, is_texts
 from bnpvi.data.checks import check_vocab
 from bnpvi.data.store import write_documents
 from bnpvi.data.text_in import VocabularyLimits, text_documents
-from bnpvi.data.tokens import TextSettings
+from bnpvi.data.tokens import DEFAULT_STOP_WORDS, TextSettings
 from bnpvi.errors import BnpviError
 
 
 class _TopicModel(TransformerMixin, Estimator):
     """What both topic-model estimators share."""
 
-    extra_keywords = {"stop_words": "english", "min_df": 1, "max_df": 1.0, "max_vocab": None,
+    extra_keywords = {"stop_words": DEFAULT_STOP_WORDS, "min_df": 1, "max_df": 1.0, "max_vocab": None,
                       "encoding": "utf-8"}
 
     def _counts(self, docs, reset: bool):

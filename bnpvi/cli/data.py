@@ -5,8 +5,8 @@
     bnpvi-data convert steps.npz steps.h5 --sequences seq_range --labels state --batches 4
     bnpvi-data convert steps.csv steps.h5 --sequence-column subject --shuffle 0
     bnpvi-data convert corpus.ldac corpus.h5 --heldout 0.1 --heldout-seed 0 --shuffle 0
-    bnpvi-data convert descriptions.txt corpus.h5 --text --stop-words english --min-df 5 --max-df 0.5
-    bnpvi-data convert old_corpus.txt corpus.h5 --text --encoding latin-1
+    bnpvi-data convert descriptions.txt corpus.h5 --text --min-df 5 --max-df 0.5
+    bnpvi-data convert old_corpus.txt corpus.h5 --text --encoding latin-1 --stop-words none
     bnpvi-data convert reviews.csv reviews.h5 --text --text-column body --labels stars
     bnpvi-data convert seqs.csv seqs.h5 --sequence-column seq --columns a,b,c --labels-file states.txt
     bnpvi-data convert edges.csv graph.h5 --graph --undirected --heldout 0.1 --batches 20
@@ -44,8 +44,8 @@ def _parser() -> argparse.ArgumentParser:
                     "Sequences (one row per time step): NPZ with X, optional Xprev (the previous observation of "
                     "each step) and the boundaries named by --sequences, or CSV with a sequence id column named by "
                     "--sequence-column. Raw text (--text): one document per line, or a column of a CSV/TSV file "
-                    "(--text-column), tokenised by scikit-learn (lower-cased, tokens of 2+ word characters), with "
-                    "stop words and document-frequency limits; documents left without a "
+                    "(--text-column), tokenised by scikit-learn (lower-cased, tokens of 2+ word characters), English "
+                    "stop words left out (--stop-words), with document-frequency limits; documents left without a "
                     "word are dropped (the count is printed). Text files (raw text, CSV, vocabulary, labels, "
                     "stop-word files, edge lists) are read as UTF-8 unless --encoding names another encoding. "
                     "With --heldout F (points or bag of words), a random fraction F of the rows (documents) is kept "
@@ -107,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     text.add_argument("--text-column", default=None, metavar="NAME",
                       help="the column of text of a .csv / .tsv file (header name, or 0-based index)")
     text.add_argument("--stop-words", default=None, metavar="LIST",
-                      help="leave out stop words: 'english' (scikit-learn's list) or a file with one per line "
-                           "(default: none)")
+                      help="the stop words left out: 'english' (scikit-learn's list, the default, as in the "
+                           "topic estimators), 'none' (keep every word) or a file with one per line")
     text.add_argument("--min-df", default=None, metavar="N|F",
                       help="keep words in at least N documents (an integer) or a fraction F of them (a decimal "
                            "from 0 to 1); default 1")

@@ -47,7 +47,7 @@ from bnpvi.data.mapped import scratch_space
 from bnpvi.data.progress import meter
 from bnpvi.data.sources import (TEXT_BLOCK, Reader, existing_file, find_column, first_line, line_chunks, nonempty,
                                 not_text, text_encoding)
-from bnpvi.data.tokens import TOKEN_PATTERN, TextSettings, restrict, tokenise, vocabulary_index
+from bnpvi.data.tokens import DEFAULT_STOP_WORDS, TOKEN_PATTERN, TextSettings, restrict, tokenise, vocabulary_index
 from bnpvi.errors import BnpviError
 
 # Documents read and tokenised at once.
@@ -220,7 +220,7 @@ class _WordTally:
 
 
 # -------------------------------------------------------------------- read
-def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=None, min_df=1,
+def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=DEFAULT_STOP_WORDS, min_df=1,
               max_df=1.0, max_vocab=None, lowercase: bool = True, token_pattern: str = TOKEN_PATTERN, scratch=None,
               encoding: str = "utf-8") -> Documents:
     """Read raw text as a bag-of-words corpus (see the module docstring for the passes and the choices).
@@ -235,8 +235,9 @@ def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=
         CSV/TSV: the column of document labels (strings allowed: stored with their names).
     labels_file : str or Path, optional
         One label per line, one line per source document (also for the documents dropped as empty).
-    stop_words : str, Path or sequence of str, optional
-        ``"english"`` (scikit-learn's list), a file of stop words (one per line), or the words.
+    stop_words : str, Path or sequence of str, default ``"english"``
+        ``"english"`` (scikit-learn's list), ``"none"`` or None (no stop words), a file of stop words (one per
+        line), or the words.
     min_df, max_df : int or float, default 1 and 1.0
         Document-frequency limits: an int counts documents, a float in [0, 1] is a fraction of them.
     max_vocab : int, optional

@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 #: Named stop-word lists (scikit-learn's ``ENGLISH_STOP_WORDS``).
 STOP_LISTS = ("english",)
+#: The stop words of raw text unless told otherwise, in ``bnpvi-data convert --text`` and the topic estimators
+#: alike: a topic model of text with its function words spends topics on them.
+DEFAULT_STOP_WORDS = "english"
 # Lines of a stop-word file read at once.
 _STOP_WORD_LINES = 2**16
 
@@ -62,13 +65,13 @@ class TextSettings:
     encoding: str = "utf-8"
 
     @classmethod
-    def make(cls, stop_words=None, lowercase: bool = True, token_pattern: str = TOKEN_PATTERN,
+    def make(cls, stop_words=DEFAULT_STOP_WORDS, lowercase: bool = True, token_pattern: str = TOKEN_PATTERN,
              encoding: str = "utf-8") -> "TextSettings":
         """Checked settings.
 
         Parameters
         ----------
-        stop_words : str, Path or sequence of str, optional
+        stop_words : str, Path or sequence of str, default :data:`DEFAULT_STOP_WORDS`
             ``"english"`` (scikit-learn's list), ``"none"`` / None (no stop words), a file
             with one stop word per line (blank lines skipped), or the words themselves.
         lowercase : bool, default True
@@ -129,7 +132,7 @@ class TextSettings:
 def _read_stop_words(path: Path, encoding: str) -> tuple[str, ...]:
     """The distinct words of a stop-word file (one per line, blank lines skipped), sorted."""
     if not path.is_file():
-        raise BnpviError(f"stop-word file not found: {path} (or give --stop-words english)")
+        raise BnpviError(f"stop-word file not found: {path} (or give --stop-words english, or none)")
     words = set()
     for lines in line_chunks(path, _STOP_WORD_LINES, encoding):
         words.update(line.strip() for line in lines)
