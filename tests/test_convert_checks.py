@@ -1,14 +1,37 @@
-"""Checks of bnpvi-data convert (issue 47, items 11 and 20): one stop-word default, memory flat in the corpus."""
+"""Checks of bnpvi-data convert (issue 47, items 11, 19 and 20): a .h5 output name, one stop-word
+default, memory flat in the corpus."""
 from __future__ import annotations
 
 import tracemalloc
 
 import numpy as np
+import pytest
 
 import bnpvi
+from bnpvi.cli.data import main
 from bnpvi.data.convert import convert
 from bnpvi.data.store import BatchStore
 from bnpvi.data.tokens import DEFAULT_STOP_WORDS
+
+
+def one_line_error(capsys, *fragments: str) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bnpvi-data: error: "), lines
+    for fragment in fragments:
+        assert fragment in lines[0], lines
+    return lines[0]
+
+
+# ---------------------------------------------------------------- item 19 (a)
+@pytest.mark.parametrize("graph", [False, True])
+def test_the_output_must_be_named_h5(tmp_path, capsys, graph):
+    src = tmp_path / "a.csv"
+    src.write_text("0,1\n1,2\n2,0\n")
+    assert main(["convert", str(src), str(tmp_path / "a.txt"), *(["--graph"] if graph else [])]) == 2
+    one_line_error(capsys, f"output file {tmp_path / 'a.txt'} must end in .h5", f"e.g. {tmp_path / 'a.h5'}")
+    assert not (tmp_path / "a.txt").exists()
+    assert main(["convert", str(src), str(tmp_path / "a.H5"), *(["--graph"] if graph else [])]) == 0
 
 
 # ---------------------------------------------------------------------- item 11

@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                     "apart for evaluation in DST and left out of the batches.")
     conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz, .npy or .ldac; with --text any text file, "
                                                  "or .csv / .tsv with --text-column)")
-    conv.add_argument("dst", metavar="DST", help="output batch file (.h5)")
+    conv.add_argument("dst", metavar="DST", help="output batch file (a name ending in .h5)")
     conv.add_argument("--batches", "-b", type=int, default=None, metavar="B",
                       help="split the rows (documents, whole sequences) into B contiguous, equal-size batches and "
                            "fix that split (default: one batch that bnpvi-train may re-split with alg.n_batches)")

@@ -31,7 +31,7 @@ import numpy as np
 
 from bnpvi.data.graph import write_graph
 from bnpvi.data.heldout import check_fraction, check_seed
-from bnpvi.data.sources import line_chunks
+from bnpvi.data.sources import check_output, line_chunks
 from bnpvi.errors import BnpviError
 
 _log = logging.getLogger("bnpvi.data")
@@ -150,11 +150,10 @@ def split_heldout(src: np.ndarray, dst: np.ndarray, n_nodes: int, directed: bool
 
 def convert_graph(src, dst, n_batches: int | None = None, undirected: bool = False, heldout=None,
                   heldout_seed: int = 0, overwrite: bool = False, encoding: str = "utf-8") -> Path:
-    """Read the edge list (text in ``encoding``) or sparse matrix ``src`` and write the graph file ``dst`` (module
-    docstring)."""
+    """Read the edge list (text in ``encoding``) or sparse matrix ``src`` and write the graph file ``dst``, a name
+    ending in ``.h5`` (module docstring)."""
     src, dst = Path(src).expanduser(), Path(dst).expanduser()
-    if dst.exists() and not overwrite:
-        raise BnpviError(f"{dst} already exists (pass --overwrite to replace it)")
+    check_output(src, dst, overwrite)
     if not src.is_file():
         raise BnpviError(f"input file not found: {src}")
     if heldout is not None:

@@ -76,6 +76,20 @@ def existing_file(path) -> tuple[Path, str]:
     return path, path.suffix.lower()
 
 
+def check_output(src: Path, dst: Path, overwrite: bool) -> None:
+    """What a converter's output file ``dst`` must be before ``src`` is read: a name ending in ``.h5`` (a batch
+    file is HDF5, and bnpvi-train reads only such a name as one), not there yet unless ``overwrite``, not the
+    input itself, in a directory that exists."""
+    if dst.suffix.lower() != ".h5":
+        raise BnpviError(f"output file {dst} must end in .h5 (a batch file is HDF5), e.g. {dst.with_suffix('.h5')}")
+    if dst.exists() and not overwrite:
+        raise BnpviError(f"{dst} already exists (pass --overwrite to replace it)")
+    if dst.exists() and src.exists() and dst.resolve() == src.resolve():
+        raise BnpviError(f"{dst}: the output would replace the input file")
+    if not dst.parent.is_dir():
+        raise BnpviError(f"cannot write {dst}: directory {dst.parent} does not exist")
+
+
 def nonempty(path: Path) -> None:
     """BnpviError when the file holds no bytes."""
     if path.stat().st_size == 0:
