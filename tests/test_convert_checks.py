@@ -1,5 +1,5 @@
-"""Checks of bnpvi-data convert (issue 47, items 11, 19 and 20): a .h5 output name, one stop-word
-default, memory flat in the corpus."""
+"""Checks of bnpvi-data convert (issue 47, items 11, 19 and 20): a .h5 output name, a vocabulary
+without repeats, one stop-word default, memory flat in the corpus."""
 from __future__ import annotations
 
 import tracemalloc
@@ -10,8 +10,9 @@ import pytest
 import bnpvi
 from bnpvi.cli.data import main
 from bnpvi.data.convert import convert
-from bnpvi.data.store import BatchStore
+from bnpvi.data.store import BatchStore, write_documents
 from bnpvi.data.tokens import DEFAULT_STOP_WORDS
+from bnpvi.errors import BnpviError
 
 
 def one_line_error(capsys, *fragments: str) -> str:
@@ -32,6 +33,17 @@ def test_the_output_must_be_named_h5(tmp_path, capsys, graph):
     one_line_error(capsys, f"output file {tmp_path / 'a.txt'} must end in .h5", f"e.g. {tmp_path / 'a.h5'}")
     assert not (tmp_path / "a.txt").exists()
     assert main(["convert", str(src), str(tmp_path / "a.H5"), *(["--graph"] if graph else [])]) == 0
+
+
+# ---------------------------------------------------------------- item 19 (b)
+def test_a_vocabulary_file_with_a_repeated_word_is_refused_naming_both_lines(tmp_path, capsys):
+    (tmp_path / "c.ldac").write_text("2 0:1 1:2\n1 2:1\n")
+    (tmp_path / "v.txt").write_text("cat\ndog\n cat \n")
+    assert main(["convert", str(tmp_path / "c.ldac"), str(tmp_path / "c.h5"), "--vocab", str(tmp_path / "v.txt")]) == 2
+    one_line_error(capsys, "v.txt: the word 'cat' is on line 1 and again on line 3")
+    with pytest.raises(BnpviError, match="vocab words 0 and 2 are both 'cat'"):
+        write_documents(tmp_path / "d.h5", np.array([0, 1, 2]), np.ones(3), np.array([0, 2, 3]), 3,
+                        vocab=["cat", "dog", "cat"])
 
 
 # ---------------------------------------------------------------------- item 11

@@ -20,7 +20,8 @@ import scipy.sparse as sp
 
 from bnpvi.data.base import block_values, range_groups
 from bnpvi.data.bow import HeldoutDocuments, TextOrigin, write_documents
-from bnpvi.data.checks import as_index_array, check_doc_range, check_documents, check_labels, check_vocab, positive_int
+from bnpvi.data.checks import (as_index_array, check_doc_range, check_documents, check_labels, check_vocab,
+                               first_repeat, positive_int)
 from bnpvi.data.labels import one_source, source_labels
 from bnpvi.data.ldac import ldac_documents
 from bnpvi.data.mapped import Spool, scratch_space
@@ -151,18 +152,23 @@ def read_vocab(path, encoding: str = "utf-8") -> list[str]:
 
     Surrounding whitespace of each word is removed. Blank lines at the end are
     ignored; a blank line before the last word is an error (it would shift every
-    later id).
+    later id), and so is a word on two lines (new text could not be counted under it).
 
     Raises
     ------
     BnpviError
-        Missing or empty file, bytes that are not text in ``encoding``, or a blank line (naming file and
-        line).
+        Missing or empty file, bytes that are not text in ``encoding``, a blank line, or a repeated word
+        (naming file and lines).
     """
     words = [word for items in listed_lines(path, "vocabulary", "one word per line; word id i is line i+1",
                                             _VOCAB_LINES, encoding) for word in items]
     if not words:
         raise BnpviError(f"{Path(path).expanduser()} is empty (no words)")
+    repeat = first_repeat(words)
+    if repeat is not None:
+        i, j = repeat
+        raise BnpviError(f"{Path(path).expanduser()}: the word {words[i]!r} is on line {i + 1} and again on line "
+                         f"{j + 1}; a vocabulary lists each word once (word id i is line i+1)")
     return words
 
 
