@@ -1,11 +1,12 @@
-"""Checks of bnpvi-data convert (issue 47, items 11, 19 and 20): a .h5 output name, a vocabulary
-without repeats, one stop-word default, memory flat in the corpus."""
+"""Checks of bnpvi-data convert and the estimators' input (issue 47, items 11, 19 and 20): a .h5 output name, a
+vocabulary without repeats, one stop-word default, an empty corpus, memory flat in the corpus."""
 from __future__ import annotations
 
 import tracemalloc
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import bnpvi
 from bnpvi.cli.data import main
@@ -44,6 +45,27 @@ def test_a_vocabulary_file_with_a_repeated_word_is_refused_naming_both_lines(tmp
     with pytest.raises(BnpviError, match="vocab words 0 and 2 are both 'cat'"):
         write_documents(tmp_path / "d.h5", np.array([0, 1, 2]), np.ones(3), np.array([0, 2, 3]), 3,
                         vocab=["cat", "dog", "cat"])
+
+
+# ---------------------------------------------------------------- item 19 (c)
+@pytest.mark.parametrize("name, what", [("DPMixture", "X is empty: no rows"), ("FiniteMixture", "X is empty"),
+                                        ("HDPTopicModel", "docs is empty: no documents"), ("LDA", "docs is empty"),
+                                        ("HDPHMM", "seqs holds no sequence"), ("FiniteHMM", "seqs holds no sequence"),
+                                        ("HDPMMSB", "A is empty: no nodes"), ("FiniteMMSB", "A is empty")])
+@pytest.mark.parametrize("empty", [[], (), np.array([])], ids=["list", "tuple", "array"])
+def test_fit_on_nothing_says_so_on_one_line(name, what, empty):
+    if "HMM" in name and isinstance(empty, np.ndarray):
+        empty = []  # an HMM takes a list of sequences; an array is refused as not a list
+    with pytest.raises(BnpviError, match=f"^fit: {what}") as info:
+        getattr(bnpvi, name)().fit(empty)
+    assert "\n" not in str(info.value)
+
+
+def test_an_empty_matrix_is_still_refused_as_scikit_learn_refuses_it():
+    with pytest.raises(ValueError, match="0 sample"):
+        bnpvi.DPMixture().fit(np.zeros((0, 3)))
+    with pytest.raises(ValueError, match="0 sample"):
+        bnpvi.HDPTopicModel().fit(sp.csr_matrix((0, 5)))
 
 
 # ---------------------------------------------------------------------- item 11

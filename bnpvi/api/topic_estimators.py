@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from bnpvi.api.estimator import Estimator
+from bnpvi.api.estimator import Estimator, refuse_empty
 from bnpvi.api.fitted_topics import count_matrix, is_texts
 from bnpvi.data.checks import check_vocab
 from bnpvi.data.store import write_documents
@@ -45,6 +45,7 @@ class _TopicModel(TransformerMixin, Estimator):
         """Train on the documents of ``docs``: rows of a count matrix (N, V), with ``vocabulary`` the V words
         stored with the model, or raw texts (the vocabulary is then made from them); ``y`` is ignored.
         Returns self."""
+        refuse_empty(docs, "docs", "documents")
         if is_texts(docs):
             if vocabulary is not None:
                 raise BnpviError("fit: raw texts make their own vocabulary; pass vocabulary= with a count matrix only")
