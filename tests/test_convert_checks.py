@@ -1,7 +1,11 @@
 """Checks of bnpvi-data convert and the estimators' input (issue 47, items 11, 19 and 20): a .h5 output name, a
-vocabulary without repeats, one stop-word default, an empty corpus, memory flat in the corpus."""
+vocabulary without repeats, one stop-word default, an empty corpus, a closed stdout, memory flat in the corpus."""
 from __future__ import annotations
 
+import io
+import os
+import subprocess
+import sys
 import tracemalloc
 
 import numpy as np
@@ -9,7 +13,9 @@ import pytest
 import scipy.sparse as sp
 
 import bnpvi
+from bnpvi.cli import apply as apply_cli, report as report_cli
 from bnpvi.cli.data import main
+from bnpvi.cli.errors import CLOSED_PIPE_STATUS
 from bnpvi.data.convert import convert
 from bnpvi.data.store import BatchStore, write_documents
 from bnpvi.data.tokens import DEFAULT_STOP_WORDS
@@ -66,6 +72,51 @@ def test_an_empty_matrix_is_still_refused_as_scikit_learn_refuses_it():
         bnpvi.DPMixture().fit(np.zeros((0, 3)))
     with pytest.raises(ValueError, match="0 sample"):
         bnpvi.HDPTopicModel().fit(sp.csr_matrix((0, 5)))
+
+
+# ---------------------------------------------------------------- item 19 (d)
+class _ClosedPipe(io.StringIO):
+    """A stdout whose reader has gone (``| head`` after its lines)."""
+
+    def write(self, text):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self):
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.fixture
+def points_file(tmp_path):
+    src = tmp_path / "p.csv"
+    src.write_text("1,2\n3,4\n5,6\n")
+    return convert(src, tmp_path / "p.h5")
+
+
+@pytest.mark.parametrize("command", ["data", "report", "apply"])
+def test_a_closed_stdout_ends_every_command_quietly(points_file, tmp_path, capsys, monkeypatch, command):
+    if command == "data":
+        run = lambda: main(["info", str(points_file)])  # noqa: E731
+    elif command == "report":
+        monkeypatch.setattr(report_cli, "run", lambda *args: print("a table"))
+        run = lambda: report_cli.main([str(tmp_path)])  # noqa: E731
+    else:
+        monkeypatch.setattr(apply_cli, "run", lambda *args: print("wrote it"))
+        run = lambda: apply_cli.main(["run", "d.h5", "o.h5"])  # noqa: E731
+    monkeypatch.setattr(sys, "stdout", _ClosedPipe())
+    assert run() == CLOSED_PIPE_STATUS == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_a_real_closed_pipe_prints_nothing(points_file):
+    """The reader closed before a byte is written; the interpreter's last flush must not complain either."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "bnpvi.cli.data", "info", str(points_file)], stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (CLOSED_PIPE_STATUS, "")
 
 
 # ---------------------------------------------------------------------- item 11
