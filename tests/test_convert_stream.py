@@ -36,6 +36,8 @@ def test_output_equals_the_reference(name, small_blocks, reference, sources, tmp
         monkeypatch.setattr("bnpvi.data.mapped._GATHER_ROWS", 3)
         monkeypatch.setattr("bnpvi.data.ldac._LDAC_BLOCK", 64)
         monkeypatch.setattr("bnpvi.data.text_in._CHUNK_DOCS", 5)
+        monkeypatch.setattr("bnpvi.data.sources.TEXT_BLOCK", 16)
+        monkeypatch.setattr("bnpvi.data.text_in.TEXT_BLOCK", 16)
     arrays, meta = reference
     root, paths = sources
     got_arrays, got_meta = dump(convert_case(name, paths, tmp_path / f"{name}.h5"))

@@ -66,7 +66,7 @@ def test_stop_words_and_document_frequency_limits(corpus, tmp_path):
 
 def test_max_vocab_keeps_the_most_frequent_words(corpus, tmp_path):
     """Without stop words: "the" 8 tokens, "cat" 4, then "and" and "dog" 2 each (ties go to the first)."""
-    dst = convert(corpus, tmp_path / "d.h5", text=True, max_vocab=3)
+    dst = convert(corpus, tmp_path / "d.h5", text=True, stop_words="none", max_vocab=3)
     vocab, counts, _, _, origin, _ = stored(dst)
     assert vocab == ["and", "cat", "the"]
     np.testing.assert_array_equal(counts, [[0, 1, 2], [0, 1, 2], [1, 1, 0], [0, 0, 3], [1, 1, 1]])
@@ -120,8 +120,8 @@ def test_a_column_of_a_table(tmp_path, suffix, sep):
 
 
 def test_held_out_documents_of_a_text_corpus(corpus, tmp_path):
-    dst = convert(corpus, tmp_path / "d.h5", text=True, heldout=0.5, heldout_seed=0, n_batches=2,
-                  labels_file=tmp_path / "labels.txt")
+    dst = convert(corpus, tmp_path / "d.h5", text=True, stop_words="none", heldout=0.5, heldout_seed=0,
+                  n_batches=2, labels_file=tmp_path / "labels.txt")
     with BatchStore.open(dst) as store:
         train, held = store.heldout_indices()
         assert store.n_atoms + store.n_heldout == 5 and sorted(np.r_[train, held]) == list(range(5))
@@ -166,7 +166,7 @@ def test_cli_text_errors_are_one_line(corpus, tmp_path, capsys, args, fragment):
 
 @pytest.mark.parametrize("name, text, options, fragment", [
     ("stop.txt", "the a an\nof the\n", {}, "no words in any of its 2 documents"),
-    ("bad.txt", "fine\n\xff\n", {}, "bad.txt, line 2: not valid UTF-8"),
+    ("bad.txt", "fine\n\xff\n", {}, "bad.txt, line 2: not valid utf-8 text; name the file's encoding with --encoding"),
     ("t.csv", "id,body\n1,a cat\n", {"text_column": "text"}, "no column 'text' for the text (columns: id, body)"),
     ("t.csv", "id,body\n1,a cat\n", {}, "name the column that holds the text with --text-column"),
     ("h.csv", "id,body\n", {"text_column": "body"}, "holds no documents (only a header row)"),

@@ -65,6 +65,13 @@ def _run_directory(output_dir) -> Iterator[tuple[Path, Path]]:
         yield Path(tmp) / "run", Path(tmp) / DATA_FILE
 
 
+def refuse_empty(data, name: str, units: str) -> None:
+    """A one-line BnpviError for an empty list, tuple or 1-D array given to ``fit`` as ``name`` (scikit-learn's
+    checks would call it a 1-D array; an empty 2-D array is theirs to refuse)."""
+    if (isinstance(data, (list, tuple)) or getattr(data, "ndim", None) == 1) and len(data) == 0:
+        raise BnpviError(f"fit: {name} is empty: no {units} to train on")
+
+
 def _keyword_init(defaults: dict[str, object]):
     """An ``__init__`` that stores its keyword arguments (``defaults`` are the others), with the explicit
     signature scikit-learn reads the parameter names from."""

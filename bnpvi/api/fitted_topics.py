@@ -189,12 +189,14 @@ class FittedTopicModel(FittedModel, alloc=TopicAlloc):
                                         f"nats per token ({score['n_tokens']} held-out target tokens)")
         return {"written": f"{rows} documents", "scores": scores}
 
-    def apply_text(self, path, out: Path, text_column=None) -> dict:
+    def apply_text(self, path, out: Path, text_column=None, encoding: str | None = None) -> dict:
         """The topic weights of the documents of a raw text file (one per line, or the column ``text_column``
-        of a .csv / .tsv) in ``out`` and its .csv, counted under the model's vocabulary; document i is line
-        (row) i, and one whose words are all unknown gets the prior's weights."""
+        of a .csv / .tsv; text in ``encoding``, by default the training corpus's) in ``out`` and its .csv,
+        counted under the model's vocabulary; document i is line (row) i, and one whose words are all unknown
+        gets the prior's weights."""
         self.check_kind("bnpvi-apply", "bow")
-        counts, unknown = count_text_file(path, self.vocabulary_, self._text_settings("bnpvi-apply"), text_column)
+        counts, unknown = count_text_file(path, self.vocabulary_, self._text_settings("bnpvi-apply"), text_column,
+                                          encoding)
         blocks = (TopicWeights(np.arange(lo, min(lo + SCORE_BLOCK, counts.shape[0]), dtype=np.int64),
                                topic_weights(self.model, self.globals_, as_batch(counts[lo:lo + SCORE_BLOCK], lo)),
                                False) for lo in range(0, counts.shape[0], SCORE_BLOCK))

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
-from bnpvi.api.estimator import Estimator
+from bnpvi.api.estimator import Estimator, refuse_empty
 from bnpvi.data.graph import write_graph
 from bnpvi.errors import BnpviError
 
@@ -36,6 +36,7 @@ class _MMSB(Estimator):
 
     def fit(self, A, y=None):
         """Train on the adjacency matrix ``A``; ``y`` is ignored. Returns self."""
+        refuse_empty(A, "A", "nodes")
         src, dst, N, directed = adjacency_edges(A)
         fitted = self.train_on(lambda path, n_batches, source: write_graph(
             path, src, dst, N, [str(i) for i in range(N)], directed, n_batches=n_batches, source=source))

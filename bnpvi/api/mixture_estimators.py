@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import ClusterMixin, DensityMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from bnpvi.api.estimator import Estimator
+from bnpvi.api.estimator import Estimator, refuse_empty
 from bnpvi.data.store import write_points
 
 
@@ -18,6 +18,7 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
 
     def fit(self, X, y=None):
         """Train on the rows of ``X`` (N, D); ``y`` is ignored. Returns self."""
+        refuse_empty(X, "X", "rows (points)")
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         fitted = self.train_on(lambda path, n_batches, source: write_points(path, X, n_batches=n_batches,
                                                                              source=source))

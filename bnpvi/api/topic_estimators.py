@@ -4,8 +4,10 @@
 CSR best, or a dense array of non-negative whole numbers; every document needs a word) and
 optionally the V words, which are stored with the model (``vocabulary_``, ``top_words``); or raw
 texts (a list of strings), which are tokenised as ``bnpvi-data convert --text`` does, with the
-keywords ``stop_words`` ("english"), ``min_df`` (1), ``max_df`` (1.0) and ``max_vocab`` (None) of its
-options (:mod:`bnpvi.data.text_in`); documents left without a word are dropped. ``transform``,
+keywords ``stop_words`` ("english", the default of both; "none" keeps every word), ``min_df`` (1),
+``max_df`` (1.0) and ``max_vocab`` (None) of its options (:mod:`bnpvi.data.text_in`), and ``encoding``
+("utf-8": that of a stop-word file given as ``stop_words``, and of raw text files the model is later applied
+to, ``bnpvi-apply``); documents left without a word are dropped. ``transform``,
 ``score`` and ``coherence`` then take raw texts too, counted under the model's vocabulary. The
 topic weights, topics and scores are :class:`~bnpvi.api.fitted_topics.FittedTopicModel`'s.
 """
@@ -15,19 +17,20 @@ import numpy as np
 from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from bnpvi.api.estimator import Estimator
+from bnpvi.api.estimator import Estimator, refuse_empty
 from bnpvi.api.fitted_topics import count_matrix, is_texts
 from bnpvi.data.checks import check_vocab
 from bnpvi.data.store import write_documents
 from bnpvi.data.text_in import VocabularyLimits, text_documents
-from bnpvi.data.tokens import TextSettings
+from bnpvi.data.tokens import DEFAULT_STOP_WORDS, TextSettings
 from bnpvi.errors import BnpviError
 
 
 class _TopicModel(TransformerMixin, Estimator):
     """What both topic-model estimators share."""
 
-    extra_keywords = {"stop_words": "english", "min_df": 1, "max_df": 1.0, "max_vocab": None}
+    extra_keywords = {"stop_words": DEFAULT_STOP_WORDS, "min_df": 1, "max_df": 1.0, "max_vocab": None,
+                      "encoding": "utf-8"}
 
     def _counts(self, docs, reset: bool):
         """``docs`` after scikit-learn's checks (which set or compare ``n_features_in_``) and
@@ -42,10 +45,12 @@ class _TopicModel(TransformerMixin, Estimator):
         """Train on the documents of ``docs``: rows of a count matrix (N, V), with ``vocabulary`` the V words
         stored with the model, or raw texts (the vocabulary is then made from them); ``y`` is ignored.
         Returns self."""
+        refuse_empty(docs, "docs", "documents")
         if is_texts(docs):
             if vocabulary is not None:
                 raise BnpviError("fit: raw texts make their own vocabulary; pass vocabulary= with a count matrix only")
-            corpus = text_documents(lambda: [(list(docs), None)], TextSettings.make(self.stop_words),
+            corpus = text_documents(lambda: [(list(docs), None)],
+                                    TextSettings.make(self.stop_words, encoding=self.encoding),
                                     VocabularyLimits.make(self.min_df, self.max_df, self.max_vocab), "fit")
             self.n_features_in_ = corpus.vocab_size
             fitted = self.train_on(lambda path, n_batches, source: corpus.write(path, n_batches=n_batches,

@@ -1,7 +1,7 @@
 """``bnpvi-apply``: apply a trained model to a data file.
 
     bnpvi-apply RUN_DIR DATA.h5 OUT.h5
-    bnpvi-apply RUN_DIR NEW.txt OUT.h5 [--text-column NAME]    (topic models: raw text)
+    bnpvi-apply RUN_DIR NEW.txt OUT.h5 [--text-column NAME] [--encoding NAME]    (topic models: raw text)
 
 Runs the local step of the model in RUN_DIR (its model.h5; the training file is not
 needed) under its saved globals, with no global step, over every atom of DATA.h5 (a file
@@ -22,7 +22,8 @@ and OUT.csv beside it:
 
 A topic model with a vocabulary also takes raw text (any file not ending in .h5: one document
 per line, or the column ``--text-column`` of a .csv / .tsv), tokenised as its training corpus was
-(``bnpvi-data convert --text``); words outside the vocabulary are dropped and counted.
+(``bnpvi-data convert --text``), and read in the encoding the training corpus was read in unless
+``--encoding`` names another; words outside the vocabulary are dropped and counted.
 
 It prints the held-out score as a run reports it when DATA.h5 has a held-out part (points:
 nats per point; documents: nats per token by document completion), and the aligned Hamming
@@ -65,12 +66,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("out", metavar="OUT.h5", help="output file; OUT.csv is written beside it")
     parser.add_argument("--text-column", metavar="NAME", help="raw text: the column of a .csv / .tsv file that "
                                                               "holds the documents")
+    parser.add_argument("--encoding", metavar="NAME", help="raw text: its text encoding, any codec name Python "
+                                                           "knows (default: the one the training corpus was "
+                                                           "converted with, bnpvi-data convert --encoding)")
     return parser
 
 
-def run(run_dir: str, data: str, out: str, text_column: str | None = None) -> None:
-    """Apply the model of ``run_dir`` to ``data`` (a batch file, or raw text for a topic model), write ``out``
-    and its CSV, and print what was done."""
+def run(run_dir: str, data: str, out: str, text_column: str | None = None, encoding: str | None = None) -> None:
+    """Apply the model of ``run_dir`` to ``data`` (a batch file, or raw text for a topic model, read in
+    ``encoding``, by default the training corpus's), write ``out`` and its CSV, and print what was done."""
     out = Path(out).expanduser()
     if out.suffix.lower() != ".h5":
         raise BnpviError(f"output file {out} must end in .h5 (OUT.csv is written beside it)")
@@ -79,9 +83,10 @@ def run(run_dir: str, data: str, out: str, text_column: str | None = None) -> No
         if not hasattr(fitted, "apply_text"):
             raise BnpviError(f"{data} is not a .h5 data file; raw text applies to topic models only (convert "
                              f"the data with bnpvi-data convert first)")
-        result = fitted.apply_text(data, out, text_column)
-    elif text_column is not None:
-        raise BnpviError("--text-column applies to raw text, not to a .h5 data file")
+        result = fitted.apply_text(data, out, text_column, encoding)
+    elif text_column is not None or encoding is not None:
+        flag = "--text-column" if text_column is not None else "--encoding"
+        raise BnpviError(f"{flag} applies to raw text, not to a .h5 data file")
     else:
         with BatchStore.open(data) as store:
             result = fitted.apply(store, out)
@@ -93,7 +98,7 @@ def run(run_dir: str, data: str, out: str, text_column: str | None = None) -> No
 def main(argv: list[str] | None = None) -> int:
     """Run ``bnpvi-apply`` with ``argv`` (default: ``sys.argv[1:]``); 0 on success, 2 on bad input."""
     args = _parser().parse_args(argv)
-    return run_reporting(PROG, lambda: run(args.run_dir, args.data, args.out, args.text_column))
+    return run_reporting(PROG, lambda: run(args.run_dir, args.data, args.out, args.text_column, args.encoding))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
     bnpvi-data convert steps.npz steps.h5 --sequences seq_range --labels state --batches 4
     bnpvi-data convert steps.csv steps.h5 --sequence-column subject --shuffle 0
     bnpvi-data convert corpus.ldac corpus.h5 --heldout 0.1 --heldout-seed 0 --shuffle 0
-    bnpvi-data convert descriptions.txt corpus.h5 --text --stop-words english --min-df 5 --max-df 0.5
+    bnpvi-data convert descriptions.txt corpus.h5 --text --min-df 5 --max-df 0.5
+    bnpvi-data convert old_corpus.txt corpus.h5 --text --encoding latin-1 --stop-words none
     bnpvi-data convert reviews.csv reviews.h5 --text --text-column body --labels stars
     bnpvi-data convert seqs.csv seqs.h5 --sequence-column seq --columns a,b,c --labels-file states.txt
     bnpvi-data convert edges.csv graph.h5 --graph --undirected --heldout 0.1 --batches 20
@@ -43,13 +44,15 @@ def _parser() -> argparse.ArgumentParser:
                     "Sequences (one row per time step): NPZ with X, optional Xprev (the previous observation of "
                     "each step) and the boundaries named by --sequences, or CSV with a sequence id column named by "
                     "--sequence-column. Raw text (--text): one document per line, or a column of a CSV/TSV file "
-                    "(--text-column), tokenised by scikit-learn (lower-cased, tokens of 2+ word characters), with "
-                    "stop words and document-frequency limits; documents left without a word are dropped (the "
-                    "count is printed). With --heldout F (points or bag of words), a random fraction F of the rows "
-                    "(documents) is kept apart for evaluation in DST and left out of the batches.")
+                    "(--text-column), tokenised by scikit-learn (lower-cased, tokens of 2+ word characters), English "
+                    "stop words left out (--stop-words), with document-frequency limits; documents left without a "
+                    "word are dropped (the count is printed). Text files (raw text, CSV, vocabulary, labels, "
+                    "stop-word files, edge lists) are read as UTF-8 unless --encoding names another encoding. "
+                    "With --heldout F (points or bag of words), a random fraction F of the rows (documents) is kept "
+                    "apart for evaluation in DST and left out of the batches.")
     conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz, .npy or .ldac; with --text any text file, "
                                                  "or .csv / .tsv with --text-column)")
-    conv.add_argument("dst", metavar="DST", help="output batch file (.h5)")
+    conv.add_argument("dst", metavar="DST", help="output batch file (a name ending in .h5)")
     conv.add_argument("--batches", "-b", type=int, default=None, metavar="B",
                       help="split the rows (documents, whole sequences) into B contiguous, equal-size batches and "
                            "fix that split (default: one batch that bnpvi-train may re-split with alg.n_batches)")
@@ -63,6 +66,11 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--columns", default=None, metavar="A,B,C",
                       help="points or sequences from a CSV file: the data columns (header names, or 0-based "
                            "indices), comma-separated; the other columns are left out")
+    conv.add_argument("--encoding", default=None, metavar="NAME",
+                      help="the text encoding of every text file read (raw text, CSV, vocabulary, labels and "
+                           "stop-word files, edge lists): any codec name Python knows, e.g. latin-1, cp1252, "
+                           "utf-16 (default: utf-8); stored with raw text's settings, so bnpvi-apply reads new text "
+                           "the same way")
     conv.add_argument("--shuffle", type=int, default=None, metavar="SEED",
                       help="shuffle the rows, documents or whole sequences (labels follow; the steps of a sequence "
                            "keep their order) with this seed before batching")
@@ -99,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     text.add_argument("--text-column", default=None, metavar="NAME",
                       help="the column of text of a .csv / .tsv file (header name, or 0-based index)")
     text.add_argument("--stop-words", default=None, metavar="LIST",
-                      help="leave out stop words: 'english' (scikit-learn's list) or a file with one per line "
-                           "(default: none)")
+                      help="the stop words left out: 'english' (scikit-learn's list, the default, as in the "
+                           "topic estimators), 'none' (keep every word) or a file with one per line")
     text.add_argument("--min-df", default=None, metavar="N|F",
                       help="keep words in at least N documents (an integer) or a fraction F of them (a decimal "
                            "from 0 to 1); default 1")
@@ -146,7 +154,8 @@ def _convert(args) -> None:
                        vocab_size=args.vocab_size, sequences=args.sequences, sequence_column=args.sequence_column,
                        text=args.text or None, text_column=args.text_column, stop_words=args.stop_words,
                        min_df=args.min_df, max_df=args.max_df, max_vocab=args.max_vocab,
-                       lowercase=False if args.keep_case else None, token_pattern=args.token_pattern)
+                       lowercase=False if args.keep_case else None, token_pattern=args.token_pattern,
+                       encoding=args.encoding)
     with BatchStore.open(path) as store:
         info = store.info()
     if info["kind"] == "bow":
@@ -170,7 +179,7 @@ def _convert_graph(args) -> None:
 
     path = convert_graph(args.src, args.dst, n_batches=args.batches, undirected=args.undirected,
                          heldout=args.heldout, heldout_seed=0 if args.heldout_seed is None else args.heldout_seed,
-                         overwrite=args.overwrite)
+                         overwrite=args.overwrite, encoding=args.encoding or "utf-8")
     with BatchStore.open(path) as store:
         info = store.info()
     print(f"wrote {path}: {_graph_size(info)} batches={info['n_batches']} ({_split(info)})")

@@ -1,22 +1,33 @@
 """How the commands report bad input: one stderr line, exit status 2.
 
-:func:`run_reporting` runs the small commands (bnpvi-data, bnpvi-apply); :func:`config_error` turns an
+:func:`run_reporting` runs the small commands (bnpvi-data, bnpvi-apply, bnpvi-report), and ends one whose
+output has no reader any more (``bnpvi-data info f.h5 | head -3``) quietly; :func:`config_error` turns an
 error from composing ``bnpvi-train``'s Hydra config into one line, telling the errors apart by their
 types (Hydra's and OmegaConf's), never by their text.
 """
 from __future__ import annotations
 
+import os
 import sys
 from typing import Callable
 
 from bnpvi.errors import BnpviError
 
 
+CLOSED_PIPE_STATUS = 141
+"""The exit status of a command whose stdout was closed before it was done: 128 + SIGPIPE, as the shell reports
+``cat`` or ``yes`` ended early by ``| head``."""
+
+
 def run_reporting(prog: str, action: Callable[[], None]) -> int:
     """Run ``action``; 0 on success, 2 on bad input (a BnpviError or an OSError, reported on one line as
-    ``PROG: error: ...``), 130 on Ctrl-C."""
+    ``PROG: error: ...``), 130 on Ctrl-C, :data:`CLOSED_PIPE_STATUS` without a word when stdout has no reader
+    any more (:func:`closed_stdout`)."""
     try:
         action()
+        sys.stdout.flush()  # a reader gone early shows here, not in the interpreter's last flush
+    except BrokenPipeError:
+        return closed_stdout()
     except BnpviError as err:
         print(f"{prog}: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
@@ -28,6 +39,20 @@ def run_reporting(prog: str, action: Callable[[], None]) -> int:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
     return 0
+
+
+def closed_stdout() -> int:
+    """End quietly after stdout's reader went away (``| head``): stdout is pointed at /dev/null, so that the
+    interpreter's last flush of what is still buffered does not fail again and print; returns
+    :data:`CLOSED_PIPE_STATUS`."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's stand-in): nothing flushes to it later
+        return CLOSED_PIPE_STATUS
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return CLOSED_PIPE_STATUS
 
 
 def _first_line(text: str) -> str:

@@ -232,8 +232,18 @@ def _doc_of(doc_range: np.ndarray, entry: int) -> int:
     return int(np.searchsorted(doc_range, entry, side="right") - 1)
 
 
+def first_repeat(words: list[str]) -> tuple[int, int] | None:
+    """``(i, j)``, i < j, of the first word that comes again (``words[i] == words[j]``, j smallest), or None."""
+    seen: dict[str, int] = {}
+    for j, word in enumerate(words):
+        i = seen.setdefault(word, j)
+        if i != j:
+            return i, j
+    return None
+
+
 def check_vocab(vocab, V: int, where: str) -> list[str]:
-    """Validate a vocabulary: V strings (one per word id). Returns a list of str."""
+    """Validate a vocabulary: V distinct strings (one per word id). Returns a list of str."""
     if isinstance(vocab, (str, bytes)):
         raise BnpviError(f"{where}: vocab must be a sequence of V strings, not a single string")
     words = list(vocab)
@@ -253,6 +263,10 @@ def check_vocab(vocab, V: int, where: str) -> list[str]:
         if "\x00" in w:
             raise BnpviError(f"{where}: vocab word {i} contains a NUL character")
         out.append(w)
+    repeat = first_repeat(out)
+    if repeat is not None:
+        i, j = repeat
+        raise BnpviError(f"{where}: vocab words {i} and {j} are both {out[i]!r}; a vocabulary lists each word once")
     return out
 
 

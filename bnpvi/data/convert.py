@@ -44,7 +44,7 @@ from bnpvi.data.ldac import read_ldac
 from bnpvi.data.mapped import scratch_space
 from bnpvi.data.points_in import Points, read_points, read_table
 from bnpvi.data.sequences_in import Sequences, read_sequences
-from bnpvi.data.sources import Reader
+from bnpvi.data.sources import Reader, check_output
 from bnpvi.data.text_in import read_text
 from bnpvi.errors import BnpviError
 
@@ -97,7 +97,7 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
     src : str or Path
         Input file.
     dst : str or Path
-        Output batch file; written atomically, so a failure leaves nothing behind.
+        Output batch file, a name ending in ``.h5``; written atomically, so a failure leaves nothing behind.
     n_batches : int, optional
         Number of contiguous batches, as equal in rows (documents, sequences) as
         possible; a batch always holds whole documents and sequences. None means
@@ -139,7 +139,7 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
     Raises
     ------
     BnpviError
-        Bad input, ``dst`` exists (without ``overwrite``), ``n_batches`` out of
+        Bad input, ``dst`` exists (without ``overwrite``) or does not end in ``.h5``, ``n_batches`` out of
         1..N (1..n_seqs for sequences; the training documents with ``heldout``),
         an option of another kind of source, a bad held-out fraction or
         seed, or ``heldout`` for sequences.
@@ -147,12 +147,7 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
         An unknown option.
     """
     src, dst = Path(src).expanduser(), Path(dst).expanduser()
-    if dst.exists() and not overwrite:
-        raise BnpviError(f"{dst} already exists (pass --overwrite to replace it)")
-    if dst.exists() and src.exists() and dst.resolve() == src.resolve():
-        raise BnpviError(f"{dst}: the output would replace the input file")
-    if not dst.parent.is_dir():
-        raise BnpviError(f"cannot write {dst}: directory {dst.parent} does not exist")
+    check_output(src, dst, overwrite)
     if batches_fixed is None:
         batches_fixed = n_batches is not None
     count = 1 if n_batches is None else positive_int(n_batches, "the number of batches")

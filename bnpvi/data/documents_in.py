@@ -20,7 +20,8 @@ import scipy.sparse as sp
 
 from bnpvi.data.base import block_values, range_groups
 from bnpvi.data.bow import HeldoutDocuments, TextOrigin, write_documents
-from bnpvi.data.checks import as_index_array, check_doc_range, check_documents, check_labels, check_vocab, positive_int
+from bnpvi.data.checks import (as_index_array, check_doc_range, check_documents, check_labels, check_vocab,
+                               first_repeat, positive_int)
 from bnpvi.data.labels import one_source, source_labels
 from bnpvi.data.ldac import ldac_documents
 from bnpvi.data.mapped import Spool, scratch_space
@@ -146,22 +147,28 @@ class CorpusSpool:
         return self.ids.mapped(), self.counts.mapped(), np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
-def read_vocab(path) -> list[str]:
-    """Read a vocabulary file: one word per line (UTF-8); word id i is line i+1.
+def read_vocab(path, encoding: str = "utf-8") -> list[str]:
+    """Read a vocabulary file: one word per line (text in ``encoding``); word id i is line i+1.
 
     Surrounding whitespace of each word is removed. Blank lines at the end are
     ignored; a blank line before the last word is an error (it would shift every
-    later id).
+    later id), and so is a word on two lines (new text could not be counted under it).
 
     Raises
     ------
     BnpviError
-        Missing or empty file, invalid UTF-8, or a blank line (naming file and line).
+        Missing or empty file, bytes that are not text in ``encoding``, a blank line, or a repeated word
+        (naming file and lines).
     """
     words = [word for items in listed_lines(path, "vocabulary", "one word per line; word id i is line i+1",
-                                            _VOCAB_LINES) for word in items]
+                                            _VOCAB_LINES, encoding) for word in items]
     if not words:
         raise BnpviError(f"{Path(path).expanduser()} is empty (no words)")
+    repeat = first_repeat(words)
+    if repeat is not None:
+        i, j = repeat
+        raise BnpviError(f"{Path(path).expanduser()}: the word {words[i]!r} is on line {i + 1} and again on line "
+                         f"{j + 1}; a vocabulary lists each word once (word id i is line i+1)")
     return words
 
 
@@ -270,7 +277,7 @@ def _next(source, first: int, n: int) -> np.ndarray:
 
 
 def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int | None = None,
-                   labels_file=None, scratch=None) -> Documents:
+                   labels_file=None, scratch=None, encoding: str = "utf-8") -> Documents:
     """Read a bag-of-words corpus from an ``.ldac`` file or a sparse ``.npz`` file.
 
     Parameters
@@ -296,6 +303,8 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
         spooled there (an ``.ldac`` file a block of lines at a time, an ``.npz`` member a block of entries
         at a time; a sparse matrix in a format other than CSR is loaded whole first), never held whole.
         Default: a temporary one, and they are returned in memory.
+    encoding : str, default "utf-8"
+        The text encoding of a vocabulary file and of ``labels_file`` (any codec Python knows).
 
     Returns
     -------
@@ -315,12 +324,12 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
         raise BnpviError(f"{path} is empty")
     if scratch is None:
         with scratch_space() as scratch:
-            return read_documents(path, labels, vocab, vocab_size, labels_file, scratch).in_memory()
+            return read_documents(path, labels, vocab, vocab_size, labels_file, scratch, encoding).in_memory()
     words = None
     sizes = []  # (V, where it comes from)
     if vocab is not None:
         if isinstance(vocab, (str, Path)):
-            words = read_vocab(vocab)
+            words = read_vocab(vocab, encoding)
             sizes.append((len(words), f"vocabulary file {Path(vocab).expanduser()} has {len(words)} words"))
         else:
             words = list(vocab)
@@ -353,7 +362,7 @@ def read_documents(path, labels: str | None = None, vocab=None, vocab_size: int 
     if words is not None:
         words = check_vocab(words, V, str(path))
     N = dr.shape[0] - 1
-    y, names = source_labels(y, labels_file, N, str(path), f"{N} documents")
+    y, names = source_labels(y, labels_file, N, str(path), f"{N} documents", encoding)
     if y is not None:
         y = check_labels(y, N, str(path), atoms=f"there are {N} documents")
     if topics is not None:
@@ -378,5 +387,5 @@ def _is_documents_file(path: Path, options: dict) -> bool:
 
 
 READER = Reader(holds="bag-of-words documents", kind_name="bag-of-words", files=".ldac and sparse .npz files",
-                suffixes=BOW_SUFFIXES, options=frozenset({"labels", "labels_file", "vocab", "vocab_size"}),
+                suffixes=BOW_SUFFIXES, options=frozenset({"labels", "labels_file", "vocab", "vocab_size", "encoding"}),
                 heldout=True, claims=_is_documents_file, read=read_documents)

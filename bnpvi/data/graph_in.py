@@ -1,11 +1,12 @@
 """Read a graph (an edge list, or a scipy sparse adjacency matrix) and write a graph file
 (:mod:`bnpvi.data.graph`); ``bnpvi-data convert SRC DST --graph``.
 
-Edge lists: one edge ``src dst`` per line, separated by a comma, a tab or spaces; lines starting
-with ``#`` (and blank lines) are skipped, so a header must be commented out. Node names are any
-strings (integers are names too); nodes are numbered in order of first appearance and the names
-are kept in the file. An optional third column is a weight, which must be 0 (the line is no edge)
-or 1: the model is binary (a 0 line names its nodes but adds no edge).
+Edge lists: text (UTF-8 unless ``encoding`` names another) with one edge ``src dst`` per line,
+separated by a comma, a tab or spaces; lines starting with ``#`` (and blank lines) are skipped, so a
+header must be commented out. Node names are any strings (integers are names too); nodes are
+numbered in order of first appearance and the names are kept in the file. An optional third
+column is a weight, which must be 0 (the line is no edge) or 1: the model is binary (a 0 line
+names its nodes but adds no edge).
 
 Sparse matrices (``.npz`` written by ``scipy.sparse.save_npz``): a square N x N adjacency matrix
 whose stored values are all 1 (0 entries are dropped); nodes are named ``0 .. N-1``.
@@ -30,18 +31,24 @@ import numpy as np
 
 from bnpvi.data.graph import write_graph
 from bnpvi.data.heldout import check_fraction, check_seed
+from bnpvi.data.sources import check_output, line_chunks
 from bnpvi.errors import BnpviError
 
 _log = logging.getLogger("bnpvi.data")
 _SPLIT = re.compile(r"[,\t ]+")
+# Lines of an edge list read at once.
+_CHUNK_LINES = 2**16
 
 
-def read_edge_list(path: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(src, dst, names) of an edge-list file, nodes numbered by first appearance (module docstring)."""
+def read_edge_list(path: Path, encoding: str = "utf-8") -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(src, dst, names) of an edge-list file in ``encoding``, nodes numbered by first appearance (module
+    docstring)."""
     ids: dict[str, int] = {}
     src, dst = [], []
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
+    line_no = 0
+    for lines in line_chunks(path, _CHUNK_LINES, encoding):
+        for line in lines:
+            line_no += 1
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
@@ -142,18 +149,17 @@ def split_heldout(src: np.ndarray, dst: np.ndarray, n_nodes: int, directed: bool
 
 
 def convert_graph(src, dst, n_batches: int | None = None, undirected: bool = False, heldout=None,
-                  heldout_seed: int = 0, overwrite: bool = False) -> Path:
-    """Read the edge list or sparse matrix ``src`` and write the graph file ``dst`` (module docstring)."""
+                  heldout_seed: int = 0, overwrite: bool = False, encoding: str = "utf-8") -> Path:
+    """Read the edge list (text in ``encoding``) or sparse matrix ``src`` and write the graph file ``dst``, a name
+    ending in ``.h5`` (module docstring)."""
     src, dst = Path(src).expanduser(), Path(dst).expanduser()
-    if dst.exists() and not overwrite:
-        raise BnpviError(f"{dst} already exists (pass --overwrite to replace it)")
+    check_output(src, dst, overwrite)
     if not src.is_file():
         raise BnpviError(f"input file not found: {src}")
     if heldout is not None:
         heldout = check_fraction(heldout)
         heldout_seed = check_seed(heldout_seed, "the held-out seed")
-    read = read_sparse if src.suffix.lower() == ".npz" else read_edge_list
-    e_src, e_dst, names = read(src)
+    e_src, e_dst, names = read_sparse(src) if src.suffix.lower() == ".npz" else read_edge_list(src, encoding)
     directed = not undirected
     e_src, e_dst = clean_edges(e_src, e_dst, names, directed, str(src))
     held = None

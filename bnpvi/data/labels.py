@@ -92,8 +92,9 @@ class LabelCoder:
         return final[np.asarray(codes, dtype=np.int64)], names
 
 
-def read_labels_file(path) -> tuple[np.ndarray, tuple[str, ...] | None]:
-    """Read a labels file: one label per line (UTF-8; surrounding whitespace removed), read in chunks.
+def read_labels_file(path, encoding: str = "utf-8") -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """Read a labels file: one label per line (text in ``encoding``; surrounding whitespace removed), read in
+    chunks.
 
     Blank lines at the end are ignored; a blank line before the last label is an error
     (it would shift every later label).
@@ -106,19 +107,19 @@ def read_labels_file(path) -> tuple[np.ndarray, tuple[str, ...] | None]:
     Raises
     ------
     BnpviError
-        Missing or empty file, invalid UTF-8, or a blank line (naming file and line).
+        Missing or empty file, bytes that are not text in ``encoding``, or a blank line (naming file and line).
     """
     parts = []
     coder = LabelCoder()
-    for items in listed_lines(path, "labels", "one label per line", _CHUNK_LINES):
+    for items in listed_lines(path, "labels", "one label per line", _CHUNK_LINES, encoding):
         parts.append(coder.add(items))
     if not parts:
         raise BnpviError(f"{Path(path).expanduser()} holds no labels")
     return coder.labels(np.concatenate(parts), str(path))
 
 
-def source_labels(values, labels_file, n: int, where: str, atoms: str) -> tuple[np.ndarray | None,
-                                                                                  tuple[str, ...] | None]:
+def source_labels(values, labels_file, n: int, where: str, atoms: str,
+                  encoding: str = "utf-8") -> tuple[np.ndarray | None, tuple[str, ...] | None]:
     """The labels of a source: from its own column or array (``values``), or from ``labels_file``.
 
     Parameters
@@ -133,6 +134,8 @@ def source_labels(values, labels_file, n: int, where: str, atoms: str) -> tuple[
         The source, in messages.
     atoms : str
         What there are ``n`` of, in messages (e.g. ``"41 rows (time steps)"``).
+    encoding : str, default "utf-8"
+        The text encoding of ``labels_file``.
 
     Returns
     -------
@@ -143,21 +146,22 @@ def source_labels(values, labels_file, n: int, where: str, atoms: str) -> tuple[
         return None, None
     if labels_file is None:
         return encode_labels(values, where)
-    labels, names = read_labels_file(labels_file)
+    labels, names = read_labels_file(labels_file, encoding)
     if labels.shape[0] != n:
         raise BnpviError(f"{Path(labels_file).expanduser()} has {labels.shape[0]} labels (one per line) but "
                          f"{where} has {atoms}")
     return labels, names
 
 
-def row_labels(y, labels_file, n: int, path: Path, rows: str) -> tuple[np.ndarray | None, tuple[str, ...] | None]:
+def row_labels(y, labels_file, n: int, path: Path, rows: str,
+               encoding: str = "utf-8") -> tuple[np.ndarray | None, tuple[str, ...] | None]:
     """The labels of the ``n`` rows of a source, as integers or codes with their names (or ``(None, None)``).
 
     ``y`` holds the source's own labels: raw values, or ``(codes, names)`` already encoded (a
     :class:`LabelCoder`'s); else they come from ``labels_file``. ``rows`` names the rows in messages
-    (``"rows"``, ``"rows (time steps)"``).
+    (``"rows"``, ``"rows (time steps)"``); ``encoding`` is the labels file's.
     """
-    y, names = y if isinstance(y, tuple) else source_labels(y, labels_file, n, str(path), f"{n} {rows}")
+    y, names = y if isinstance(y, tuple) else source_labels(y, labels_file, n, str(path), f"{n} {rows}", encoding)
     if y is not None:
         y = check_labels(y, n, str(path))
     return y, names

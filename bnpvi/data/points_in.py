@@ -70,7 +70,8 @@ class Points:
         return write_points(dst, self.X, labels=self.labels, label_names=self.label_names, **options)
 
 
-def read_points(path, labels: str | None = None, labels_file=None, columns=None, scratch=None) -> Points:
+def read_points(path, labels: str | None = None, labels_file=None, columns=None, scratch=None,
+                encoding: str = "utf-8") -> Points:
     """Read a data matrix (and optionally true labels) from a CSV, NPZ or NPY file.
 
     Parameters
@@ -95,6 +96,8 @@ def read_points(path, labels: str | None = None, labels_file=None, columns=None,
         and never held whole - an ``.npy`` file memory-mapped, a CSV (read in chunks of rows) or an ``.npz``
         member (decompressed a block at a time) spooled there - and stays on disk until the directory goes.
         Default: a temporary one, and X is returned in memory.
+    encoding : str, default "utf-8"
+        The text encoding of a CSV file and of ``labels_file`` (any codec Python knows).
 
     Returns
     -------
@@ -115,11 +118,11 @@ def read_points(path, labels: str | None = None, labels_file=None, columns=None,
     nonempty(path)
     if scratch is None:
         with scratch_space() as scratch:
-            return read_points(path, labels, labels_file, columns, scratch).in_memory()
+            return read_points(path, labels, labels_file, columns, scratch, encoding).in_memory()
     if suffix == ".csv":
         coder, codes = LabelCoder(), []
         X = spool_csv_table(path, {"labels": labels}, columns, scratch,
-                            {"labels": lambda values, first: codes.append(coder.add(values))})
+                            {"labels": lambda values, first: codes.append(coder.add(values))}, encoding)
         y = coder.labels(np.concatenate(codes), str(path)) if codes else None
     else:
         no_columns_in_arrays(path, columns)
@@ -133,7 +136,7 @@ def read_points(path, labels: str | None = None, labels_file=None, columns=None,
             X, y = map_npy(path), None
             check_points_layout(X, str(path))
             checked_rows(X, str(path))
-    return Points(X, *row_labels(y, labels_file, X.shape[0], path, "rows"))
+    return Points(X, *row_labels(y, labels_file, X.shape[0], path, "rows", encoding))
 
 
 def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -143,5 +146,5 @@ def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray 
 
 
 READER = Reader(holds="points", kind_name="points", files=".csv, .npz and .npy files", suffixes=POINT_SUFFIXES,
-                options=frozenset({"labels", "labels_file", "columns"}), heldout=True,
+                options=frozenset({"labels", "labels_file", "columns", "encoding"}), heldout=True,
                 claims=lambda path, options: True, read=read_points)

@@ -75,7 +75,8 @@ class Sequences:
 
 
 def read_sequences(path, sequences: str | None = None, sequence_column: str | None = None,
-                   labels: str | None = None, labels_file=None, columns=None, scratch=None) -> Sequences:
+                   labels: str | None = None, labels_file=None, columns=None, scratch=None,
+                   encoding: str = "utf-8") -> Sequences:
     """Read sequences from an NPZ or CSV file.
 
     Parameters
@@ -103,6 +104,8 @@ def read_sequences(path, sequences: str | None = None, sequence_column: str | No
     scratch : Path, optional
         A scratch directory: X and Xprev are then spooled there a block at a time and never held whole (as
         :func:`~bnpvi.data.points_in.read_points`). Default: a temporary one, and they are returned in memory.
+    encoding : str, default "utf-8"
+        The text encoding of a CSV file and of ``labels_file`` (any codec Python knows).
 
     Returns
     -------
@@ -128,18 +131,20 @@ def read_sequences(path, sequences: str | None = None, sequence_column: str | No
     nonempty(path)
     if scratch is None:
         with scratch_space() as scratch:
-            return read_sequences(path, sequences, sequence_column, labels, labels_file, columns, scratch).in_memory()
+            return read_sequences(path, sequences, sequence_column, labels, labels_file, columns, scratch,
+                                  encoding).in_memory()
     if suffix == ".csv":
         coder, codes, runs = LabelCoder(), [], _SequenceRuns(path)
         X = spool_csv_table(path, {"labels": labels, "sequence ids": sequence_column}, columns, scratch,
-                            {"labels": lambda values, first: codes.append(coder.add(values)), "sequence ids": runs.add})
+                            {"labels": lambda values, first: codes.append(coder.add(values)), "sequence ids": runs.add},
+                            encoding)
         y = coder.labels(np.concatenate(codes), str(path)) if codes else None
         seq_range, Xprev = runs.ranges(X.shape[0]), None
     else:
         no_columns_in_arrays(path, columns)
         arrays = read_npz_arrays(path, labels, scratch, sequences)
         X, y, seq_range, Xprev = arrays["X"], arrays.get("labels"), arrays["seq_range"], arrays.get("Xprev")
-    y, names = row_labels(y, labels_file, X.shape[0], path, "rows (time steps)")
+    y, names = row_labels(y, labels_file, X.shape[0], path, "rows (time steps)", encoding)
     seq_range = check_seq_range(seq_range, X.shape[0], str(path), name=sequences or "seq_range")
     if Xprev is not None and Xprev.shape != X.shape:
         raise BnpviError(f"{path}: Xprev has shape {Xprev.shape} but X has shape {X.shape}")
@@ -181,7 +186,8 @@ class _SequenceRuns:
 
 READER = Reader(holds="sequences", kind_name="sequences", files=".csv and .npz files of sequences",
                 suffixes=SEQ_SUFFIXES,
-                options=frozenset({"sequences", "sequence_column", "labels", "labels_file", "columns"}), heldout=False,
+                options=frozenset({"sequences", "sequence_column", "labels", "labels_file", "columns", "encoding"}),
+                heldout=False,
                 claims=lambda path, options: options.get("sequences") is not None
                 or options.get("sequence_column") is not None,
                 read=read_sequences)

@@ -6,7 +6,7 @@ from 0 after any header, lines from 1.
 """
 from __future__ import annotations
 
-import itertools
+import codecs
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,8 @@ if TYPE_CHECKING:  # pandas is imported where it is used (0.4 s): bnpvi-apply an
 TRIPLET = ("word_id", "word_count", "doc_range")
 #: Arrays every ``scipy.sparse.save_npz`` file holds.
 SCIPY_KEYS = ("data", "shape", "format")
+#: Bytes of a text file decoded at once (:func:`line_chunks`), and the size a chunk of raw text is held to.
+TEXT_BLOCK = 2**20
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,20 @@ def existing_file(path) -> tuple[Path, str]:
     return path, path.suffix.lower()
 
 
+def check_output(src: Path, dst: Path, overwrite: bool) -> None:
+    """What a converter's output file ``dst`` must be before ``src`` is read: a name ending in ``.h5`` (a batch
+    file is HDF5, and bnpvi-train reads only such a name as one), not there yet unless ``overwrite``, not the
+    input itself, in a directory that exists."""
+    if dst.suffix.lower() != ".h5":
+        raise BnpviError(f"output file {dst} must end in .h5 (a batch file is HDF5), e.g. {dst.with_suffix('.h5')}")
+    if dst.exists() and not overwrite:
+        raise BnpviError(f"{dst} already exists (pass --overwrite to replace it)")
+    if dst.exists() and src.exists() and dst.resolve() == src.resolve():
+        raise BnpviError(f"{dst}: the output would replace the input file")
+    if not dst.parent.is_dir():
+        raise BnpviError(f"cannot write {dst}: directory {dst.parent} does not exist")
+
+
 def nonempty(path: Path) -> None:
     """BnpviError when the file holds no bytes."""
     if path.stat().st_size == 0:
@@ -91,40 +107,84 @@ def show_suffix(path: Path) -> str:
     return repr(path.suffix) if path.suffix else "no extension"
 
 
-def line_chunks(path: Path, n_lines: int) -> Iterator[list[str]]:
-    """Yield the lines of a UTF-8 text file in lists of at most ``n_lines`` (line ends removed).
+def text_encoding(name) -> str:
+    """The canonical name of the text encoding ``name`` (any codec Python knows: ``"utf-8"``, ``"latin-1"``,
+    ``"cp1252"``, ``"utf-16"``, ...); a one-line BnpviError for an unknown name or a codec that does not
+    decode bytes to text (``"base64"``)."""
+    try:
+        info = codecs.lookup(str(name))
+    except LookupError:
+        raise BnpviError(f"--encoding {name!r} is not an encoding Python knows (e.g. utf-8, latin-1, cp1252, "
+                         "utf-16)") from None
+    if not getattr(info, "_is_text_encoding", True):
+        raise BnpviError(f"--encoding {name!r} is not a text encoding (e.g. utf-8, latin-1, cp1252, utf-16)")
+    return info.name
 
-    Line i of the file (counted from 0) is item i of the concatenated lists; ``\\r\\n``
-    ends are accepted; a file that does not end with a newline has a last line all the same.
+
+def undecodable(path: Path, line: int, encoding: str) -> BnpviError:
+    """The error for bytes that are not text in ``encoding`` on (1-based) ``line`` of ``path``."""
+    return BnpviError(f"{path}, line {line}: not valid {encoding} text; name the file's encoding with --encoding "
+                      "(e.g. --encoding latin-1)")
+
+
+def line_chunks(path: Path, n_lines: int, encoding: str = "utf-8") -> Iterator[list[str]]:
+    """Yield the lines of a text file in ``encoding`` (line ends removed), in lists of at most ``n_lines`` lines
+    and about :data:`TEXT_BLOCK` bytes (a longer line comes whole).
+
+    The file is decoded a block of :data:`TEXT_BLOCK` bytes at a time, so any encoding reads, also those whose
+    line ends are not the byte ``\\n`` (UTF-16, EBCDIC). Line i of the file (counted from 0) is item i of the
+    concatenated lists; a line ends at ``\\n``, and a ``\\r`` before it is removed; a file that does not end
+    with a newline has a last line all the same.
 
     Raises
     ------
     BnpviError
-        ``"FILE, line L: not valid UTF-8"`` (lines counted from 1), or the file cannot be read.
+        ``"FILE, line L: not valid ENCODING text; name the file's encoding with --encoding ..."`` (lines
+        counted from 1), an unknown encoding, or the file cannot be read.
     """
+    encoding = text_encoding(encoding)
+    decoder = codecs.getincrementaldecoder(encoding)()
     try:
         fh = open(path, "rb")
     except OSError as err:
         raise BnpviError(f"{path}: cannot read: {err.strerror or err}") from None
-    first = 0
+    done, parts = 0, []  # lines yielded; the pieces of a line not yet ended
     with fh:
         while True:
-            raw = list(itertools.islice(fh, n_lines))
-            if not raw:
-                return
-            data = b"".join(raw)
+            data = fh.read(TEXT_BLOCK)
+            state = decoder.getstate()
             try:
-                text = data.decode("utf-8")
+                text = decoder.decode(data, final=not data)
             except UnicodeDecodeError as err:
-                line = first + data.count(b"\n", 0, err.start)
-                raise BnpviError(f"{path}, line {line + 1}: not valid UTF-8") from None
-            if text.endswith("\n"):
-                text = text[:-1]
-            yield text.replace("\r\n", "\n").split("\n")
-            first += len(raw)
+                raise undecodable(path, done + _lines_before(err, encoding, state) + 1, encoding) from None
+            except UnicodeError as err:  # a codec that cannot decode at all (idna with a file's bytes)
+                raise BnpviError(f"{path}: cannot decode as {encoding}: {first_line(err)}") from None
+            if "\n" in text or not data:
+                lines = ("".join(parts) + text).split("\n")
+                parts = [lines.pop()]
+                if not data and parts[0]:
+                    lines.append(parts.pop())
+                for lo in range(0, len(lines), n_lines):
+                    yield [line[:-1] if line.endswith("\r") else line for line in lines[lo:lo + n_lines]]
+                done += len(lines)
+            else:
+                parts.append(text)
+            if not data:
+                return
 
 
-def listed_lines(path, noun: str, layout: str, n_lines: int) -> Iterator[list[str]]:
+def _lines_before(err: UnicodeDecodeError, encoding: str, state: tuple) -> int:
+    """Line ends before the bytes ``err`` is about, in the block a decoder in ``state`` was given (``err.object``:
+    the bytes it held back from the block before, then the block)."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    try:
+        decoder.setstate((b"", state[1]))
+        return decoder.decode(err.object[:err.start]).count("\n")
+    except (UnicodeError, TypeError, ValueError):  # a decoder whose state cannot be set: count the byte
+        return err.object[:err.start].count(b"\n")
+
+
+def listed_lines(path, noun: str, layout: str, n_lines: int, encoding: str = "utf-8") -> Iterator[list[str]]:
     """The items of a file that lists one per line (a vocabulary, labels), in chunks of at most ``n_lines``.
 
     Surrounding whitespace of each item is removed. Blank lines at the end are ignored; a blank line
@@ -138,11 +198,14 @@ def listed_lines(path, noun: str, layout: str, n_lines: int) -> Iterator[list[st
     layout : str
         How the file is laid out, in the blank-line message (``"one label per line"``).
     n_lines : int
+    encoding : str, default "utf-8"
+        The file's text encoding (:func:`line_chunks`).
 
     Raises
     ------
     BnpviError
-        Missing file, a directory, invalid UTF-8, or a blank line (naming file and line).
+        Missing file, a directory, bytes that are not text in ``encoding``, or a blank line (naming file and
+        line).
     """
     path = Path(path).expanduser()
     if not path.exists():
@@ -150,7 +213,7 @@ def listed_lines(path, noun: str, layout: str, n_lines: int) -> Iterator[list[st
     if path.is_dir():
         raise BnpviError(f"{path} is a directory, not a {noun} file")
     first, blank_from = 0, None  # lines read so far; first line of the blank run that ends them
-    for lines in line_chunks(path, n_lines):
+    for lines in line_chunks(path, n_lines, encoding):
         items = [line.strip() for line in lines]
         filled = np.flatnonzero([bool(item) for item in items])
         if filled.size:
@@ -175,34 +238,51 @@ def _is_number(cell) -> bool:
     return True
 
 
-def read_csv_chunks(path: Path, sep: str = ",", header: bool | None = None,
+def not_text(path: Path, encoding: str) -> BnpviError:
+    """The error for a file that a parser (pandas) found not to be text in ``encoding``: it names the first line
+    that is not (found by reading the file with :func:`line_chunks`)."""
+    for _ in line_chunks(path, 2**16, encoding):
+        pass
+    return BnpviError(f"{path}: not valid {encoding} text; name the file's encoding with --encoding "
+                      "(e.g. --encoding latin-1)")
+
+
+def read_csv_chunks(path: Path, sep: str = ",", header: bool | None = None, encoding: str = "utf-8",
                     **options) -> tuple[Iterator[pd.DataFrame], bool]:
     """The rows of a CSV file as DataFrames of about :func:`~bnpvi.data.base.block_values` cells each, and
     whether its first row is a header.
 
-    ``header=None`` guesses: a first row without any numeric cell is a header. ``options`` go to
+    ``header=None`` guesses: a first row without any numeric cell is a header. The file is text in
+    ``encoding`` (:func:`text_encoding`; bytes that are not are reported with their line). ``options`` go to
     ``pandas.read_csv``. A file with a header and no rows gives one empty frame.
     """
     import pandas as pd
 
+    encoding = text_encoding(encoding)
+
     def parse(**kwargs):
         try:
-            return pd.read_csv(path, sep=sep, **kwargs)
+            return pd.read_csv(path, sep=sep, encoding=encoding, **kwargs)
         except pd.errors.EmptyDataError:
             raise BnpviError(f"{path} is empty (no rows)") from None
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
+        except UnicodeDecodeError:
+            raise not_text(path, encoding) from None
+        except (pd.errors.ParserError, ValueError) as err:
             raise BnpviError(f"{path}: cannot parse as CSV: {first_line(err)}") from None
 
     first = parse(header=None, nrows=1, dtype=str, keep_default_na=False)
     if header is None:
         header = not any(_is_number(cell) for cell in first.iloc[0])
-    reader = parse(header=0 if header else None, chunksize=max(1, block_values() // first.shape[1]), **options)
+    reader = parse(header=0 if header else None, chunksize=max(1, block_values() // first.shape[1]),
+                   float_precision="round_trip", **options)  # every number as written (pandas 3's default is not)
 
     def chunks() -> Iterator[pd.DataFrame]:
         with reader:
             try:
                 yield from reader
-            except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
+            except UnicodeDecodeError:
+                raise not_text(path, encoding) from None
+            except (pd.errors.ParserError, ValueError) as err:
                 raise BnpviError(f"{path}: cannot parse as CSV: {first_line(err)}") from None
 
     return chunks(), header
@@ -235,7 +315,7 @@ def column_list(columns) -> list[str]:
 
 
 def spool_csv_table(path: Path, roles: dict[str, str | None], columns, scratch: Path,
-                    take: dict[str, Callable[[np.ndarray, int], None]]) -> MappedArray:
+                    take: dict[str, Callable[[np.ndarray, int], None]], encoding: str = "utf-8") -> MappedArray:
     """A numeric data matrix from a CSV file, read in chunks of rows into a spool; the columns that play other
     roles go, chunk by chunk, to ``take``.
 
@@ -252,6 +332,8 @@ def spool_csv_table(path: Path, roles: dict[str, str | None], columns, scratch: 
         The directory of the spool (:func:`~bnpvi.data.mapped.scratch_space`).
     take : dict
         Role -> ``take(values, first_row)``, called with each chunk's values of the role's column.
+    encoding : str, default "utf-8"
+        The file's text encoding.
 
     Returns
     -------
@@ -260,7 +342,7 @@ def spool_csv_table(path: Path, roles: dict[str, str | None], columns, scratch: 
     """
     import pandas as pd
 
-    chunks, has_header = read_csv_chunks(path, skipinitialspace=True)
+    chunks, has_header = read_csv_chunks(path, encoding=encoding, skipinitialspace=True)
     named = {role: name for role, name in roles.items() if name is not None}
     spool, first = None, 0
     with meter("reading", None) as advance:

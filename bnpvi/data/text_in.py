@@ -5,8 +5,9 @@ blank line is an empty document), or a CSV (``.csv``) or TSV (``.tsv``) file who
 the columns, with the text of each document in the column ``text_column`` (and, optionally, its
 label in the column ``labels``).
 
-The file is read in chunks of :data:`_CHUNK_DOCS` documents, twice, so no list of the whole corpus
-is ever held:
+The file is read in chunks of at most :data:`_CHUNK_DOCS` documents and about
+:data:`~bnpvi.data.sources.TEXT_BLOCK` bytes (a table: as many rows as its first such block holds), twice, so
+no list of the whole corpus is ever held and memory does not grow with the corpus (only the vocabulary does):
 
 1. every chunk is tokenised (:mod:`bnpvi.data.tokens`: scikit-learn's analyzer) and the document
    frequency and total count of every word are added up;
@@ -18,6 +19,9 @@ is ever held:
 3. every chunk is tokenised again and counted under that fixed vocabulary
    (:func:`~bnpvi.data.tokens.count_texts`'s re-indexing), one CSR block per chunk, spooled
    (:class:`~bnpvi.data.documents_in.CorpusSpool`), so the counts are never held whole either.
+
+The text is decoded in the ``encoding`` given (UTF-8 unless told otherwise; stored with the settings, so
+new text is read the same way); bytes that are not text in it are reported with their line.
 
 Documents left without a word of the vocabulary (blank lines, or only stop words and filtered
 words) are dropped: a bag-of-words file holds no empty documents, and an empty document tells a
@@ -41,8 +45,9 @@ from bnpvi.data.documents_in import CorpusSpool, Documents
 from bnpvi.data.labels import LabelCoder, one_source, source_labels
 from bnpvi.data.mapped import scratch_space
 from bnpvi.data.progress import meter
-from bnpvi.data.sources import Reader, existing_file, find_column, first_line, line_chunks, nonempty
-from bnpvi.data.tokens import TOKEN_PATTERN, TextSettings, restrict, tokenise, vocabulary_index
+from bnpvi.data.sources import (TEXT_BLOCK, Reader, existing_file, find_column, first_line, line_chunks, nonempty,
+                                not_text, text_encoding)
+from bnpvi.data.tokens import DEFAULT_STOP_WORDS, TOKEN_PATTERN, TextSettings, restrict, tokenise, vocabulary_index
 from bnpvi.errors import BnpviError
 
 # Documents read and tokenised at once.
@@ -116,10 +121,11 @@ def _df_limit(value, flag: str) -> int | float:
 
 # ------------------------------------------------------------------ sources
 class _TextSource:
-    """The documents of a text source in chunks: ``(texts, labels or None)`` per chunk, as often as asked."""
+    """The documents of a text source (text in ``encoding``) in chunks: ``(texts, labels or None)`` per chunk, as
+    often as asked."""
 
-    def __init__(self, path: Path, text_column, labels):
-        self.path = path
+    def __init__(self, path: Path, text_column, labels, encoding: str):
+        self.path, self.encoding = path, encoding
         self.sep = TABLE_SEPARATORS.get(path.suffix.lower())
         if self.sep is None:
             if text_column is not None:
@@ -134,10 +140,12 @@ class _TextSource:
         import pandas as pd  # here, not with the module: bnpvi-apply imports it and needs pandas only for tables
 
         try:
-            header = pd.read_csv(path, sep=self.sep, nrows=0).columns
+            header = pd.read_csv(path, sep=self.sep, nrows=0, encoding=encoding).columns
         except pd.errors.EmptyDataError:
             raise BnpviError(f"{path} is empty (no header row)") from None
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
+        except UnicodeDecodeError:
+            raise not_text(path, encoding) from None
+        except (pd.errors.ParserError, ValueError) as err:
             raise BnpviError(f"{path}: cannot parse as {self._table}: {first_line(err)}") from None
         self.text = find_column(header, text_column, True, path, "the text")
         self.labels = None if labels is None else find_column(header, labels, True, path, "labels")
@@ -151,7 +159,7 @@ class _TextSource:
 
     def chunks(self) -> Iterator[tuple[list[str], np.ndarray | None]]:
         if self.sep is None:
-            for lines in line_chunks(self.path, _CHUNK_DOCS):
+            for lines in line_chunks(self.path, _CHUNK_DOCS, self.encoding):
                 yield lines, None
             return
         columns = [self.text] + ([self.labels] if self.labels is not None else [])
@@ -159,7 +167,7 @@ class _TextSource:
 
         try:
             reader = pd.read_csv(self.path, sep=self.sep, header=0, index_col=False, usecols=columns, dtype=str,
-                                 keep_default_na=False, chunksize=_CHUNK_DOCS)
+                                 keep_default_na=False, chunksize=self._rows(), encoding=self.encoding)
             first = 0
             for frame in reader:
                 labels = None
@@ -171,8 +179,17 @@ class _TextSource:
                                          f"{first + int(missing[0])}")
                 yield frame[self.text].tolist(), labels
                 first += len(frame)
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as err:
+        except UnicodeDecodeError:
+            raise not_text(self.path, self.encoding) from None
+        except (pd.errors.ParserError, ValueError) as err:
             raise BnpviError(f"{self.path}: cannot parse as {self._table}: {first_line(err)}") from None
+
+    def _rows(self) -> int:
+        """Rows of the table read at once: as many as its first :data:`~bnpvi.data.sources.TEXT_BLOCK` bytes hold
+        (at least 1, at most :data:`_CHUNK_DOCS`), so a chunk of long documents is no larger than one of short
+        ones."""
+        with open(self.path, "rb") as fh:
+            return max(1, min(_CHUNK_DOCS, fh.read(TEXT_BLOCK).count(b"\n")))
 
 
 class _WordTally:
@@ -203,8 +220,9 @@ class _WordTally:
 
 
 # -------------------------------------------------------------------- read
-def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=None, min_df=1, max_df=1.0,
-              max_vocab=None, lowercase: bool = True, token_pattern: str = TOKEN_PATTERN, scratch=None) -> Documents:
+def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=DEFAULT_STOP_WORDS, min_df=1,
+              max_df=1.0, max_vocab=None, lowercase: bool = True, token_pattern: str = TOKEN_PATTERN, scratch=None,
+              encoding: str = "utf-8") -> Documents:
     """Read raw text as a bag-of-words corpus (see the module docstring for the passes and the choices).
 
     Parameters
@@ -217,8 +235,9 @@ def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=
         CSV/TSV: the column of document labels (strings allowed: stored with their names).
     labels_file : str or Path, optional
         One label per line, one line per source document (also for the documents dropped as empty).
-    stop_words : str, Path or sequence of str, optional
-        ``"english"`` (scikit-learn's list), a file of stop words (one per line), or the words.
+    stop_words : str, Path or sequence of str, default ``"english"``
+        ``"english"`` (scikit-learn's list), ``"none"`` or None (no stop words), a file of stop words (one per
+        line), or the words.
     min_df, max_df : int or float, default 1 and 1.0
         Document-frequency limits: an int counts documents, a float in [0, 1] is a fraction of them.
     max_vocab : int, optional
@@ -228,6 +247,9 @@ def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=
     scratch : Path, optional
         A scratch directory for the counts (:func:`text_documents`); default: a temporary one, and the counts
         are returned in memory.
+    encoding : str, default "utf-8"
+        The text encoding of the source, of ``labels_file`` and of a stop-word file (any codec name Python
+        knows); stored with the settings.
 
     Returns
     -------
@@ -237,15 +259,16 @@ def read_text(path, text_column=None, labels=None, labels_file=None, stop_words=
     Raises
     ------
     BnpviError
-        One line: a missing or empty file, bad options, an unknown column, invalid UTF-8 (with its line),
+        One line: a missing or empty file, bad options, an unknown column, bytes that are not text in
+        ``encoding`` (with their line),
         an empty vocabulary after filtering, or a labels file whose length is not the number of documents.
     """
     path, _ = existing_file(path)
     nonempty(path)
     one_source(labels, labels_file)
-    settings = TextSettings.make(stop_words, lowercase, token_pattern)
+    settings = TextSettings.make(stop_words, lowercase, token_pattern, encoding)
     limits = VocabularyLimits.make(min_df, max_df, max_vocab)
-    source = _TextSource(path, text_column, labels)
+    source = _TextSource(path, text_column, labels, settings.encoding)
     return text_documents(source.chunks, settings, limits, str(path), labels_file, scratch)
 
 
@@ -264,7 +287,7 @@ def text_documents(chunks: Callable[[], Iterable[tuple[list[str], np.ndarray | N
     where : str
         The source, in messages.
     labels_file : str or Path, optional
-        One label per line, one line per document (when the chunks bring none).
+        One label per line, one line per document (when the chunks bring none), text in ``settings.encoding``.
     scratch : Path, optional
         A scratch directory: the counts are then spooled there a chunk at a time, never held whole.
         Default: a temporary one, and they are returned in memory.
@@ -302,18 +325,21 @@ def text_documents(chunks: Callable[[], Iterable[tuple[list[str], np.ndarray | N
                 spool.add(counts.indices, counts.data, counts.indptr)
             advance(len(texts))
     y, names = (coder.labels(np.concatenate(codes), where) if codes
-                else source_labels(None, labels_file, tally.n_docs, where, f"{tally.n_docs} documents"))
+                else source_labels(None, labels_file, tally.n_docs, where, f"{tally.n_docs} documents",
+                                   settings.encoding))
     origin = TextOrigin(settings, limits.min_df, limits.max_df, limits.max_vocab, tally.n_docs,
                         np.flatnonzero(~kept).astype(np.int64))
     return Documents(*spool.corpus(), len(index), None if y is None else y[kept], [str(word) for word in index],
                      None, names, origin)
 
 
-def count_text_file(path, vocab, settings: TextSettings, text_column=None) -> tuple[sp.csr_matrix, int]:
+def count_text_file(path, vocab, settings: TextSettings, text_column=None,
+                    encoding: str | None = None) -> tuple[sp.csr_matrix, int]:
     """Word counts of the documents of a text file under a given vocabulary, read in chunks.
 
     The file is read as :func:`read_text` reads it (one document per line, or the column
-    ``text_column`` of a ``.csv`` / ``.tsv`` file), and every document is counted by
+    ``text_column`` of a ``.csv`` / ``.tsv`` file; text in ``encoding``, by default ``settings.encoding``), and
+    every document is counted by
     :func:`~bnpvi.data.tokens.count_texts`; nothing is dropped, so row i is source document i
     (an empty row when none of its words is in ``vocab``).
 
@@ -328,7 +354,8 @@ def count_text_file(path, vocab, settings: TextSettings, text_column=None) -> tu
     index = vocabulary_index(vocab)
     analyzer = settings.analyzer()
     blocks, unknown = [], 0
-    for texts, _ in _TextSource(path, text_column, None).chunks():
+    encoding = settings.encoding if encoding is None else text_encoding(encoding)
+    for texts, _ in _TextSource(path, text_column, None, encoding).chunks():
         block, dropped = restrict(*tokenise(texts, analyzer), index)
         blocks.append(block)
         unknown += dropped
@@ -337,6 +364,6 @@ def count_text_file(path, vocab, settings: TextSettings, text_column=None) -> tu
 
 READER = Reader(holds="raw text", kind_name="bag-of-words", files="text read with --text", suffixes=(),
                 options=frozenset({"text", "text_column", "labels", "labels_file", "stop_words", "min_df", "max_df",
-                                   "max_vocab", "lowercase", "token_pattern"}),
+                                   "max_vocab", "lowercase", "token_pattern", "encoding"}),
                 heldout=True, claims=lambda path, options: bool(options.get("text")),
                 read=lambda path, text, **options: read_text(path, **options))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 import numpy as np
 import scipy.sparse as sp
 
+from bnpvi.data.sources import line_chunks, text_encoding
 from bnpvi.errors import BnpviError
 
 if TYPE_CHECKING:
@@ -31,6 +32,11 @@ if TYPE_CHECKING:
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 #: Named stop-word lists (scikit-learn's ``ENGLISH_STOP_WORDS``).
 STOP_LISTS = ("english",)
+#: The stop words of raw text unless told otherwise, in ``bnpvi-data convert --text`` and the topic estimators
+#: alike: a topic model of text with its function words spends topics on them.
+DEFAULT_STOP_WORDS = "english"
+# Lines of a stop-word file read at once.
+_STOP_WORD_LINES = 2**16
 
 
 @dataclass(frozen=True)
@@ -47,30 +53,37 @@ class TextSettings:
         The words left out, sorted.
     stop_words_name : str
         Where they came from: ``"none"``, ``"english"`` or the stop-word file.
+    encoding : str
+        The text encoding of the raw text files (:func:`~bnpvi.data.sources.text_encoding`'s name); new text is
+        read in it too.
     """
 
     lowercase: bool = True
     token_pattern: str = TOKEN_PATTERN
     stop_words: tuple[str, ...] = ()
     stop_words_name: str = "none"
+    encoding: str = "utf-8"
 
     @classmethod
-    def make(cls, stop_words=None, lowercase: bool = True, token_pattern: str = TOKEN_PATTERN) -> "TextSettings":
+    def make(cls, stop_words=DEFAULT_STOP_WORDS, lowercase: bool = True, token_pattern: str = TOKEN_PATTERN,
+             encoding: str = "utf-8") -> "TextSettings":
         """Checked settings.
 
         Parameters
         ----------
-        stop_words : str, Path or sequence of str, optional
+        stop_words : str, Path or sequence of str, default :data:`DEFAULT_STOP_WORDS`
             ``"english"`` (scikit-learn's list), ``"none"`` / None (no stop words), a file
             with one stop word per line (blank lines skipped), or the words themselves.
         lowercase : bool, default True
         token_pattern : str, default :data:`TOKEN_PATTERN`
+        encoding : str, default "utf-8"
+            The text encoding of the raw text and of a stop-word file: any codec name Python knows.
 
         Raises
         ------
         BnpviError
-            A token pattern that does not compile or has more than one capturing group, or a
-            stop-word file that cannot be read.
+            A token pattern that does not compile or has more than one capturing group, an unknown
+            encoding, or a stop-word file that cannot be read.
         """
         try:
             groups = re.compile(token_pattern).groups
@@ -79,31 +92,35 @@ class TextSettings:
         if groups > 1:
             raise BnpviError(f"--token-pattern {token_pattern!r} has {groups} capturing groups; at most one "
                              "(the token) is allowed")
+        encoding = text_encoding(encoding)
         if stop_words is None or (isinstance(stop_words, str) and stop_words == "none"):
-            return cls(bool(lowercase), token_pattern)
-        if isinstance(stop_words, str) and stop_words in STOP_LISTS:
+            words, name = (), "none"
+        elif isinstance(stop_words, str) and stop_words in STOP_LISTS:
             from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-            return cls(bool(lowercase), token_pattern, tuple(sorted(ENGLISH_STOP_WORDS)), stop_words)
-        if isinstance(stop_words, (str, Path)):
-            return cls(bool(lowercase), token_pattern, _read_stop_words(Path(stop_words).expanduser()),
-                       str(stop_words))
-        return cls(bool(lowercase), token_pattern, tuple(sorted({str(w) for w in stop_words})), "given")
+            words, name = tuple(sorted(ENGLISH_STOP_WORDS)), stop_words
+        elif isinstance(stop_words, (str, Path)):
+            words, name = _read_stop_words(Path(stop_words).expanduser(), encoding), str(stop_words)
+        else:
+            words, name = tuple(sorted({str(w) for w in stop_words})), "given"
+        return cls(bool(lowercase), token_pattern, words, name, encoding)
 
     def attrs(self) -> dict:
         """The settings as plain HDF5 attribute values (the stop words themselves are stored apart)."""
         return {"lowercase": self.lowercase, "token_pattern": self.token_pattern,
-                "stop_words": self.stop_words_name}
+                "stop_words": self.stop_words_name, "encoding": self.encoding}
 
     @classmethod
     def from_attrs(cls, attrs: dict, stop_words) -> "TextSettings":
-        """The settings stored by :meth:`attrs` and the stored stop words."""
+        """The settings stored by :meth:`attrs` and the stored stop words (files written before the encoding was
+        stored were read as UTF-8)."""
         return cls(bool(attrs["lowercase"]), str(attrs["token_pattern"]), tuple(str(w) for w in stop_words),
-                   str(attrs["stop_words"]))
+                   str(attrs["stop_words"]), str(attrs.get("encoding", "utf-8")))
 
     def describe(self) -> str:
         """One line for ``bnpvi-data info``."""
         stop = "no stop words" if not self.stop_words else f"stop words {self.stop_words_name} ({len(self.stop_words)})"
-        return f"{'lower-cased' if self.lowercase else 'case kept'}, tokens {self.token_pattern}, {stop}"
+        return (f"{'lower-cased' if self.lowercase else 'case kept'}, tokens {self.token_pattern}, {stop}, "
+                f"read as {self.encoding}")
 
     def analyzer(self) -> Callable[[str], list[str]]:
         """scikit-learn's analyzer for these settings: a document -> its tokens."""
@@ -112,14 +129,14 @@ class TextSettings:
                                stop_words=list(self.stop_words) or None).build_analyzer()
 
 
-def _read_stop_words(path: Path) -> tuple[str, ...]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BnpviError(f"stop-word file not found: {path} (or give --stop-words english)") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise BnpviError(f"{path}: cannot read the stop words: {getattr(err, 'strerror', None) or err}") from None
-    return tuple(sorted({word.strip() for word in text.split("\n")} - {""}))
+def _read_stop_words(path: Path, encoding: str) -> tuple[str, ...]:
+    """The distinct words of a stop-word file (one per line, blank lines skipped), sorted."""
+    if not path.is_file():
+        raise BnpviError(f"stop-word file not found: {path} (or give --stop-words english, or none)")
+    words = set()
+    for lines in line_chunks(path, _STOP_WORD_LINES, encoding):
+        words.update(line.strip() for line in lines)
+    return tuple(sorted(words - {""}))
 
 
 def tokenise(texts: list[str], analyzer: Callable[[str], list[str]]) -> tuple[sp.csr_matrix, np.ndarray]:

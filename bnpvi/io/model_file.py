@@ -5,7 +5,8 @@ config, summary) it holds the global summaries ``stats`` and the allocation para
 which :meth:`bnpvi.model.Model.restore` rebuilds the final globals, and under ``data`` the
 kind and dimension of the training data, the whole-data moments that set the observation
 prior's data-driven defaults, a bag-of-words file's vocabulary (``data/vocab``) and, for a corpus
-converted from raw text, its tokeniser settings (``data/text``), so the model can be rebuilt and
+converted from raw text, its tokeniser settings and text encoding (``data/text``; a file written before the
+encoding was stored reads as UTF-8), so the model can be rebuilt and
 applied, to raw text too, without the training file (:func:`bnpvi.api.load`).
 """
 from __future__ import annotations
