@@ -79,6 +79,25 @@ def align_labels(true, est) -> np.ndarray:
     ValueError
         The arrays differ in length, are not 1-D, or do not hold integers.
     """
+    true_ids, table, e_all, first_new = _contingency(true, est)
+    target = np.full(table.shape[1], -1, dtype=np.int64)
+    from scipy.optimize import linear_sum_assignment  # here: every command imports this module
+
+    rows, cols = linear_sum_assignment(table, maximize=True)
+    keep = table[rows, cols] > 0  # a match without overlap is no match
+    target[cols[keep]] = true_ids[rows[keep]]
+    return _with_new_labels(target, first_new)[e_all]
+
+
+def _contingency(true, est) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The distinct scored true labels (C,), the (C, E) table of steps per (true, estimated) label over the
+    scored steps, each step's estimated label as an index 0..E-1, and the first label above every true one.
+
+    Raises
+    ------
+    ValueError
+        The arrays differ in length, are not 1-D, or do not hold integers.
+    """
     true = _label_array(true, "true")
     est = _label_array(est, "est")
     if true.shape != est.shape:
@@ -88,16 +107,15 @@ def align_labels(true, est) -> np.ndarray:
     est_ids, e_all = np.unique(est, return_inverse=True)
     table = np.zeros((true_ids.size, est_ids.size), dtype=np.int64)
     np.add.at(table, (t, e_all[scored]), 1)
-    target = np.full(est_ids.size, -1, dtype=np.int64)
-    from scipy.optimize import linear_sum_assignment  # here: every command imports this module
+    return true_ids, table, e_all, max(int(true.max()) + 1 if true.size else 0, 0)
 
-    rows, cols = linear_sum_assignment(table, maximize=True)
-    keep = table[rows, cols] > 0  # a match without overlap is no match
-    target[cols[keep]] = true_ids[rows[keep]]
+
+def _with_new_labels(target: np.ndarray, first_new: int) -> np.ndarray:
+    """``target`` with its entries of -1 (estimated labels without a match) numbered ``first_new``, ``first_new``
+    + 1, ..., so that they never agree with a true label."""
     unmatched = np.flatnonzero(target < 0)
-    first_new = int(true.max()) + 1 if true.size else 0
-    target[unmatched] = max(first_new, 0) + np.arange(unmatched.size)
-    return target[e_all]
+    target[unmatched] = first_new + np.arange(unmatched.size)
+    return target
 
 
 def hamming_distance(true, est) -> float:
@@ -126,13 +144,76 @@ def hamming_distance(true, est) -> float:
     ValueError
         The arrays differ in length, are not 1-D, or do not hold integers.
     """
-    aligned = align_labels(true, est)
+    return _mismatch(true, align_labels(true, est))
+
+
+def many_to_one_labels(true, est) -> np.ndarray:
+    """``est`` relabelled many-to-one: every estimated label takes the true label it overlaps most.
+
+    For estimated label e, its target is argmax_c |{t : est_t = e, true_t = c}| over the scored steps
+    (true label c ≥ 0; ties go to the smaller c), so several estimated labels may share one true label:
+    a true state split into many pure estimated states is a perfect segmentation under this map. An
+    estimated label that overlaps no scored step becomes a new label larger than every true label, so it
+    never counts as agreeing. Unlike :func:`align_labels` (one-to-one), the map favours more estimated
+    labels (each step its own label scores 0), so read it with their number.
+
+    Parameters
+    ----------
+    true : (T,) array_like of int
+        Reference labels; negative values mark steps that are not scored.
+    est : (T,) array_like of int
+        Estimated labels, any integers.
+
+    Returns
+    -------
+    mapped : (T,) ndarray of int64
+        ``est`` under the map, at every step (also the unscored ones).
+
+    Raises
+    ------
+    ValueError
+        The arrays differ in length, are not 1-D, or do not hold integers.
+    """
+    true_ids, table, e_all, first_new = _contingency(true, est)
+    target = np.full(table.shape[1], -1, dtype=np.int64)
+    if true_ids.size:
+        overlaps = table.max(axis=0) > 0
+        target[overlaps] = true_ids[np.argmax(table, axis=0)[overlaps]]
+    return _with_new_labels(target, first_new)[e_all]
+
+
+def hamming_many_to_one(true, est) -> float:
+    """Fraction of scored steps whose estimated label, mapped many-to-one (:func:`many_to_one_labels`: each
+    estimated label to the true label it overlaps most), differs from the true one.
+
+    H_m2o = (1 / T_s) Σ_{t scored} [m(est_t) ≠ true_t], m(e) = argmax_c |{t : est_t = e, true_t = c}|,
+    with T_s the scored steps (true label ≥ 0). It is at most the one-to-one :func:`hamming_distance`,
+    and equal to it when no two estimated labels overlap the same true label most; it does not
+    penalise a true state split into several estimated ones, so it is 0 when every step has a label of
+    its own: report it with the number of estimated labels.
+
+    Returns
+    -------
+    float
+        In [0, 1]; NaN when no step is scored.
+
+    Raises
+    ------
+    ValueError
+        The arrays differ in length, are not 1-D, or do not hold integers.
+    """
+    return _mismatch(true, many_to_one_labels(true, est))
+
+
+def _mismatch(true, mapped: np.ndarray) -> float:
+    """Fraction of the scored steps (true label ≥ 0) where ``mapped`` differs from ``true``; NaN when none is
+    scored."""
     true = _label_array(true, "true")
     scored = true >= 0
     n = int(scored.sum())
     if n == 0:
         return float("nan")
-    return float(np.count_nonzero(aligned[scored] != true[scored]) / n)
+    return float(np.count_nonzero(mapped[scored] != true[scored]) / n)
 
 
 # ------------------------------------------------------------ topic coherence

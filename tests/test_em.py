@@ -295,6 +295,6 @@ def test_estimators_take_alg_em():
     Xs, seq_range, seq_labels = make_toy_sequences(n_seqs=6, length=200, seed=5)
     seqs = [Xs[a:b] for a, b in zip(seq_range[:-1], seq_range[1:])]
     hmm = bnpvi.FiniteHMM(alg="em", K=8, random_state=0).fit(seqs)
-    assert hmm.n_components_ == 8
+    assert hmm.n_components_total_ == 8 and hmm.transmat_.shape == (8, 8)  # one state ends empty: n_components_ 7
     with pytest.raises(BnpviError, match="alg=em fits model=finite_mix or model=finite_hmm, not model=dp_mix"):
         bnpvi.DPMixture(alg="em").fit(X)

@@ -11,7 +11,8 @@ import scipy.sparse as sp
 from scipy.special import comb, gammaln
 
 from bnpvi.data.checks import check_documents, sum_duplicate_words
-from bnpvi.metrics import adjusted_rand_index, align_labels, hamming_distance, npmi_coherence, weighted_mean
+from bnpvi.metrics import (adjusted_rand_index, align_labels, hamming_distance, hamming_many_to_one,
+                           many_to_one_labels, npmi_coherence, weighted_mean)
 from bnpvi.special import multigammaln
 
 
@@ -110,9 +111,54 @@ def test_unmatched_labels_never_equal_a_true_label():
     assert hamming_distance(true, est) == pytest.approx(0.5)
 
 
+# ------------------------------------------------------------ many-to-one
+def test_pure_states_that_split_true_states_score_zero_many_to_one_only():
+    """The issue's case: 4 labelled activities, a model that finds 16 pure states (each activity split in 4)."""
+    rng = np.random.default_rng(0)
+    true = np.repeat(rng.integers(0, 4, size=60), 25)
+    est = 4 * true + rng.integers(0, 4, size=true.size)  # every state inside one activity
+    assert hamming_many_to_one(true, est) == 0.0
+    assert hamming_distance(true, est) > 0.5  # one-to-one keeps one state per activity
+    np.testing.assert_array_equal(many_to_one_labels(true, est), true)
+
+
+def brute_many_to_one(true, est) -> float:
+    """Each estimated label's steps counted against its most frequent scored true label, by hand."""
+    scored = [(t, e) for t, e in zip(true, est) if t >= 0]
+    wrong = 0
+    for e in set(est):
+        mine = [t for t, x in scored if x == e]
+        if mine:
+            best = min(set(mine), key=lambda c: (-mine.count(c), c))
+            wrong += sum(t != best for t in mine)
+    return wrong / len(scored)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_many_to_one_matches_the_definition_and_is_at_most_one_to_one(seed):
+    rng = np.random.default_rng(seed)
+    true = rng.integers(-1, 3, size=40)
+    est = rng.integers(0, 2 + seed, size=40)
+    m2o = hamming_many_to_one(true, est)
+    assert m2o == pytest.approx(brute_many_to_one(true.tolist(), est.tolist()), abs=1e-15)
+    assert m2o <= hamming_distance(true, est) + 1e-15
+
+
+def test_many_to_one_worked_examples():
+    assert hamming_many_to_one([0, 0, 1, 1], [5, 5, 5, 5]) == 0.5  # one state for two true ones
+    assert hamming_many_to_one([0, 0, 1, 1], [0, 1, 2, 3]) == 0.0  # a state per step
+    assert hamming_many_to_one([0, 1, 1, 0], [7, 7, 7, 3]) == 0.25  # 7 -> 1; 3 -> 0
+    # a tie goes to the smaller true label; a state that meets only unscored steps matches nothing
+    np.testing.assert_array_equal(many_to_one_labels([1, 0, -1], [4, 4, 9]), [0, 0, 2])
+    assert np.isnan(hamming_many_to_one([-1, -1], [0, 1]))
+    assert many_to_one_labels([], []).shape == (0,)
+
+
 def test_clear_errors():
     with pytest.raises(ValueError, match="differ in length: 4 vs 3"):
         hamming_distance([0, 0, 1, 1], [0, 0, 1])
+    with pytest.raises(ValueError, match="differ in length: 2 vs 3"):
+        hamming_many_to_one([0, 1], [0, 1, 1])
     with pytest.raises(ValueError, match="differ in length"):
         align_labels([0, 1], [0, 1, 1])
     with pytest.raises(ValueError, match="integer labels"):

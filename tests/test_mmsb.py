@@ -344,6 +344,57 @@ def test_training_run_writes_the_graph_outputs(compose_cfg, tmp_path, caplog):
     assert "heldout_auc" in trace[0] and "heldout_ap" in trace[0]
     assert 0.0 <= summary["heldout_auc"] <= 1.0 and 0.0 <= summary["heldout_ap"] <= 1.0
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["heldout_auc"] == summary["heldout_auc"]
+    with h5py.File(tmp_path / "run" / "memberships.h5") as f:  # main communities by stable id, as the file says
+        memberships, uids, main = f["memberships"][()], f["uids"][()], f["main"][()]
+        assert "stable id" in f.attrs["main"] and "uids" in f.attrs["memberships"]
+    np.testing.assert_array_equal(main, uids[np.argmax(memberships, axis=1)])
+    assert set(main) <= set(uids) and not np.array_equal(uids, np.arange(uids.size))  # ids, not positions
+
+
+def test_precision_recall_draws_the_last_curve_and_a_few_faint_by_lap(tmp_path, monkeypatch):
+    """~100 evaluations drew ~100 overlapping curves: now the last, and the first and 3 between, faint."""
+    from bnpvi.io.graph_outputs import drawn_curves, plot_precision_recall
+
+    assert drawn_curves(3) == [0, 1, 2] and drawn_curves(100) == [0, 25, 50, 74, 99]
+    drawn = []
+    import matplotlib.axes
+
+    original = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot",
+                        lambda ax, *a, **kw: drawn.append((kw.get("label"), kw.get("linewidth"))) or
+                        original(ax, *a, **kw))
+    curves = [(lap, np.linspace(1, 0.5, 20), np.linspace(0, 1, 20)) for lap in range(1, 101)]
+    plot_precision_recall(tmp_path / "pr.png", curves)
+    assert [label for label, _ in drawn] == ["lap 1", "lap 26", "lap 51", "lap 75", "lap 100 (last)"]
+    assert drawn[-1][1] > max(width for _, width in drawn[:-1])
+    assert (tmp_path / "pr.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("n_nodes, named", [(30, True), (150, False)])
+def test_adjacency_names_the_nodes_of_a_small_graph(tmp_path, monkeypatch, n_nodes, named):
+    import matplotlib.axes
+
+    from bnpvi.io.graph_outputs import node_order, plot_adjacency
+
+    rng = np.random.default_rng(0)
+    group = np.arange(n_nodes) % 3
+    src, dst = np.nonzero(np.triu(rng.random((n_nodes, n_nodes)) < 0.2, 1))
+    indptr, indices = csr_from_pairs(np.concatenate([src, dst]), np.concatenate([dst, src]), n_nodes)
+    batch = GraphBatch(n_nodes, 0, indptr, indices.astype(np.int32), np.zeros(n_nodes + 1, dtype=np.int64),
+                       np.zeros(0, dtype=np.int32))
+    memberships = 0.9 * np.eye(3)[group] + 0.1 / 3
+    names = [f"node{i}" for i in range(n_nodes)]
+    ticks = []
+    original = matplotlib.axes.Axes.set_xticks
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_xticks",
+                        lambda ax, t, labels=None, **kw: ticks.append(labels) or original(ax, t, labels, **kw))
+    plot_adjacency(tmp_path / "adjacency.png", batch, memberships, np.full(3, 0.5), 1e-4, names)
+    labelled = [labels for labels in ticks if labels is not None]
+    if named:
+        order = node_order(memberships)
+        assert labelled == [[names[i] for i in order]] * 2  # both panels, in the plotted order
+    else:
+        assert labelled == []
 
 
 def test_kernel_is_the_same_for_any_thread_count():

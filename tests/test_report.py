@@ -45,7 +45,7 @@ def sweep(tmp_path_factory, env):
 
 
 def read_table(path):
-    return pd.read_csv(path, dtype={"run": str})
+    return pd.read_csv(path, dtype={"run": str}, float_precision="round_trip")
 
 
 def report(capsys, *args):

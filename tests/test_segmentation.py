@@ -120,7 +120,7 @@ def test_csv_rows_equal_the_h5(labelled):
 
 def test_transitions_csv_is_the_models_expected_transition_matrix(labelled):
     run_dir = labelled[0]
-    table = pd.read_csv(run_dir / "transitions.csv", index_col="from")
+    table = pd.read_csv(run_dir / "transitions.csv", index_col="from", float_precision="round_trip")
     model = read_model(run_dir / "model.h5")
     assert table.index.tolist() == ["start", *map(str, model["uids"])]
     assert table.columns.tolist() == [str(u) for u in model["uids"]]
@@ -135,18 +135,34 @@ def test_png_is_a_valid_image(labelled):
     assert image[..., :3].std() > 0.05  # not blank
 
 
-def test_summary_and_trace_hold_both_hamming_distances(labelled):
-    from bnpvi.metrics import hamming_distance
+def test_summary_and_trace_hold_every_hamming_distance_and_the_states(labelled):
+    from bnpvi.metrics import hamming_distance, hamming_many_to_one
 
     run_dir, _, _, labels = labelled
     seg = read_h5(run_dir / "segmentation.h5")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["hamming"] == hamming_distance(labels, seg["viterbi"])
+    assert summary["hamming_many_to_one"] == hamming_many_to_one(labels, seg["viterbi"])
     assert summary["hamming_marginal_map"] == hamming_distance(labels, seg["marginal_map"])
+    assert summary["states_used"] == np.unique(seg["viterbi"]).size and summary["true_states"] == K
     trace = pd.read_csv(run_dir / "trace.csv")
     due = trace["lap"] % EVAL_EVERY == 0
-    assert trace.loc[~due, "hamming"].isna().all() and trace.loc[due, "hamming"].notna().all()
-    assert trace["hamming"].iloc[-1] == pytest.approx(summary["hamming"])
+    for column in ("hamming", "hamming_many_to_one", "states_used"):
+        assert trace.loc[~due, column].isna().all() and trace.loc[due, column].notna().all()
+        assert trace[column].iloc[-1] == pytest.approx(summary[column])
+
+
+def test_the_last_line_shows_both_distances_and_the_states(tmp_path, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="bnpvi"):
+        run_dir, *_ = train_on(tmp_path, labelled=True)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (done,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("done:")]
+    assert (f"hamming {summary['hamming']:.4f}  many-to-one {summary['hamming_many_to_one']:.4f}  "
+            f"({summary['states_used']} states for {K} true)") in done
+    laps = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"lap {EVAL_EVERY:4d}")]
+    assert "many-to-one" in laps[0]
 
 
 def test_data_without_labels(unlabelled):
@@ -154,8 +170,8 @@ def test_data_without_labels(unlabelled):
     seg = read_h5(run_dir / "segmentation.h5")
     assert "labels" not in seg and seg["viterbi"].shape == (seq_range[-1],)
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert not {"hamming", "hamming_marginal_map"} & set(summary)
-    assert "hamming" not in pd.read_csv(run_dir / "trace.csv").columns
+    assert not {"hamming", "hamming_many_to_one", "states_used", "hamming_marginal_map"} & set(summary)
+    assert not {"hamming", "hamming_many_to_one"} & set(pd.read_csv(run_dir / "trace.csv").columns)
     assert imread(run_dir / "segmentation.png").ndim == 3
 
 
@@ -164,7 +180,7 @@ def test_transitions_of_a_nonparametric_model_get_an_other_column(tmp_path):
     rng = np.random.default_rng(0)
     trans, start = rng.dirichlet(np.ones(4), size=3), rng.dirichlet(np.ones(4))  # K = 3, one column beyond
     write_transitions(tmp_path / "t.csv", start, trans, [7, 2, 5])
-    table = pd.read_csv(tmp_path / "t.csv", index_col="from")
+    table = pd.read_csv(tmp_path / "t.csv", index_col="from", float_precision="round_trip")
     assert table.columns.tolist() == ["7", "2", "5", "other"]  # states by their stable ids
     assert table.index.tolist() == ["start", "7", "2", "5"]
     np.testing.assert_allclose(table.sum(axis=1), 1.0, rtol=1e-12)
@@ -185,15 +201,35 @@ def test_segmentation_csv_names_states_by_their_stable_ids(tmp_path):
 
 
 def test_colours_follow_the_alignment():
-    # estimated 5 ~ true 0, 3 ~ true 1; 7 has no true state left: an extra colour
-    seg = Segmentation(viterbi=np.array([5, 5, 3, 3, 3, 7]), marginal_map=np.zeros(6, dtype=np.int64),
+    # estimated 1 ~ true 0, 0 ~ true 1; as many states as true ones: one-to-one
+    seg = Segmentation(viterbi=np.array([1, 1, 0, 0, 0, 1]), marginal_map=np.zeros(6, dtype=np.int64),
                        seq_range=np.array([0, 6]), labels=np.array([0, 0, 1, 1, -1, 0]))
-    true, estimated, n_colours = colour_codes(seg)
-    assert n_colours == 3
-    np.testing.assert_array_equal(true, [0, 0, 1, 1, -1, 0])
-    np.testing.assert_array_equal(estimated, [0, 0, 1, 1, 1, 2])
-    true, estimated, n_colours = colour_codes(Segmentation(seg.viterbi, seg.marginal_map, seg.seq_range))
-    assert true is None and n_colours == 8 and np.array_equal(estimated, seg.viterbi)
+    colouring = colour_codes(seg, uids=[7, 4], label_names=["walk", "run"])
+    assert colouring.n_colours == 2 and not colouring.many_to_one
+    np.testing.assert_array_equal(colouring.true, [0, 0, 1, 1, -1, 0])
+    np.testing.assert_array_equal(colouring.estimated, [0, 0, 1, 1, 1, 0])
+    assert colouring.names == ["walk: state 4", "run: state 7"]  # positions 1, 0 have the ids 4, 7
+    colouring = colour_codes(Segmentation(seg.viterbi, seg.marginal_map, seg.seq_range), uids=[7, 4])
+    assert colouring.true is None and colouring.names == ["state 7", "state 4"]
+    np.testing.assert_array_equal(colouring.estimated, seg.viterbi)
+
+
+def test_more_states_than_true_ones_are_coloured_many_to_one_with_a_legend():
+    """The issue's case in small: two true states split into pure states, one of them split in three. Old code
+    coloured the extra states as unmatched, so the estimated bar looked wrong where it was right."""
+    labels = np.array([0, 0, 0, 0, 0, 0, 1, 1, 1, 1])
+    viterbi = np.array([0, 0, 2, 2, 3, 3, 1, 1, 1, 4])  # 0, 2, 3 inside true 0; 1 and 4 inside true 1
+    seg = Segmentation(viterbi, viterbi, np.array([0, 10]), labels)
+    colouring = colour_codes(seg, uids=[10, 11, 12, 13, 14], label_names=["rest", "walk"])
+    assert colouring.many_to_one and colouring.n_colours == 2
+    np.testing.assert_array_equal(colouring.estimated, labels)  # every step in its true state's colour
+    assert colouring.names == ["rest: states 10, 12, 13", "walk: states 11, 14"]
+    assert plot_title(seg, 1, colouring).startswith("Viterbi states: 5 states for 2 true ones")
+    # a state that meets only unscored steps gets a colour of its own
+    seg = Segmentation(viterbi, viterbi, np.array([0, 10]), np.where(viterbi == 4, -1, labels))
+    colouring = colour_codes(seg, uids=[10, 11, 12, 13, 14])
+    assert colouring.names == ["0: states 10, 12, 13", "1: state 11", "state 14 (no true state)"]
+    assert colouring.estimated[-1] == 2
 
 
 def test_plot_draws_at_most_the_first_sequences_and_says_so(tmp_path):
@@ -201,11 +237,11 @@ def test_plot_draws_at_most_the_first_sequences_and_says_so(tmp_path):
     seq_range = np.arange(n_seqs + 1) * 3
     states = np.repeat(np.arange(n_seqs) % 4, 3)
     seg = Segmentation(states, states, seq_range, labels=states)
-    codes = list(colour_codes(seg)[:2])
-    image, stride = _bars(seg, codes, MAX_PLOTTED)
+    colouring = colour_codes(seg)
+    image, stride = _bars(seg, [colouring.true, colouring.estimated], MAX_PLOTTED)
     assert image.shape == (3 * MAX_PLOTTED, 3) and stride == 1  # true, estimated, blank per sequence
-    assert plot_title(seg, MAX_PLOTTED).endswith(f"first {MAX_PLOTTED} of {n_seqs} sequences")
-    assert "first" not in plot_title(seg, n_seqs)
+    assert plot_title(seg, MAX_PLOTTED, colouring).endswith(f"first {MAX_PLOTTED} of {n_seqs} sequences")
+    assert "first" not in plot_title(seg, n_seqs, colouring)
     plot_segmentation(tmp_path / "s.png", seg)
     assert imread(tmp_path / "s.png").ndim == 3
 
@@ -221,10 +257,33 @@ def test_scores_of_the_worked_examples_under_any_relabelling(true, est, expect):
     est = np.array(est)
     relabelled = np.array([7, 3, 9, 4])[est]
     seg = Segmentation(est, relabelled, np.array([0, 4]), np.array(true))
-    assert seg.scores() == {"hamming": expect, "hamming_marginal_map": expect}
+    scores = seg.scores()
+    assert scores["hamming"] == scores["hamming_marginal_map"] == expect
+    assert scores["states_used"] == np.unique(est).size and scores["true_states"] == len(set(true) - {-1})
     assert Segmentation(est, relabelled, np.array([0, 4])).scores() == {}
 
 
 def test_each_path_is_scored_on_its_own():
     seg = Segmentation(np.array([0, 0, 1, 1]), np.array([0, 0, 1, 2]), np.array([0, 4]), np.array([0, 0, 1, 1]))
-    assert seg.scores() == {"hamming": 0.0, "hamming_marginal_map": 0.25}
+    assert seg.scores() == {"hamming": 0.0, "hamming_many_to_one": 0.0, "states_used": 2, "true_states": 2,
+                            "hamming_marginal_map": 0.25}
+
+
+def test_many_to_one_scores_split_states_as_right():
+    seg = Segmentation(np.array([0, 1, 2, 3]), np.zeros(4, dtype=np.int64), np.array([0, 4]), np.array([0, 0, 1, 1]))
+    scores = seg.scores()
+    assert scores["hamming"] == 0.5 and scores["hamming_many_to_one"] == 0.0
+    assert (scores["states_used"], scores["true_states"]) == (4, 2)
+
+
+def test_the_report_shows_both_distances_and_the_states(labelled, tmp_path, capsys):
+    from bnpvi.cli.report import main
+
+    run_dir = labelled[0]
+    assert main([str(run_dir), "--out", str(tmp_path)]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    row = pd.read_csv(tmp_path / "report.csv", float_precision="round_trip").iloc[0]
+    for column in ("hamming", "hamming_many_to_one", "states_used", "hamming_marginal_map"):
+        assert row[column] == summary[column], column
+    header = capsys.readouterr().out.splitlines()[0].split()
+    assert header.index("hamming") < header.index("hamming_many_to_one") < header.index("states_used")

@@ -159,7 +159,8 @@ class Estimator(BaseEstimator):
     # -------------------------------------------------------------------- fit
     def train_on(self, write: Callable[[Path, int, str], Path]) -> FittedModel:
         """Train on the data that ``write(path, n_batches, source)`` writes to a batch file; sets the attributes
-        every estimator has (``fitted_model_``, ``n_components_``, ``elbo_``, ``cluster_ids_``) and returns
+        every estimator has (``fitted_model_``, ``n_components_``, ``n_components_total_``, ``elbo_``,
+        ``cluster_ids_``: :class:`~bnpvi.api.fitted.FittedModel`'s) and returns
         the loaded model."""
         cfg = self.train_config()
         with _logging(self.verbose), _run_directory(self.output_dir) as (run_dir, data):
@@ -172,6 +173,7 @@ class Estimator(BaseEstimator):
             fitted = load(run_dir)
         self.fitted_model_ = fitted
         self.n_components_ = fitted.n_components_
+        self.n_components_total_ = fitted.n_components_total_
         self.elbo_ = fitted.elbo_
         self.cluster_ids_ = fitted.cluster_ids_
         return fitted

@@ -25,6 +25,7 @@ from omegaconf import OmegaConf
 
 from bnpvi.errors import BnpviError
 from bnpvi.io.model_file import moments_of, read_model_to_apply
+from bnpvi.io.trace import clusters_holding_mass
 from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.stats import SuffStats
 
@@ -66,11 +67,15 @@ class FittedModel(ABC):
     globals_ : Globals
     config : DictConfig
         The run's composed config.
-    cluster_ids_ : (K,) ndarray of int64
+    cluster_ids_ : (K_total,) ndarray of int64
         The stable id of every cluster (component, topic, state), in the order of model.h5 and of the
         columns of the families' per-cluster outputs (model.h5's ``uids``, clusters.csv's ``uid``).
     n_components_ : int
-        K.
+        K: the clusters that hold mass (at least 0.01 atoms, :func:`~bnpvi.io.trace.clusters_holding_mass`),
+        as summary.json's ``K``.
+    n_components_total_ : int
+        K_total: every cluster the model carries, empty ones included (a finite model, or a run without
+        deletes, keeps those); the length of :attr:`cluster_ids_` and of the per-cluster arrays.
     elbo_ : float
         The run's final ELBO.
     kind : str
@@ -88,14 +93,15 @@ class FittedModel(ABC):
         self.globals_ = globals_
         self.config = cfg
         self.cluster_ids_ = np.asarray(tree["uids"], dtype=np.int64)
-        self.n_components_ = int(globals_.K)
+        self.n_components_ = clusters_holding_mass(globals_.stats.N)
+        self.n_components_total_ = int(globals_.K)
         self.kind = str(tree["data"]["kind"])
         self.D = int(tree["data"]["D"])
         self.elbo_ = json.loads(tree["summary"]).get("elbo")
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(model={self.model.alloc.name}, obs={self.model.obs.name}, "
-                f"K={self.n_components_}, D={self.D})")
+                f"K={self.n_components_}, K_total={self.n_components_total_}, D={self.D})")
 
     def check_kind(self, what: str, kind: str) -> None:
         """A one-line BnpviError unless the model was trained on data of ``kind`` (``what`` names the call)."""

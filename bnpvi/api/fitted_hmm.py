@@ -61,9 +61,9 @@ class FittedHMM(FittedModel, alloc=HMMAlloc):
 
     Attributes
     ----------
-    startprob_ : (K,) ndarray
+    startprob_ : (K_total,) ndarray
         E[π_0k], in the order of :attr:`cluster_ids_`.
-    transmat_ : (K, K) ndarray
+    transmat_ : (K_total, K_total) ndarray
         E[π_jk] from state j (row) to state k (column), both in the order of :attr:`cluster_ids_`. An
         HDP-HMM's rows (and startprob_) leave out the mass E[π_j,>K] on states beyond K, so they sum to
         a little less than 1 (transitions.csv's column ``other``).
@@ -71,7 +71,7 @@ class FittedHMM(FittedModel, alloc=HMMAlloc):
 
     def __init__(self, model, globals_, cfg, tree: dict):
         super().__init__(model, globals_, cfg, tree)
-        exported, K = model.alloc.export(globals_.alloc), self.n_components_
+        exported, K = model.alloc.export(globals_.alloc), self.n_components_total_
         self.startprob_ = np.asarray(exported["start_probs"])[:K]
         self.transmat_ = np.asarray(exported["trans_probs"])[:, :K]
 

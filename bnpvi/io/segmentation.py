@@ -12,7 +12,7 @@ Stephenson 2015 §7.1 for Viterbi paths scored by the aligned Hamming distance):
   E[π_j] of every state j, named by its stable cluster id; columns the next state's id, and
   ``other`` (the mass on the states beyond K) for a nonparametric model whose rows carry it;
 * ``segmentation.png``: true (when known) and estimated segmentations of the first
-  ``MAX_PLOTTED`` sequences.
+  ``MAX_PLOTTED`` sequences, with a legend of the colours (:func:`colour_codes`).
 
 In segmentation.h5 states are the positions 0..K-1 of the final model: the order of model.h5
 (``uids``, ``counts``, ``start_probs``, ``trans_probs``) and of the last lap's rows of
@@ -29,12 +29,14 @@ import numpy as np
 
 from bnpvi.errors import BnpviError
 from bnpvi.io.h5tree import replacing, write_atomic
-from bnpvi.metrics import align_labels, hamming_distance
+from bnpvi.metrics import align_labels, hamming_distance, hamming_many_to_one, many_to_one_labels
 
 MAX_PLOTTED = 20
 """Sequences drawn in segmentation.png (the first ones of the file)."""
 MAX_COLUMNS = 2000
 """Time steps drawn per bar; longer sequences are subsampled at an even stride."""
+LEGEND_ROWS = 25
+"""Entries per column of the plot's legend."""
 
 
 @dataclass(frozen=True)
@@ -63,11 +65,11 @@ class Segmentation:
         return self.seq_range.shape[0] - 1
 
     def scores(self) -> dict:
-        """Aligned Hamming distances of both paths to the true labels (``hamming``,
-        ``hamming_marginal_map``); empty without labels."""
+        """The Viterbi paths' :func:`path_scores` and the one-to-one Hamming distance of the marginal-MAP paths
+        (``hamming_marginal_map``); empty without labels."""
         if self.labels is None:
             return {}
-        return {"hamming": hamming_distance(self.labels, self.viterbi),
+        return {**path_scores(self.labels, self.viterbi),
                 "hamming_marginal_map": hamming_distance(self.labels, self.marginal_map)}
 
     def rows(self, uids: np.ndarray) -> np.ndarray:
@@ -78,8 +80,19 @@ class Segmentation:
         return np.column_stack([sequence, t, np.asarray(uids, dtype=np.int64)[self.viterbi]])
 
 
+def path_scores(labels, path) -> dict:
+    """Agreement of state paths with the true labels (negative: not scored): ``hamming``, the Hamming distance
+    after the one-to-one alignment (:func:`bnpvi.metrics.hamming_distance`), ``hamming_many_to_one``, after
+    mapping each state to the true state it overlaps most (:func:`bnpvi.metrics.hamming_many_to_one`),
+    ``states_used``, how many distinct states the paths visit, without which the many-to-one distance cannot be
+    read (one state per step would score 0), and ``true_states``, how many distinct true states are scored."""
+    labels = np.asarray(labels)
+    return {"hamming": hamming_distance(labels, path), "hamming_many_to_one": hamming_many_to_one(labels, path),
+            "states_used": int(np.unique(path).size), "true_states": int(np.unique(labels[labels >= 0]).size)}
+
+
 def write_segmentation_outputs(run_dir: Path, seg: Segmentation, uids: np.ndarray, exported: dict,
-                               plot: bool = True) -> None:
+                               plot: bool = True, label_names: list[str] | None = None) -> None:
     """segmentation.h5, segmentation.csv, transitions.csv and (``plot``) segmentation.png in ``run_dir``.
 
     Parameters
@@ -90,13 +103,15 @@ def write_segmentation_outputs(run_dir: Path, seg: Segmentation, uids: np.ndarra
         Stable cluster id of every state (position) of the final model.
     exported : dict
         The allocation model's ``export``: at least ``start_probs`` and ``trans_probs``.
+    label_names : list of str, optional
+        The name of every true label code, for the plot's legend (the data file's ``label_names``).
     """
     run_dir = Path(run_dir)
     write_segmentation(run_dir / "segmentation.h5", seg, uids)
     write_segmentation_csv(run_dir / "segmentation.csv", seg, uids)
     write_transitions(run_dir / "transitions.csv", exported["start_probs"], exported["trans_probs"], uids)
     if plot:
-        plot_segmentation(run_dir / "segmentation.png", seg)
+        plot_segmentation(run_dir / "segmentation.png", seg, uids=uids, label_names=label_names)
 
 
 def write_segmentation(path: Path, seg: Segmentation, uids: np.ndarray) -> None:
@@ -146,27 +161,65 @@ def write_transitions(path: Path, start_probs, trans_probs, uids) -> None:
 
 
 # ------------------------------------------------------------------ the plot
-def colour_codes(seg: Segmentation) -> tuple[np.ndarray | None, np.ndarray, int]:
-    """Colour index of every step of the true and the estimated (Viterbi) segmentation.
+@dataclass(frozen=True)
+class Colouring:
+    """The colours of segmentation.png.
 
-    With labels, the estimated states are first relabelled by the Hungarian alignment to
-    the true ones (``bnpvi.metrics.align_labels``), so a matched state takes its true
-    state's colour and an unmatched one an extra colour of its own; unscored true steps
-    (negative labels) get -1. Without labels, state k has colour k.
-
-    Returns
-    -------
+    Attributes
+    ----------
     true : (T,) ndarray of int64, or None
+        Colour of every step's true state (-1: unscored); None without labels.
     estimated : (T,) ndarray of int64
-    n_colours : int
+        Colour of every step's estimated (Viterbi) state.
+    names : list of str
+        The legend's text of each colour.
+    many_to_one : bool
+        Whether estimated states take the colour of the true state they overlap most (several may share one),
+        rather than of their one-to-one match.
     """
+
+    true: np.ndarray | None
+    estimated: np.ndarray
+    names: list[str]
+    many_to_one: bool = False
+
+    @property
+    def n_colours(self) -> int:
+        return len(self.names)
+
+
+def colour_codes(seg: Segmentation, uids=None, label_names: list[str] | None = None) -> Colouring:
+    """Colour of every step of the true and the estimated (Viterbi) segmentation, and the legend.
+
+    With labels, the estimated states are mapped to the true ones, and a state takes its true state's colour:
+    one-to-one by the Hungarian alignment (``bnpvi.metrics.align_labels``) while the paths visit no more states
+    than there are true states, else many-to-one, each state to the true state it overlaps most
+    (``bnpvi.metrics.many_to_one_labels``), so that a true state split into several pure states reads as one.
+    A state left without a true state gets an extra colour of its own; unscored true steps (negative labels)
+    get -1. The legend names each true state (by ``label_names``, else its code) with the states (by ``uids``,
+    else their positions) that took its colour. Without labels, state k has colour k.
+    """
+    names = np.asarray(uids if uids is not None else np.arange(int(seg.viterbi.max()) + 1), dtype=np.int64)
     if seg.labels is None:
-        return None, seg.viterbi, int(seg.viterbi.max()) + 1
-    aligned = align_labels(seg.labels, seg.viterbi)
+        return Colouring(None, seg.viterbi, [f"state {u}" for u in names[:int(seg.viterbi.max()) + 1]])
     scored = seg.labels >= 0
-    ids = np.unique(np.concatenate([seg.labels[scored], aligned]))
+    true_ids = np.unique(seg.labels[scored])
+    many = np.unique(seg.viterbi).size > true_ids.size
+    mapped = (many_to_one_labels if many else align_labels)(seg.labels, seg.viterbi)
+    ids = np.unique(np.concatenate([true_ids, mapped]))
+    states, first = np.unique(seg.viterbi, return_index=True)
+    target = mapped[first]  # the true state (or extra label) of each visited state
+    legend = []
+    for i in ids:
+        members = [str(names[k]) for k in states[target == i]]
+        if i not in true_ids:
+            legend.append(f"state {members[0]} (no true state)")
+            continue
+        label = label_names[i] if label_names is not None and 0 <= i < len(label_names) else str(i)
+        legend.append(f"{label}: state{'s' if len(members) > 1 else ''} {', '.join(members)}" if members else
+                      f"{label}: no state")
     true = np.where(scored, np.searchsorted(ids, seg.labels), -1)
-    return true, np.searchsorted(ids, aligned), ids.shape[0]
+    return Colouring(true, np.searchsorted(ids, mapped), legend, many)
 
 
 def _palette(n: int):
@@ -197,37 +250,52 @@ def _bars(seg: Segmentation, codes: list[np.ndarray], n_seqs: int) -> tuple[np.n
     return image, stride
 
 
-def plot_title(seg: Segmentation, n_drawn: int) -> str:
-    """The title of segmentation.png; it says when only the first ``n_drawn`` sequences are drawn."""
-    title = "Viterbi states" + ("" if seg.labels is None else " (estimated coloured by the matched true state)")
+def plot_title(seg: Segmentation, n_drawn: int, colouring: Colouring) -> str:
+    """The title of segmentation.png: how the estimated states are coloured, and when only the first
+    ``n_drawn`` sequences are drawn."""
+    if seg.labels is None:
+        title = "Viterbi states"
+    elif colouring.many_to_one:
+        title = (f"Viterbi states: {np.unique(seg.viterbi).size} states for "
+                 f"{np.unique(seg.labels[seg.labels >= 0]).size} true ones, each coloured by the true state it "
+                 f"overlaps most")
+    else:
+        title = "Viterbi states, coloured by their one-to-one match among the true states"
     if n_drawn < seg.n_seqs:
         title += f"; first {n_drawn} of {seg.n_seqs} sequences"
     return title
 
 
-def plot_segmentation(path: Path, seg: Segmentation, max_seqs: int = MAX_PLOTTED) -> None:
+def plot_segmentation(path: Path, seg: Segmentation, max_seqs: int = MAX_PLOTTED, uids=None,
+                      label_names: list[str] | None = None) -> None:
     """segmentation.png: per sequence a thin bar over time of the true states (when known) above
-    one of the estimated (Viterbi) states, coloured by :func:`colour_codes`."""
+    one of the estimated (Viterbi) states, coloured by :func:`colour_codes`, with its legend beside."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
 
-    true, estimated, n_colours = colour_codes(seg)
-    codes, names = ([estimated], ["est"]) if true is None else ([true, estimated], ["true", "est"])
+    colouring = colour_codes(seg, uids, label_names)
+    codes, names = (([colouring.estimated], ["est"]) if colouring.true is None else
+                    ([colouring.true, colouring.estimated], ["true", "est"]))
     n = min(seg.n_seqs, max_seqs)
     image, stride = _bars(seg, codes, n)
     per_seq = len(codes) + 1
+    cmap = _palette(colouring.n_colours)
     fig, ax = plt.subplots(figsize=(8, 1.0 + 0.16 * image.shape[0]))
     width = image.shape[1] * stride
-    ax.imshow(image, aspect="auto", interpolation="nearest", cmap=_palette(n_colours), vmin=-0.5,
-              vmax=n_colours - 0.5, extent=(0, width, image.shape[0], 0))
-    if true is not None:  # a thin white line between a sequence's true and estimated bars
+    ax.imshow(image, aspect="auto", interpolation="nearest", cmap=cmap, vmin=-0.5,
+              vmax=colouring.n_colours - 0.5, extent=(0, width, image.shape[0], 0))
+    if colouring.true is not None:  # a thin white line between a sequence's true and estimated bars
         ax.hlines(np.arange(n) * per_seq + 1, 0, width, colors="white", linewidth=1)
     ax.set_yticks([d * per_seq + i + 0.5 for d in range(n) for i in range(len(codes))],
                   [f"{d} {name}" for d in range(n) for name in names], fontsize=6)
     ax.set_xlabel("time step")
-    ax.set_title(plot_title(seg, n), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    ax.set_title(plot_title(seg, n, colouring), fontsize=9)
+    handles = [Patch(color=cmap(i), label=name)
+               for i, name in enumerate(colouring.names)]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6, frameon=False,
+              ncol=-(-len(handles) // LEGEND_ROWS))
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)

@@ -73,7 +73,8 @@ def write_graph_outputs(run_dir: Path, model, globals_, store, uids: np.ndarray,
         links = evaluate_links(model, globals_, store)
         out.update({key: links[key] for key in ("heldout_auc", "heldout_ap", "heldout_pairs")})
     if plots:
-        plot_adjacency(run_dir / "adjacency.png", store.read_all(), memberships, strengths, model.alloc.epsilon)
+        plot_adjacency(run_dir / "adjacency.png", store.read_all(), memberships, strengths, model.alloc.epsilon,
+                       names)
         if pr_curves:
             plot_precision_recall(run_dir / "precision_recall.png", pr_curves)
     return out

@@ -37,9 +37,10 @@ from bnpvi.io.model_file import write_model
 from bnpvi.io.plots import plot_trace
 from bnpvi.io.run_dir import (RunDirLock, RunState, checkpoint_path, refuse_start, remove_if_empty,
                               remove_partial_writes, run_state)
-from bnpvi.io.segmentation import Segmentation, write_segmentation_outputs
+from bnpvi.io.segmentation import Segmentation, path_scores, write_segmentation_outputs
 from bnpvi.io.topics import topic_word_probs, write_doc_topics, write_topics
-from bnpvi.io.trace import CLUSTER_COLUMNS, MOVE_COLUMNS, MOVES, TRACE_COLUMNS, CsvTable
+from bnpvi.io.trace import (ANNEALING_COLUMNS, CLUSTER_COLUMNS, MOVE_COLUMNS, MOVES, SEQUENCE_SCORE_COLUMNS,
+                            TRACE_COLUMNS, CsvTable, clusters_holding_mass)
 from bnpvi.learn.allocator import reuse_freed_memory
 from bnpvi.learn.assign import assign_file, marks_heldout, topic_weights
 from bnpvi.learn.base import LapResult
@@ -56,7 +57,7 @@ from bnpvi.learn.stop import StopRequest
 from bnpvi.learn.sovb import StochasticVB
 from bnpvi.learn.tfsvi import TruncationFreeSVI
 from bnpvi.learn.vb import FullVB
-from bnpvi.metrics import adjusted_rand_index, hamming_distance
+from bnpvi.metrics import adjusted_rand_index
 from bnpvi.model import Model
 from bnpvi.moves.reassign import supported as reassign_supported
 from bnpvi.obs import FAMILIES
@@ -71,8 +72,8 @@ SOURCE_OPTIONS = {".csv": "", ".tsv": "", ".npy": "", ".npz": "", ".ldac": " [--
 SEQUENCE_OPTIONS = {".csv": " --sequence-column COLUMN", ".npz": " --sequences RANGES"}
 """... and for sequences: the column of sequence ids, or the array of sequence boundaries."""
 
-DONE_SCORES = {"ari": "ARI", "hamming": "hamming", "heldout_loglik": "heldout", "heldout_auc": "held-out AUC",
-               "heldout_ap": "AP"}
+DONE_SCORES = {"ari": "ARI", "hamming": "hamming", "hamming_many_to_one": "many-to-one", "heldout_loglik": "heldout",
+               "heldout_auc": "held-out AUC", "heldout_ap": "AP"}
 """The scores of summary.json that the run's last line shows, with their labels."""
 
 
@@ -245,10 +246,11 @@ class Run:
         self.converged = False
         self.prev_counts: np.ndarray | None = None
         self._start: float | None = None  # perf_counter() when this process started training
-        columns = TRACE_COLUMNS + (["hamming"] if self.sequences and self.labels is not None else []) \
+        columns = TRACE_COLUMNS + (SEQUENCE_SCORE_COLUMNS if self.sequences and self.labels is not None else []) \
             + (["heldout_loglik"] if self.heldout else []) + (["heldout_auc", "heldout_ap"] if self.links else []) \
             + (["prior_lam"] if self.model.obs.anneal_laps else []) \
-            + (["temperature"] if self.model.alloc.temperature_laps else []) + self._objective_column()
+            + (["temperature"] if self.model.alloc.temperature_laps else []) \
+            + (ANNEALING_COLUMNS if self.model.anneal_laps else []) + self._objective_column()
         in_process = int(cfg.alg.get("workers", 1)) == 1 and not cfg.alg.get("scheduler")
         if not (ALGORITHMS[cfg.alg.name].uses_pool or in_process):
             raise BnpviError(f"alg={cfg.alg.name} works in this process; use alg.workers=1 and no alg.scheduler")
@@ -398,15 +400,16 @@ class Run:
 
     # ------------------------------------------------------------ evaluation
     def scores(self, segmentation: Segmentation | None = None) -> dict:
-        """Agreement with the true labels: the aligned Hamming distance of the Viterbi paths for sequences
-        (and of the marginal-MAP paths, from a given ``segmentation``), ARI otherwise."""
+        """Agreement with the true labels: for sequences the one-to-one and many-to-one Hamming distances of the
+        Viterbi paths and the number of states they visit (:func:`~bnpvi.io.segmentation.path_scores`; with a
+        given ``segmentation`` also of its marginal-MAP paths), ARI otherwise."""
         if self.labels is None:
             return {}
         if segmentation is not None:
             return segmentation.scores()
         estimate = decode_all(self.model, self.alg.globals, self.store)
         if self.sequences:
-            return {"hamming": hamming_distance(self.labels, estimate)}
+            return path_scores(self.labels, estimate)
         return {"ari": adjusted_rand_index(self.labels, estimate)}
 
     def heldout_score(self, globals_) -> tuple[float, int]:
@@ -429,7 +432,8 @@ class Run:
     def _record(self, result: LapResult) -> None:
         elbo = result.elbo
         row = {"lap": result.lap, "batches_seen": self.alg.batches_seen, "elapsed_s": round(self.elapsed(), 4),
-               "elbo": elbo, "K": result.K, "elbo_per_atom": elbo / self.store.n_atoms}
+               "elbo": elbo, "K": clusters_holding_mass(result.counts), "K_total": result.K,
+               "elbo_per_atom": elbo / self.store.n_atoms}
         row.update(result.moves)
         for column in self._objective_column():
             row[column] = elbo
@@ -442,6 +446,12 @@ class Run:
             row["prior_lam"] = float(self.alg.model.obs.lam)
         if "temperature" in self.trace.columns:
             row["temperature"] = self.alg.model.temperature
+        annealed = self.alg.model is not self.alg.configured
+        if "annealed" in self.trace.columns:  # and the lap's ELBO under the configured model, as finish() saves it
+            configured, globals_ = self.alg.configured, self.alg.globals
+            row["annealed"] = int(annealed)
+            row["elbo_settled"] = (configured.elbo(globals_.stats, configured.restore(globals_.stats, globals_.alloc))
+                                   if annealed else elbo)
         # this lap's ELBO and the last one's under the configured prior
         settled_prior = self.alg.anneal_step >= self.model.anneal_laps + 2
         if settled_prior and prev is not None and self.prev_counts is not None \
@@ -460,7 +470,8 @@ class Run:
         paused = time.perf_counter()
         due = result.lap % int(self.cfg.eval_every) == 0
         if "hamming" in self.trace.columns:
-            row["hamming"] = self.scores()["hamming"] if due else np.nan
+            scores = self.scores() if due else {}
+            row.update({column: scores.get(column, np.nan) for column in SEQUENCE_SCORE_COLUMNS})
         if self.heldout:  # every eval_every laps and at the last one
             last = self.converged or result.lap >= int(self.cfg.alg.n_laps)
             row["heldout_loglik"] = (self.heldout_score(self.alg.globals)[0] if due or last
@@ -484,14 +495,21 @@ class Run:
         moves = "".join(f"  {m} {result.moves[m + '_accepted']}/{result.moves[m + '_tried']}"
                         for m in MOVES if result.moves.get(m + "_tried"))
         score = "".join(f"  {name} {row[column]:.4f}" for name, column in (("hamming", "hamming"),
+                                                                           ("many-to-one", "hamming_many_to_one"),
                                                                            ("heldout", "heldout_loglik"))
                         if np.isfinite(row.get(column, np.nan)))
-        if "prior_lam" in row and self.alg.model is not self.alg.configured:
-            score += f"  prior λ {row['prior_lam']:.4g}"
-        if row.get("temperature", 1.0) > 1.0:
-            score += f"  T {row['temperature']:.3g}"
-        log.info("lap %4d  %s %.10g  K %3d  %8.2f s%s%s", result.lap, ALGORITHMS[self.cfg.alg.name].objective, elbo,
-                 result.K, row["elapsed_s"], score, moves)
+        if annealed:
+            how = (f" prior λ {row['prior_lam']:.4g}" if "prior_lam" in row else "") \
+                + (f" T {row['temperature']:.3g}" if row.get("temperature", 1.0) > 1.0 else "")
+            score += f"  annealed{how}, settled elbo {row['elbo_settled']:.10g}"
+            if prev is None or not prev.get("annealed"):
+                log.info("laps marked 'annealed' fit a tempered model (model.temperature: every data term divided by "
+                         "T; obs.anneal_laps: a looser prior λ): the elbo they print is that model's bound, which drops "
+                         "as the model cools and is not comparable with later laps until T = 1 and λ is the configured "
+                         "prior; 'settled elbo' is the lap's ELBO under the configured model, the curve the plots draw")
+        K = f"{row['K']:3d}" + (f" of {result.K}" if result.K != row["K"] else "")
+        log.info("lap %4d  %s %.10g  K %s  %8.2f s%s%s", result.lap, ALGORITHMS[self.cfg.alg.name].objective, elbo,
+                 K, row["elapsed_s"], score, moves)
 
     def train(self, progress: Progress | None = None, hard_stop: bool = False) -> dict:
         """Run laps until convergence or ``alg.n_laps``, showing ``progress`` (default: a bar on a terminal,
@@ -549,7 +567,8 @@ class Run:
                            "left to try" if self.converged else
                            f"lap limit alg.n_laps={int(self.cfg.alg.n_laps)} reached")
         summary = {"elbo": final_elbo if final_elbo is not None and np.isfinite(final_elbo) else None,  # tfsvi: none
-                   "K": globals_.K, "laps": self.alg.lap, "converged": self.converged, "stop_reason": stop_reason,
+                   "K": clusters_holding_mass(globals_.stats.N), "K_total": globals_.K, "laps": self.alg.lap,
+                   "converged": self.converged, "stop_reason": stop_reason,
                    "elapsed_s": round(self.elapsed(), 4), "n_atoms": self.store.n_atoms, "D": self.store.D,
                    "counts": np.round(globals_.stats.N, 6).tolist(), "uids": self.alg.ids.uids.tolist()}
         plots = bool(OmegaConf.select(self.cfg, "plots", default=True))  # configs saved before the key: on
@@ -570,7 +589,8 @@ class Run:
                               heldout=marks_heldout(self.store))
         if segmentation is not None:
             write_segmentation_outputs(self.run_dir, segmentation, self.alg.ids.uids,
-                                       self.model.alloc.export(globals_.alloc), plot=plots)
+                                       self.model.alloc.export(globals_.alloc), plot=plots,
+                                       label_names=self.store.label_names())
         if isinstance(self.model.alloc, TopicAlloc):
             write_doc_topics(self.run_dir / "doc_topics.h5", doc_topic_proportions(self.model, globals_, self.store),
                              self.alg.ids.uids)
@@ -587,8 +607,11 @@ class Run:
             plot_trace(self.trace.rows, self.run_dir / "elbo_K.png")
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         score = "".join(f"  {label} {summary[name]:.4f}" for name, label in DONE_SCORES.items() if name in summary)
+        if "states_used" in summary:
+            score += f"  ({summary['states_used']} states for {summary['true_states']} true)"
         elbo = "none yet" if summary["elbo"] is None else f"{summary['elbo']:.10g}"
-        log.info("done: %d laps, elbo %s, K %d%s, %.2f s (%s)", self.alg.lap, elbo, globals_.K, score,
+        K = f"{summary['K']}" + (f" of {globals_.K}" if globals_.K != summary["K"] else "")
+        log.info("done: %d laps, elbo %s, K %s%s, %.2f s (%s)", self.alg.lap, elbo, K, score,
                  summary["elapsed_s"], stop_reason)
         return summary
 

@@ -42,8 +42,12 @@ METRICS = {
     "ari": "adjusted Rand index against the true labels (points, documents)",
     "heldout_loglik": "held-out log-likelihood: nats per held-out point, or per held-out token by document "
                       "completion",
-    "hamming": "normalised Hamming distance of the Viterbi paths to the true states (sequences)",
-    "hamming_marginal_map": "the same for the marginal-MAP paths",
+    "hamming": "normalised Hamming distance of the Viterbi paths to the true states after one-to-one alignment "
+               "(sequences)",
+    "hamming_many_to_one": "the same with each state mapped to the true state it overlaps most (several may share "
+                           "one)",
+    "states_used": "sequences: how many states the Viterbi paths visit (read the many-to-one distance with it)",
+    "hamming_marginal_map": "the one-to-one distance of the marginal-MAP paths",
     "coherence_npmi": "topic models: token-weighted mean NPMI coherence of the topics' top words",
     "heldout_auc": "graph models: area under the ROC curve of the held-out pairs' link probabilities",
     "heldout_ap": "graph models: average precision of the held-out pairs' link probabilities",

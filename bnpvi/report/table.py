@@ -14,7 +14,7 @@ from bnpvi.report.runs import METRICS, STATUSES, RunRecord
 RESULT_COLUMNS = ["elbo", "K", "laps", "seconds", "stop_reason"]
 HYPERS = "hypers"
 """The column that numbers the distinct sets of model settings, when runs differ in them."""
-FORMATS = {"elbo": "{:.4f}", "seconds": "{:.2f}", **{name: "{:.4f}" for name in METRICS}}
+FORMATS = {"elbo": "{:.4f}", "seconds": "{:.2f}", **{name: "{:.4f}" for name in METRICS}, "states_used": "{:.0f}"}
 """How the printed tables show the numeric columns (the CSV files keep every digit)."""
 
 
