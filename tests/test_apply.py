@@ -102,7 +102,7 @@ def moved_away(data: Path, elsewhere: Path) -> Iterator[Path]:
 
 def test_assignments_have_one_row_per_data_row_and_the_stable_ids_of_clusters_csv(trained):
     run_dir, _, _ = trained
-    table = pd.read_csv(run_dir / "assignments.csv")
+    table = pd.read_csv(run_dir / "assignments.csv", float_precision="round_trip")
     assert list(table.columns) == ["index", "cluster", "probability", "heldout"]
     np.testing.assert_array_equal(np.sort(table["index"]), np.arange(N))  # every source row once
     assert table["heldout"].sum() == N_HELDOUT
@@ -123,7 +123,7 @@ def test_assignments_have_one_row_per_data_row_and_the_stable_ids_of_clusters_cs
 
 def test_loaded_model_predicts_the_runs_assignments(trained):
     run_dir, _, parts = trained
-    table = pd.read_csv(run_dir / "assignments.csv")
+    table = pd.read_csv(run_dir / "assignments.csv", float_precision="round_trip")
     training, held = table[table["heldout"] == 0], table[table["heldout"] == 1]
     fitted = bnpvi.load(run_dir)
     np.testing.assert_array_equal(fitted.predict(parts["X"]), training["cluster"])
@@ -162,12 +162,12 @@ def test_bnpvi_apply_on_the_training_file_reproduces_the_run(trained, tmp_path):
 def test_load_and_apply_work_without_the_training_file(trained, tmp_path):
     run_dir, data, parts = trained
     with moved_away(data, tmp_path / "elsewhere.h5") as moved:
-        expected = pd.read_csv(run_dir / "assignments.csv")
+        expected = pd.read_csv(run_dir / "assignments.csv", float_precision="round_trip")
         fitted = bnpvi.load(run_dir)
         np.testing.assert_array_equal(fitted.predict(parts["X"]), expected.loc[expected["heldout"] == 0, "cluster"])
         proc = apply_cli(run_dir, moved, tmp_path / "out.h5")
         assert proc.returncode == 0, proc.stderr
-        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out.csv"), expected)
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out.csv", float_precision="round_trip"), expected)
 
 
 def test_a_file_of_another_dimension_or_kind_fails_on_one_line_and_writes_nothing(trained, tmp_path):

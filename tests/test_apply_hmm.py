@@ -42,7 +42,7 @@ def test_load_reproduces_the_runs_segmentation(trained):
     run_dir, _, seqs = trained
     fitted = bnpvi.load(run_dir)
     assert type(fitted).__name__ == "FittedHMM"
-    seg, table = read_h5(run_dir / "segmentation.h5"), pd.read_csv(run_dir / "segmentation.csv")
+    seg, table = read_h5(run_dir / "segmentation.h5"), pd.read_csv(run_dir / "segmentation.csv", float_precision="round_trip")
     uids = seg["uids"]
     assert not np.array_equal(uids, np.arange(uids.shape[0])), "ids equal positions: the test cannot tell"
     np.testing.assert_array_equal(fitted.cluster_ids_, uids)
@@ -84,11 +84,11 @@ def test_bnpvi_apply_reproduces_the_runs_segmentation(trained, tmp_path):
 def test_load_and_apply_work_without_the_training_file(trained, tmp_path):
     run_dir, data, seqs = trained
     with moved_away(data, tmp_path / "elsewhere.h5") as moved:
-        expected = pd.read_csv(run_dir / "segmentation.csv")
+        expected = pd.read_csv(run_dir / "segmentation.csv", float_precision="round_trip")
         np.testing.assert_array_equal(np.concatenate(bnpvi.load(run_dir).predict(seqs)), expected["state"])
         proc = apply_cli(run_dir, moved, tmp_path / "out.h5")
         assert proc.returncode == 0, proc.stderr
-        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out.csv"), expected)
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "out.csv", float_precision="round_trip"), expected)
 
 
 def test_a_file_of_another_dimension_or_kind_fails_on_one_line_and_writes_nothing(trained, tmp_path):
@@ -105,7 +105,7 @@ def test_an_autoregressive_model_segments_every_step_but_the_first(tmp_path):
     X, seq_range, labels, _ = make_toy_ar_sequences(4, 60, seed=1)
     run_dir, data, seqs = train_on_npz(tmp_path, X, seq_range, labels, "model=finite_hmm", "obs=ar_gauss",
                                        "init.K=4", "alg.n_laps=3")
-    table = pd.read_csv(run_dir / "segmentation.csv")
+    table = pd.read_csv(run_dir / "segmentation.csv", float_precision="round_trip")
     paths = bnpvi.load(run_dir).predict(seqs)
     assert [p.shape[0] for p in paths] == [59] * 4
     for ours, runs in zip(paths, per_sequence(table)):

@@ -62,7 +62,7 @@ def test_load_reproduces_the_runs_doc_topics_and_heldout_score(trained):
     assert len(words) == fitted.n_components_ and all(len(row) == 3 for row in words)
     top = np.argsort(-fitted.topics_, axis=1, kind="stable")[:, 0]
     assert [row[0] for row in words] == [vocab[v] for v in top]
-    topics_csv = pd.read_csv(run_dir / "topics.csv")
+    topics_csv = pd.read_csv(run_dir / "topics.csv", float_precision="round_trip")
     first = topics_csv[topics_csv["rank"] == 1].set_index("topic")["word"]
     assert [first[u] for u in fitted.cluster_ids_] == [row[0] for row in words]
 
@@ -97,7 +97,7 @@ def test_bnpvi_apply_reproduces_doc_topics_and_the_heldout_score(trained, tmp_pa
         np.testing.assert_array_equal(out["index"][training], f["heldout/train_doc_index"][()])
         np.testing.assert_array_equal(out["index"][~training], f["heldout/doc_index"][()])
     np.testing.assert_array_equal(out["proportions"][~training], bnpvi.load(run_dir).transform(held_docs))
-    table = pd.read_csv(tmp_path / "out.csv")
+    table = pd.read_csv(tmp_path / "out.csv", float_precision="round_trip")
     assert list(table.columns) == ["index", *map(str, doc_topics["uids"]), "heldout"]
     np.testing.assert_array_equal(table.iloc[:, 1:-1].to_numpy(), out["proportions"])  # %.17g: exact
     np.testing.assert_array_equal(table["heldout"], out["heldout"])

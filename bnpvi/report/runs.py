@@ -177,7 +177,7 @@ def read_trace(path: Path) -> pd.DataFrame | None:
     if not path.is_file():
         return None
     try:
-        trace = pd.read_csv(path, on_bad_lines="skip")
+        trace = pd.read_csv(path, on_bad_lines="skip", float_precision="round_trip")
     except pd.errors.EmptyDataError:  # killed before its header was written
         return pd.DataFrame(columns=["lap", "elapsed_s", "elbo", "K"])
     for column in trace.columns:
