@@ -206,8 +206,7 @@ def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets:
         f.attrs.update({"format": FORMAT, "format_version": np.int64(FORMAT_VERSION), "kind": kind,
                         "N": np.int64(N), "D": np.int64(D), "n_batches": np.int64(len(offsets) - 1),
                         "batches_fixed": bool(batches_fixed), "source": str(source),
-                        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                        "file_id": uuid.uuid4().hex})
+                        "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
         f.attrs.update(attrs or {})
         f.attrs.update(written)
 
@@ -497,10 +496,10 @@ class BatchStore:
 
     def check_unchanged(self) -> None:
         """Check that the file at :attr:`path` is still the one this store opened (the run checks it at every
-        checkpoint and before its final files): unchanged on disk, or rewritten with the same bytes where a
-        file's identity lives (its first and last :data:`_EDGE` bytes: the root attributes with the file's
-        random ``file_id``, and the end of its data). The bytes are read by plain I/O: the HDF5 library
-        would answer from the handle this store keeps open.
+        checkpoint and before its final files): unchanged on disk, or rewritten with the same size and the
+        same bytes where a file's identity lives (its first and last :data:`_EDGE` bytes: the root attributes
+        with its ``created`` stamp, and the end of its data). The bytes are read by plain I/O: the HDF5
+        library would answer from the handle this store keeps open.
 
         Raises
         ------
@@ -523,7 +522,7 @@ class BatchStore:
             layout = self._read_layout(f, attrs, BnpviError)
         except BnpviError:
             return False
-        return layout == self._layout and all(attrs.get(k) == self._attrs.get(k) for k in ("created", "file_id"))
+        return layout == self._layout and attrs.get("created") == self._attrs.get("created")
 
     def _limit(self, max_values: int | None = None) -> int:
         """Values per block of a one-pass scan (``max_values``, default 2**20)."""

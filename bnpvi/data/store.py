@@ -13,8 +13,7 @@ input checks. Three kinds of data share one file format
                     integers (strings, say): label_names[labels] are the labels as given
     root attrs      format, format_version, kind, N, D, n_batches,
                     batches_fixed (True when the user asked for a batch count at convert time),
-                    source (free text), created (ISO 8601 time, UTC), file_id (random hex: which
-                    written file this is, checked during a run)
+                    source (free text), created (ISO 8601 time, UTC)
 
 ``kind = "points"`` (:mod:`bnpvi.data.points`; one row per atom; o_B = N)::
 
