@@ -2,6 +2,7 @@
 number of workers; P = 1 is plain memo), rounds keep memo's guarantees, moves stay exact, resume keeps P, and
 a cluster that cannot serve the run fails on one line before the first lap."""
 import json
+import logging
 import multiprocessing
 import os
 import shutil
@@ -367,3 +368,15 @@ def test_a_worker_killed_mid_lap_changes_nothing(compose_cfg, tmp_path):
         for proc in procs:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize("before, after", [(logging.INFO, logging.WARNING), (logging.NOTSET, logging.WARNING),
+                                           (logging.DEBUG, logging.DEBUG), (logging.ERROR, logging.ERROR)])
+def test_dask_logging_is_quiet_unless_asked_for(monkeypatch, before, after):
+    """Dask's INFO records stay out of a run's output; a level chosen for them (hydra.verbose) is kept."""
+    from bnpvi.learn.dask_pool import quiet_dask_logging
+
+    dask_log = logging.getLogger("distributed")
+    monkeypatch.setattr(dask_log, "level", before)
+    quiet_dask_logging()
+    assert dask_log.level == after

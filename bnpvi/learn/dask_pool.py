@@ -139,6 +139,15 @@ class IgnoreCtrlC(distributed.WorkerPlugin):
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def quiet_dask_logging() -> None:
+    """Keep Dask's INFO records (workers registered, comms opened and closed) out of a run's output: the
+    ``distributed`` logger, at INFO from Dask's own config, is set to WARNING unless a more verbose level was
+    chosen for it (``hydra.verbose=distributed``: DEBUG)."""
+    dask_log = logging.getLogger("distributed")
+    if dask_log.level in (logging.NOTSET, logging.INFO):
+        dask_log.setLevel(logging.WARNING)
+
+
 class DaskPool:
     """Batch work on Dask workers (module docstring); start one with :meth:`start`.
 
@@ -174,6 +183,7 @@ class DaskPool:
         the running ``scheduler``; one-line errors for a scheduler that cannot be reached or has no worker, and
         for workers that cannot read the data file."""
         cluster = client = None
+        quiet_dask_logging()
         try:
             if scheduler is None:
                 cores = available_cores()

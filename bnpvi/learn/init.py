@@ -38,10 +38,14 @@ def sample_atoms(store, n_samples: int, rng: np.random.Generator):
     return type(parts[0]).concat(parts), float(sizes.sum()) / float(counts.sum())
 
 
-def initial_stats(model, store, cfg, rng: np.random.Generator, K: int) -> SuffStats:
+def initial_stats(model, store, cfg, rng: np.random.Generator, K: int, cells: bool = False) -> SuffStats:
     """Effective summaries of K initial clusters that define the initial globals (``init`` config node).
 
-    The clusters are the hard summaries of the seeds (after ``init.kmeans_iters``
+    With ``cells`` (a finite model, whose K clusters are all it has), the clusters start as the seeds'
+    cells: every sampled atom goes to the seed of smallest Bregman divergence (the k-means assignment
+    step, thesis Eq. 2.75), so each cluster starts from the shape of its group, not from one atom (one
+    atom's posterior is as wide as the prior, and the widest cluster takes a neighbour's group in the
+    first local step). Otherwise the clusters are the hard summaries of the seeds (after ``init.kmeans_iters``
     Bregman k-means iterations on the sample; null: the allocation model's
     ``init_kmeans_iters``; without them, the seeds themselves). K-means clusters
     summarise the whole sample and are scaled by the data set's size over the
@@ -74,9 +78,15 @@ def initial_stats(model, store, cfg, rng: np.random.Generator, K: int) -> SuffSt
     n_iters = model.alloc.init_kmeans_iters if n_iters is None else int(n_iters)
     if n_iters < 0:
         raise BnpviError(f"init.kmeans_iters must be at least 0, got {n_iters}")
-    if n_iters == 0:
+    if cells:
+        labels = np.argmin(obs.atom_divergences(sample)(seeds), axis=1)
+        labels[seeds] = np.arange(K)  # a seed is in its own cell, also where two atoms coincide
+        start = hard_summaries(obs, sample, labels, K)
+    elif n_iters == 0:
         return model.hard_stats(sample.take(seeds), np.arange(K), K)
-    N, fields = kmeans(obs, sample, *hard_summaries(obs, sample.take(seeds), np.arange(K), K), n_iters)
+    else:
+        start = hard_summaries(obs, sample.take(seeds), np.arange(K), K)
+    N, fields = kmeans(obs, sample, *start, n_iters)
     return model.empty_stats(K).with_fields(N=N, **fields).scaled(scale)
 
 

@@ -229,8 +229,10 @@ class Run:
         self.model.alloc.limit_temperature_laps(self._temperature_laps(checkpoint))
         if cfg.init.name == "from_run" or not ALGORITHMS[cfg.alg.name].anneals_prior:
             self.model = self.model.without_annealing()  # a warm start goes on from trained clusters, unannealed
-        if cfg.init.name == "from_run":  # the saved globals describe all the data: memo's lap 1 keeps them
-            self.model.alloc.full_first_pass = True  # until every batch has been summarised under them
+        # the saved globals, and a finite model's start from its seeds' cells (initial_stats), describe all the
+        # data: memo's lap 1 keeps them until every batch has been summarised under them
+        if cfg.init.name == "from_run" or self.model.alloc.finite:
+            self.model.alloc.full_first_pass = True
         self.labels = self.store.labels()
         # sequences in the HMM sense (a topic model's grouped vectors are documents, scored by ARI per token)
         self.sequences = self.store.kind == "seq" and not isinstance(self.model.alloc, TopicAlloc)
@@ -292,7 +294,7 @@ class Run:
         if self.cfg.init.name == "from_run":
             return saved_globals(self.model, self.store, self.cfg.init.path)
         K = initial_K(self.cfg, self.moves, self.model.alloc)
-        stats = initial_stats(self.model, self.store, self.cfg.init, self.rng, K)
+        stats = initial_stats(self.model, self.store, self.cfg.init, self.rng, K, cells=self.model.alloc.finite)
         return self.model.global_step(stats), ClusterIds.first(stats.K)
 
     def _moves(self):
