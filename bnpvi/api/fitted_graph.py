@@ -11,13 +11,12 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-import h5py
 import numpy as np
 
 from bnpvi.alloc.mmsb import MMSBAlloc
 from bnpvi.api.fitted import FittedModel
+from bnpvi.data.writes import new_h5, replacing
 from bnpvi.errors import BnpviError
-from bnpvi.io.h5tree import replacing
 from bnpvi.learn.links import community_strengths, link_probabilities
 from bnpvi.metrics import average_precision, roc_auc
 
@@ -65,14 +64,13 @@ class FittedGraphModel(FittedModel, alloc=MMSBAlloc):
             dst, value = graph.indices.astype(np.int64), None
         prob = link_probabilities(self.model, self.globals_, src, dst)
         names = store.node_names()
-        with replacing(out) as tmp:
-            with h5py.File(tmp, "w") as f:
-                f.create_dataset("src", data=src)
-                f.create_dataset("dst", data=dst)
-                f.create_dataset("probability", data=prob)
-                if value is not None:
-                    f.create_dataset("value", data=value)
-            with open(out.with_suffix(".csv"), "w", newline="") as fh:
+        with new_h5(out) as f:  # out appears only once the CSV is written too
+            f.create_dataset("src", data=src)
+            f.create_dataset("dst", data=dst)
+            f.create_dataset("probability", data=prob)
+            if value is not None:
+                f.create_dataset("value", data=value)
+            with replacing(out.with_suffix(".csv")) as csv_tmp, open(csv_tmp, "w", newline="") as fh:
                 writer = csv.writer(fh)
                 writer.writerow(["src", "dst", "probability"] + (["value"] if value is not None else []))
                 for n in range(src.shape[0]):

@@ -21,8 +21,8 @@ from bnpvi.api.fitted import FittedModel
 from bnpvi.data.batch import SeqBatch
 from bnpvi.data.checks import check_points
 from bnpvi.data.seq import lag_sequences
+from bnpvi.data.writes import replacing
 from bnpvi.errors import BnpviError
-from bnpvi.io.h5tree import replacing
 from bnpvi.io.segmentation import write_segmentation, write_segmentation_csv
 from bnpvi.learn.runner import needs_lag, segment_all
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator
@@ -24,6 +23,7 @@ import numpy as np
 from bnpvi.data.checks import positive_int
 from bnpvi.data.moments import DataMoments
 from bnpvi.data.progress import meter
+from bnpvi.data.writes import check_written, new_h5
 from bnpvi.errors import BnpviError
 
 FORMAT = "bnpvi-batches"
@@ -146,6 +146,7 @@ def write_blocks(group: h5py.Group, name: str, source, dtype, check: Callable | 
             if check is not None:
                 check(block, lo)
             dataset[lo:lo + block.shape[0]] = block.astype(dtype, copy=False)
+            check_written(dataset)
             advance(block.shape[0])
     return dataset
 
@@ -188,7 +189,8 @@ def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets:
     ------
     BnpviError
         The directory is missing, ``path`` is a directory, or the file cannot be
-        written. Nothing is left at ``path`` (nor a temporary file) on failure.
+        written ("cannot write PATH: no space left on device", :mod:`bnpvi.data.writes`). Nothing is
+        left at ``path`` (nor a temporary file) on failure.
     """
     if not path.parent.is_dir():
         raise BnpviError(f"{where}: directory {path.parent} does not exist")
@@ -210,21 +212,8 @@ def write_batch_file(path: Path, where: str, kind: str, N: int, D: int, offsets:
         f.attrs.update(attrs or {})
         f.attrs.update(written)
 
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        with h5py.File(tmp, "x") as f:
-            fill(f)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        raise BnpviError(f"{where}: {err.strerror or err}") from None
-    finally:
-        if tmp.exists():
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
+    with new_h5(path) as f:
+        fill(f)
     return path
 
 

@@ -46,6 +46,7 @@ from bnpvi.data.checks import (as_index_array, as_rows, check_doc_range, check_d
                                check_labels, check_n_batches, check_vocab, check_vocab_size)
 from bnpvi.data.progress import meter
 from bnpvi.data.tokens import TextSettings
+from bnpvi.data.writes import check_written
 from bnpvi.errors import BnpviError
 
 
@@ -571,6 +572,7 @@ def _write_corpus(group: h5py.Group, ids, counts, dr: np.ndarray, V: int, where:
                                                             doc_name=lambda d, lo=lo: name(lo + d))
             ids_out[first:last] = block_ids
             counts_out[first:last] = block_counts
+            check_written(group)
             tokens += float(block_counts.sum())
             advance(hi - lo)
     group.create_dataset("doc_range", data=dr, chunks=(chunk_1d(N + 1, 8),))

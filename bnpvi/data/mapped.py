@@ -20,6 +20,8 @@ from typing import Iterator
 
 import numpy as np
 
+from bnpvi.data.writes import writing
+
 # Rows of a gather read between two releases of the mapped pages. Each row may fault in a page of its own,
 # and the kernel maps the cached pages around a faulting one too (fault-around, 64 KiB), so a gather holds up
 # to this many x 64 KiB: 256 rows, 16 MiB (4,096 rows held 1 GB more at 2e7 rows, no faster).
@@ -131,18 +133,21 @@ class Spool:
         self.dtype = np.dtype(dtype)
         self.width = width
         self.path = Path(directory) / f"spool-{uuid.uuid4().hex[:12]}.bin"
-        self._file = open(self.path, "wb")
+        with writing(self.path):
+            self._file = open(self.path, "wb")
         self.n_rows = 0
 
     def append(self, block) -> None:
         """Add the rows of ``block`` (converted to the spool's dtype)."""
         block = np.ascontiguousarray(block, dtype=self.dtype)
-        self._file.write(block.tobytes())
+        with writing(self.path):
+            self._file.write(block.tobytes())
         self.n_rows += block.shape[0]
 
     def mapped(self) -> MappedArray:
         """Every row appended, as a MappedArray (no more rows can be added)."""
-        self._file.close()
+        with writing(self.path):
+            self._file.close()
         shape = (self.n_rows,) if self.width is None else (self.n_rows, self.width)
         return MappedArray(self.path, 0, self.dtype, shape)
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bnpvi.io.h5tree import replacing, write_atomic
+from bnpvi.data.writes import replacing, save_figure
+from bnpvi.io.h5tree import write_atomic
 
 TOP_NODES = 5
 """Names listed per community in communities.csv."""
@@ -95,7 +96,7 @@ def plot_adjacency(path: Path, batch, memberships: np.ndarray, strengths: np.nda
             ax.set_xticks(np.arange(order.shape[0]), labels, rotation=90, fontsize=6)
             ax.set_yticks(np.arange(order.shape[0]), labels, fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)
     plt.close(fig)
 
 
@@ -132,5 +133,5 @@ def plot_precision_recall(path: Path, curves: list[tuple[int, np.ndarray, np.nda
                                                 if len(picked) < len(curves) else ""), fontsize=9)
     ax.legend(loc="lower left")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)
     plt.close(fig)

@@ -1,14 +1,12 @@
-"""Nested dicts of arrays <-> HDF5 groups, and atomic file replacement."""
+"""Nested dicts of arrays <-> HDF5 groups, and HDF5 files of them written atomically."""
 from __future__ import annotations
 
-import os
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import h5py
 import numpy as np
+
+from bnpvi.data.writes import new_h5
 
 
 def write_tree(group: h5py.Group, tree: dict) -> None:
@@ -36,32 +34,10 @@ def read_tree(group: h5py.Group) -> dict:
     return out
 
 
-@contextmanager
-def replacing(path: Path) -> Iterator[Path]:
-    """A temporary path in ``path``'s folder to write to; when the block ends without an error the file
-    there is synced to disk and renamed to ``path``, otherwise it is removed.
-
-    A crash at any moment leaves either the previous file or the new one, never a partial one.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_atomic(path: Path, tree: dict, attrs: dict | None = None) -> None:
-    """Write ``tree`` to an HDF5 file atomically (:func:`replacing`)."""
-    with replacing(path) as tmp:
-        with h5py.File(tmp, "w") as f:
-            write_tree(f, tree)
-            for key, value in (attrs or {}).items():
-                f.attrs[key] = value
+    """Write ``tree`` to an HDF5 file atomically (:func:`~bnpvi.data.writes.new_h5`; a failed write: one
+    line, :func:`~bnpvi.data.writes.write_failure`)."""
+    with new_h5(path) as f:
+        write_tree(f, tree)
+        for key, value in (attrs or {}).items():
+            f.attrs[key] = value

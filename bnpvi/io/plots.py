@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bnpvi.data.writes import save_figure
+
 ANNEALED_SHADE = {"color": "0.85", "alpha": 0.5, "linewidth": 0}
 """How the laps of an annealed model are shaded."""
 ANNEALED_LABEL = "annealed laps: ELBO under the configured model"
@@ -74,5 +76,5 @@ def plot_trace(rows: list[dict], path: Path) -> None:
         shade_annealed((ax_elbo, ax_k), spans)
         ax_elbo.legend(handles=[Patch(**ANNEALED_SHADE, label=ANNEALED_LABEL)], fontsize="small", loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path)
     plt.close(fig)

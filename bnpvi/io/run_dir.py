@@ -33,7 +33,7 @@ def checkpoint_path(run_dir: Path) -> Path:
 
 def remove_partial_writes(run_dir: Path) -> list[Path]:
     """Remove the temporary files that a run killed while writing left in ``run_dir`` and its checkpoints
-    folder (:func:`bnpvi.io.h5tree.replacing` writes ``.NAME.*.tmp`` beside ``NAME``); the paths removed."""
+    folder (:func:`bnpvi.data.writes.replacing` writes ``.NAME.*.tmp`` beside ``NAME``); the paths removed."""
     run_dir = Path(run_dir)
     removed = [path for folder in (run_dir, checkpoint_path(run_dir).parent) for path in folder.glob(".*.tmp")]
     for path in removed:

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bnpvi.data.writes import replacing, save_figure
 from bnpvi.errors import BnpviError
-from bnpvi.io.h5tree import replacing, write_atomic
+from bnpvi.io.h5tree import write_atomic
 from bnpvi.metrics import align_labels, hamming_distance, hamming_many_to_one, many_to_one_labels
 
 MAX_PLOTTED = 20
@@ -153,7 +154,7 @@ def write_transitions(path: Path, start_probs, trans_probs, uids) -> None:
         raise BnpviError(f"cannot write {path}: start_probs {start.shape}, trans_probs {trans.shape} and "
                          f"uids {uids.shape} do not describe {K} states")
     header = ["from", *(str(u) for u in uids)] + (["other"] if trans.shape[1] > K else [])
-    with open(path, "w", newline="") as fh:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
         writer.writerow(["start", *start.tolist()])
@@ -297,5 +298,5 @@ def plot_segmentation(path: Path, seg: Segmentation, max_seqs: int = MAX_PLOTTED
                for i, name in enumerate(colouring.names)]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=6, frameon=False,
               ncol=-(-len(handles) // LEGEND_ROWS))
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+    save_figure(fig, path, bbox_inches="tight")
     plt.close(fig)

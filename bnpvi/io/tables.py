@@ -3,7 +3,7 @@
 Each column is one dataset of the .h5, its rows the atoms (a column may carry a second axis,
 as a (N, K) matrix of weights, which spreads over K columns of the CSV). Only one block is
 held at a time. Both files are written to temporary files and renamed at the end, so an
-error never leaves a partial file.
+error never leaves a partial file (a failed write: one line, :mod:`bnpvi.data.writes`).
 """
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-import h5py
 import numpy as np
 
-from bnpvi.io.h5tree import replacing, write_tree
+from bnpvi.data.writes import check_written, new_h5, replacing
+from bnpvi.io.h5tree import write_tree
 
 CHUNK_VALUES = 65536
 """Values per HDF5 chunk of a column."""
@@ -68,8 +68,8 @@ def write_table(path: Path, columns: list[Column], header: list[str], blocks: It
     """
     path = Path(path)
     n = 0
-    with replacing(path) as h5_tmp, replacing(path.with_suffix(".csv")) as csv_tmp:
-        with h5py.File(h5_tmp, "w") as f, open(csv_tmp, "w") as csv:
+    with new_h5(path) as f, replacing(path.with_suffix(".csv")) as csv_tmp:
+        with open(csv_tmp, "w") as csv:
             tails = {c.name: (c.width,) if c.width else () for c in columns}
             data = {c.name: f.create_dataset(c.name, shape=(0, *tails[c.name]), maxshape=(None, *tails[c.name]),
                                              dtype=c.dtype, chunks=(max(1, CHUNK_VALUES // max(c.width, 1)),
@@ -87,4 +87,5 @@ def write_table(path: Path, columns: list[Column], header: list[str], blocks: It
                     data[c.name][n:] = value
                 np.savetxt(csv, np.column_stack([value.astype(object) for value in values]), fmt=fmt, delimiter=",")
                 n += m
+                check_written(f)
     return n

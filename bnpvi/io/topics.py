@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from bnpvi.data.bow import BowStore
+from bnpvi.data.writes import replacing, write_text
 from bnpvi.io.h5tree import write_atomic
 from bnpvi.metrics import npmi_coherence, weighted_mean
 
@@ -75,9 +76,9 @@ def write_topics(run_dir, probs: np.ndarray, usage: np.ndarray, uids: np.ndarray
                      + " ".join(words[top[k]]))
     import pandas as pd  # only when a topic run ends (every command imports this module)
 
-    pd.DataFrame(rows, columns=["topic", "rank", "word", "probability", "coherence_npmi"]).to_csv(
-        run_dir / "topics.csv", index=False)
-    (run_dir / "topics.txt").write_text("\n".join(lines) + "\n")
+    with replacing(run_dir / "topics.csv") as tmp:
+        pd.DataFrame(rows, columns=["topic", "rank", "word", "probability", "coherence_npmi"]).to_csv(tmp, index=False)
+    write_text(run_dir / "topics.txt", "\n".join(lines) + "\n")
     return None if store is None else weighted_mean(coherence, usage)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bnpvi.data.writes import writing
 from bnpvi.moves.base import VANISHING_MASS
 
 MOVES = ("birth", "merge", "delete", "reassign")
@@ -62,7 +63,7 @@ class CsvTable:
         self.path = Path(path)
         self.columns = list(columns)
         self.rows = list(rows or [])
-        with open(self.path, "w", newline="") as fh:
+        with writing(self.path), open(self.path, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=self.columns)
             writer.writeheader()
             writer.writerows(self.rows)
@@ -70,7 +71,7 @@ class CsvTable:
     def extend(self, rows: list[dict]) -> None:
         rows = [{col: row.get(col, 0) for col in self.columns} for row in rows]
         self.rows.extend(rows)
-        with open(self.path, "a", newline="") as fh:
+        with writing(self.path), open(self.path, "a", newline="") as fh:
             csv.DictWriter(fh, fieldnames=self.columns).writerows(rows)
 
     def append(self, row: dict) -> None:

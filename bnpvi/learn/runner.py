@@ -30,6 +30,7 @@ from bnpvi.data.graph_toy import ensure_toy_graph
 from bnpvi.data.heldout import check_seed
 from bnpvi.data.store import BatchStore
 from bnpvi.data.toy import ensure_toy, ensure_toy_bars, ensure_toy_sequences
+from bnpvi.data.writes import write_text
 from bnpvi.errors import BnpviError, check_int
 from bnpvi.io.assignments import write_assignments
 from bnpvi.io.checkpoint import load_checkpoint, save_checkpoint
@@ -607,7 +608,7 @@ class Run:
                     text=None if origin is None else origin.settings)
         if self.trace.rows and plots:
             plot_trace(self.trace.rows, self.run_dir / "elbo_K.png")
-        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_text(self.run_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
         score = "".join(f"  {label} {summary[name]:.4f}" for name, label in DONE_SCORES.items() if name in summary)
         if "states_used" in summary:
             score += f"  ({summary['states_used']} states for {summary['true_states']} true)"
