@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
+from threadpoolctl import threadpool_limits
 
 distributed = pytest.importorskip("distributed", reason="Dask's distributed scheduler is not installed "
                                                         "(pip install 'bnpvi[cluster]')")
@@ -35,6 +36,7 @@ from bnpvi.obs import make_obs  # noqa: E402
 from bnpvi.stats import ClusterIds  # noqa: E402
 from test_hmm_births import BIRTH as HMM_BIRTH, GAUSS, two_regime_store  # noqa: E402
 from test_moves import four_clusters, moves_cfg, obs_cfg  # noqa: E402
+from test_pool import wide_points  # noqa: E402
 
 COMMON = ["alg.n_laps=5", "alg.converge_thr=-1", "seed=3", "data.n_atoms=2000", "data.n_batches=6"]
 
@@ -63,6 +65,16 @@ def test_vb_on_two_local_workers_is_vb_in_one_process_and_the_cluster_closes(com
     runner.train(compose_cfg("alg=vb", "init.K=6", "alg.workers=2", *COMMON), tmp_path / "two")
     assert_same_runs(tmp_path / "one", tmp_path / "two")
     assert not multiprocessing.active_children()  # the local cluster's worker processes are gone
+
+
+def test_vb_on_two_workers_is_vb_in_one_process_where_blas_threads_split_the_sums(compose_cfg, tmp_path):
+    # batches of 1,000 16-D atoms at K = 25: OpenBLAS splits Rᵀ Y between this process's 2 threads (a worker has 1)
+    base = ["alg=vb", "data=hdf5", f"data.path={wide_points(tmp_path / 'x.h5')}", "obs=gauss", "init.K=25",
+            "alg.n_laps=2", "alg.converge_thr=-1", "plots=false"]
+    with threadpool_limits(2, user_api="blas"):
+        runner.train(compose_cfg(*base), tmp_path / "one")
+        runner.train(compose_cfg(*base, "alg.workers=2"), tmp_path / "two")
+    assert_same_runs(tmp_path / "one", tmp_path / "two")  # before: 2e-16 apart after lap 1
 
 
 def rounds_as_tasks(monkeypatch) -> list[int]:

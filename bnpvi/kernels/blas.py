@@ -16,11 +16,13 @@ _blas_limiter = None
 
 @contextlib.contextmanager
 def blas_single_thread(use_blas: bool = True):
-    """Keep BLAS on one thread during a kernel call that uses it (or any block of small BLAS calls).
+    """Keep BLAS on one thread during a kernel call that uses it, any block of small BLAS calls, or a batch's
+    work wherever it runs (:mod:`bnpvi.learn.pool`).
 
     The kernel's own OpenMP threads call BLAS concurrently (BLAS threads on top would
-    oversubscribe the cores), and BLAS results may depend on BLAS's thread count,
-    which would break bit-identical results for every ``n_threads``. The limit is
+    oversubscribe the cores), and BLAS results may depend on BLAS's thread count
+    (OpenBLAS splits the sum over the atoms of Rᵀ Y between its threads), which would break
+    bit-identical results for every ``n_threads`` and every number of workers. The limit is
     process-wide (threadpoolctl) and held while any such call runs, also when
     several Python threads call the kernels at once.
     """

@@ -30,6 +30,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from bnpvi.errors import BnpviError
+from bnpvi.kernels.blas import blas_single_thread
 from bnpvi.learn.allocator import reuse_freed_memory
 from bnpvi.learn.pool import BatchJob
 from bnpvi.learn.work import BatchResult, process_batch
@@ -77,12 +78,14 @@ def available_cores() -> int:
 def work_on_batches(store, model, globals_, schedule, plans: dict, batches: list[int], warm: list,
                     pieces: list) -> list[BatchResult]:
     """A task: each batch b of ``batches`` (or its piece, ``BatchJob.piece``) read from the worker's own handle
-    of ``store``, and its work (``process_batch``), in turn."""
+    of ``store``, and its work (``process_batch``, with BLAS on one thread as in this process:
+    :mod:`bnpvi.learn.pool`), in turn."""
     results = []
     for b, start, piece in zip(batches, warm, pieces):
         with _read_lock:
             batch = store.read_batch(b, piece)
-        results.append(process_batch(model, globals_, batch, plans.get(b, {}), schedule, start))
+        with blas_single_thread():
+            results.append(process_batch(model, globals_, batch, plans.get(b, {}), schedule, start))
     return results
 
 

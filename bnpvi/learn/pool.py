@@ -4,12 +4,17 @@
 A pool runs :func:`~bnpvi.learn.work.process_batch` on some batches under one set of global
 parameters and returns their results in the order of the jobs; the driver alone applies them,
 so a run's result does not depend on which pool ran it, nor on the order its jobs finished.
+Every pool works on a batch with BLAS on one thread (:func:`~bnpvi.kernels.blas.blas_single_thread`):
+a product that sums over a batch's atoms (the summaries Rᵀ Y) splits its sums by BLAS's thread
+count, so the same batch on two BLAS threads in this process and on one in a worker would differ
+in the last bits.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from bnpvi.errors import BnpviError, check_int
+from bnpvi.kernels.blas import blas_single_thread
 from bnpvi.learn.work import BatchResult, process_batch
 
 
@@ -36,8 +41,9 @@ class LocalPool:
 
     def run(self, model, globals_, jobs: list[BatchJob], schedule=None) -> list[BatchResult]:
         """The results of ``jobs`` under ``globals_``, in order (``schedule`` dispatches the moves' tracking)."""
-        return [process_batch(model, globals_, self.store.read_batch(job.b, job.piece), job.plans, schedule, job.warm)
-                for job in jobs]
+        with blas_single_thread():
+            return [process_batch(model, globals_, self.store.read_batch(job.b, job.piece), job.plans, schedule,
+                                  job.warm) for job in jobs]
 
     def close(self) -> None:
         """Nothing to release."""
