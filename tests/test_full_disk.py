@@ -88,8 +88,9 @@ def finished_run(compose_cfg, tmp_path):
 def test_a_full_disk_at_the_final_files_stops_the_run_on_one_line(monkeypatch, capsys, finished_run, module, name):
     run = finished_run
     monkeypatch.setattr(run, "finish", lambda *a, real=run.finish: fill_disk(monkeypatch, module, name) or real(*a))
+    monkeypatch.setattr(cli_train, "START", cli_train.StartUp())  # what bnpvi-train's run has done, this test's own
     with pytest.raises(SystemExit) as exited:
-        cli_train._run(lambda: run, lambda: None)
+        cli_train._train(run)
     assert exited.value.code == 2
     err = capsys.readouterr().err
     target = run.run_dir / ("checkpoints/" + name if name == "latest.h5" else name)

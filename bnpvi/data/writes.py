@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -56,10 +56,9 @@ def replacing(path) -> Iterator[Path]:
     path = Path(path)
     with writing(path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
+        tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"  # created by the writer, as umask says
         try:
-            yield Path(tmp)
+            yield tmp
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
