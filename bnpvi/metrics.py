@@ -28,17 +28,8 @@ def adjusted_rand_index(labels_true, labels_pred) -> float:
     k_ids, k = np.unique(pred, return_inverse=True)
     n_c, n_k = np.bincount(t.ravel()), np.bincount(k.ravel())
     cells, cell_counts = np.unique(t.ravel().astype(np.int64) * k_ids.size + k.ravel(), return_counts=True)
-    cell_counts = cell_counts.astype(np.int64)
     rows, cols = cells // max(k_ids.size, 1), cells % max(k_ids.size, 1)
-    sum_squares = (cell_counts ** 2).sum()
-    # the pair confusion matrix [[tn, fp], [fn, tp]] (scikit-learn's pair_confusion_matrix)
-    tp = int(sum_squares - n)
-    fp = int((cell_counts * n_k[cols]).sum() - sum_squares)
-    fn = int((cell_counts * n_c[rows]).sum() - sum_squares)
-    tn = int(n ** 2 - fp - fn - sum_squares)
-    if fn == 0 and fp == 0:  # empty data or full agreement
-        return 1.0
-    return 2.0 * (tp * tn - fn * fp) / ((tp + fn) * (fn + tn) + (tp + fp) * (fp + tn))
+    return _ari_of_cells(n, cell_counts.astype(np.int64), n_c[rows], n_k[cols])
 
 
 def _label_array(x, name: str) -> np.ndarray:
@@ -354,3 +345,52 @@ def normalized_mutual_info(labels_true, labels_pred) -> float:
     if ht == 0.0 or hp == 0.0:
         return 1.0 if ht == hp else 0.0
     return mi / np.sqrt(ht * hp)
+
+
+# ------------------------------------------- agreement from a contingency table
+# (counted a batch at a time, so that no score needs every atom's label at once)
+def _ari_of_cells(n, cell_counts: np.ndarray, row_sums: np.ndarray, col_sums: np.ndarray) -> float:
+    """The adjusted Rand index from the nonzero cells of a contingency table of ``n`` atoms: each cell's count,
+    and the sums of its row (true label) and column (estimated label), as integers."""
+    sum_squares = (cell_counts ** 2).sum()
+    # the pair confusion matrix [[tn, fp], [fn, tp]] (scikit-learn's pair_confusion_matrix)
+    tp = int(sum_squares - n)
+    fp = int((cell_counts * col_sums).sum() - sum_squares)
+    fn = int((cell_counts * row_sums).sum() - sum_squares)
+    tn = int(n ** 2 - fp - fn - sum_squares)
+    if fn == 0 and fp == 0:  # empty data or full agreement
+        return 1.0
+    return 2.0 * (tp * tn - fn * fp) / ((tp + fn) * (fn + tn) + (tp + fp) * (fp + tn))
+
+
+def adjusted_rand_index_of_counts(table) -> float:
+    """:func:`adjusted_rand_index` of the labelling whose (true label, estimated label) contingency table is
+    ``table`` (C, E) of atom counts: the same value, bit for bit."""
+    table = np.asarray(table, dtype=np.int64)
+    rows, cols = np.nonzero(table)
+    return _ari_of_cells(np.int64(table.sum()), table[rows, cols], table.sum(axis=1)[rows],
+                         table.sum(axis=0)[cols])
+
+
+def hamming_of_counts(table) -> float:
+    """:func:`hamming_distance` from the (C, E) contingency table of the scored steps (true label ≥ 0, one row
+    each; estimated labels in columns): 1 − (the overlap of the one-to-one matching of largest overlap) / T_s.
+    NaN when the table counts no step."""
+    from scipy.optimize import linear_sum_assignment  # here: every command imports this module
+
+    table = np.asarray(table, dtype=np.int64)
+    n = int(table.sum())
+    if n == 0:
+        return float("nan")
+    rows, cols = linear_sum_assignment(table, maximize=True)
+    return float((n - int(table[rows, cols].sum())) / n)
+
+
+def hamming_many_to_one_of_counts(table) -> float:
+    """:func:`hamming_many_to_one` from the (C, E) contingency table of the scored steps: 1 − Σ_e max_c
+    table[c, e] / T_s (each estimated label to the true label it overlaps most). NaN when it counts no step."""
+    table = np.asarray(table, dtype=np.int64)
+    n = int(table.sum())
+    if n == 0:
+        return float("nan")
+    return float((n - int(table.max(axis=0).sum())) / n)

@@ -11,8 +11,9 @@ import scipy.sparse as sp
 from scipy.special import comb, gammaln
 
 from bnpvi.data.checks import check_documents, sum_duplicate_words
-from bnpvi.metrics import (adjusted_rand_index, align_labels, hamming_distance, hamming_many_to_one,
-                           many_to_one_labels, npmi_coherence, weighted_mean)
+from bnpvi.metrics import (adjusted_rand_index, adjusted_rand_index_of_counts, align_labels, hamming_distance,
+                           hamming_many_to_one, hamming_many_to_one_of_counts, hamming_of_counts, many_to_one_labels,
+                           npmi_coherence, weighted_mean)
 from bnpvi.special import multigammaln
 
 
@@ -259,3 +260,21 @@ def test_npmi_worked_example():
     np.testing.assert_allclose(npmi_coherence(np.array([[0, 1], [0, 2], [1, 2]]), docs), [1.0, -1.0, -1.0])
     assert np.isnan(npmi_coherence(np.array([[0]]), docs)[0])  # one word makes no pair
     assert weighted_mean(np.array([1.0, -1.0, np.nan]), np.array([3.0, 1.0, 5.0])) == 0.5
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_scores_from_a_contingency_table_are_the_scores_of_the_labels(seed):
+    """ARI and both Hamming distances from counts (a run counts its labels a batch at a time) equal, bit for
+    bit, the same scores of the label arrays."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    true = rng.integers(-1 if seed % 2 else 0, rng.integers(1, 6), size=n)
+    est = rng.integers(0, rng.integers(1, 9), size=n)
+    ids, rows = np.unique(true, return_inverse=True)
+    table = np.zeros((ids.size, est.max() + 1), dtype=np.int64)
+    np.add.at(table, (rows, est), 1)
+    assert adjusted_rand_index_of_counts(table) == adjusted_rand_index(true, est)
+    scored = table[ids >= 0]
+    assert hamming_of_counts(scored) == hamming_distance(true, est)
+    assert hamming_many_to_one_of_counts(scored) == hamming_many_to_one(true, est)
+    assert np.isnan(hamming_of_counts(np.zeros((0, 3)))) and np.isnan(hamming_many_to_one_of_counts(np.zeros((0, 3))))

@@ -75,15 +75,15 @@ def write_text(path, text: str) -> None:
 
 
 @contextmanager
-def new_h5(path) -> Iterator[h5py.File]:
-    """A new HDF5 file open for writing that replaces ``path`` when the block ends (:func:`replacing`), and that
-    HDF5 never finds a write of failed in (module docstring): the first OSError its writes met is raised when
-    HDF5 has closed the file, as :func:`write_failure`'s one line."""
+def new_h5(path, **options) -> Iterator[h5py.File]:
+    """A new HDF5 file open for writing (``options`` of ``h5py.File``) that replaces ``path`` when the block ends
+    (:func:`replacing`), and that HDF5 never finds a write of failed in (module docstring): the first OSError its
+    writes met is raised when HDF5 has closed the file, as :func:`write_failure`'s one line."""
     path = Path(path)
     with replacing(path) as tmp:
         guard = _Guarded(tmp, path)
         try:
-            with h5py.File(guard, "w") as f:
+            with h5py.File(guard, "w", **options) as f:
                 _GUARDS[f.filename] = guard
                 try:
                     yield f

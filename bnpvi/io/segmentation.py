@@ -30,7 +30,8 @@ import numpy as np
 from bnpvi.data.writes import replacing, save_figure
 from bnpvi.errors import BnpviError
 from bnpvi.io.h5tree import write_atomic
-from bnpvi.metrics import align_labels, hamming_distance, hamming_many_to_one, many_to_one_labels
+from bnpvi.metrics import (align_labels, hamming_distance, hamming_many_to_one, hamming_many_to_one_of_counts,
+                           hamming_of_counts, many_to_one_labels)
 
 MAX_PLOTTED = 20
 """Sequences drawn in segmentation.png (the first ones of the file)."""
@@ -90,6 +91,14 @@ def path_scores(labels, path) -> dict:
     labels = np.asarray(labels)
     return {"hamming": hamming_distance(labels, path), "hamming_many_to_one": hamming_many_to_one(labels, path),
             "states_used": int(np.unique(path).size), "true_states": int(np.unique(labels[labels >= 0]).size)}
+
+
+def path_scores_of_counts(ids, table) -> dict:
+    """:func:`path_scores` from the distinct true labels ``ids`` (C,) and the (C, K) table of steps per true
+    label and state (a run's paths counted a batch at a time: ``bnpvi.learn.runner.label_counts``)."""
+    scored = np.asarray(table)[np.asarray(ids) >= 0]
+    return {"hamming": hamming_of_counts(scored), "hamming_many_to_one": hamming_many_to_one_of_counts(scored),
+            "states_used": int(np.count_nonzero(np.asarray(table).sum(axis=0))), "true_states": int(scored.shape[0])}
 
 
 def write_segmentation_outputs(run_dir: Path, seg: Segmentation, uids: np.ndarray, exported: dict,

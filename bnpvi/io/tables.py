@@ -18,6 +18,8 @@ from bnpvi.io.h5tree import write_tree
 
 CHUNK_VALUES = 65536
 """Values per HDF5 chunk of a column."""
+CSV_ROWS = 4096
+"""Rows of a block formatted into the CSV at once (as Python objects, ~100 bytes a value)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,8 @@ def write_table(path: Path, columns: list[Column], header: list[str], blocks: It
     """
     path = Path(path)
     n = 0
-    with new_h5(path) as f, replacing(path.with_suffix(".csv")) as csv_tmp:
+    # no chunk cache: HDF5's grew by about half the bytes written (2,000,000 rows of 3 columns: +25 MiB)
+    with new_h5(path, rdcc_nbytes=0) as f, replacing(path.with_suffix(".csv")) as csv_tmp:
         with open(csv_tmp, "w") as csv:
             tails = {c.name: (c.width,) if c.width else () for c in columns}
             data = {c.name: f.create_dataset(c.name, shape=(0, *tails[c.name]), maxshape=(None, *tails[c.name]),
@@ -85,7 +88,9 @@ def write_table(path: Path, columns: list[Column], header: list[str], blocks: It
                 for c, value in zip(columns, values):
                     data[c.name].resize((n + m, *tails[c.name]))
                     data[c.name][n:] = value
-                np.savetxt(csv, np.column_stack([value.astype(object) for value in values]), fmt=fmt, delimiter=",")
+                for lo in range(0, m, CSV_ROWS):  # mixed dtypes: rows as objects, a bounded number at a time
+                    np.savetxt(csv, np.column_stack([value[lo:lo + CSV_ROWS].astype(object) for value in values]),
+                               fmt=fmt, delimiter=",")
                 n += m
                 check_written(f)
     return n

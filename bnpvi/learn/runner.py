@@ -38,7 +38,7 @@ from bnpvi.io.model_file import write_model
 from bnpvi.io.plots import plot_trace
 from bnpvi.io.run_dir import (RunDirLock, RunState, checkpoint_path, refuse_start, remove_if_empty,
                               remove_partial_writes, run_state)
-from bnpvi.io.segmentation import Segmentation, path_scores, write_segmentation_outputs
+from bnpvi.io.segmentation import Segmentation, path_scores_of_counts, write_segmentation_outputs
 from bnpvi.io.topics import topic_word_probs, write_doc_topics, write_topics
 from bnpvi.io.trace import (ANNEALING_COLUMNS, CLUSTER_COLUMNS, MOVE_COLUMNS, MOVES, SEQUENCE_SCORE_COLUMNS,
                             TRACE_COLUMNS, CsvTable, clusters_holding_mass)
@@ -58,7 +58,7 @@ from bnpvi.learn.stop import StopRequest
 from bnpvi.learn.sovb import StochasticVB
 from bnpvi.learn.tfsvi import TruncationFreeSVI
 from bnpvi.learn.vb import FullVB
-from bnpvi.metrics import adjusted_rand_index
+from bnpvi.metrics import adjusted_rand_index_of_counts
 from bnpvi.model import Model
 from bnpvi.moves.reassign import supported as reassign_supported
 from bnpvi.obs import FAMILIES
@@ -164,9 +164,24 @@ def initial_K(cfg: DictConfig, moves=None, alloc=None) -> int:
     return alloc.abundant_K if alloc is not None else 8
 
 
-def decode_all(model: Model, globals_, store: BatchStore) -> np.ndarray:
-    """The most likely cluster of every atom (mixtures: argmax r_nk; HMMs: Viterbi), in file order."""
-    return np.concatenate([model.decode(store.read_batch(b), globals_) for b in range(store.n_batches)])
+def label_counts(model: Model, globals_, store: BatchStore, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct true ``labels`` (C,) and the (C, K) table of atoms per true label and most likely cluster
+    (mixtures: argmax r_nk; HMMs: Viterbi; clusters by position), decoded one batch at a time: memory holds one
+    batch's labels, not every atom's."""
+    ids, table = np.zeros(0, dtype=np.int64), np.zeros((0, globals_.K), dtype=np.int64)
+    pos = 0
+    for b in range(store.n_batches):
+        est = model.decode(store.read_batch(b), globals_)
+        batch_ids, rows = np.unique(labels[pos:pos + est.shape[0]], return_inverse=True)
+        pos += est.shape[0]
+        if not np.isin(batch_ids, ids).all():  # labels not seen in the batches before: rows for them
+            merged = np.union1d(ids, batch_ids)
+            grown = np.zeros((merged.size, globals_.K), dtype=np.int64)
+            grown[np.searchsorted(merged, ids)] = table
+            ids, table = merged, grown
+        cells = np.searchsorted(ids, batch_ids)[rows.ravel()] * globals_.K + est
+        table += np.bincount(cells, minlength=table.size).reshape(table.shape)
+    return ids, table
 
 
 def doc_topic_proportions(model: Model, globals_, store: BatchStore) -> np.ndarray:
@@ -405,15 +420,16 @@ class Run:
     def scores(self, segmentation: Segmentation | None = None) -> dict:
         """Agreement with the true labels: for sequences the one-to-one and many-to-one Hamming distances of the
         Viterbi paths and the number of states they visit (:func:`~bnpvi.io.segmentation.path_scores`; with a
-        given ``segmentation`` also of its marginal-MAP paths), ARI otherwise."""
+        given ``segmentation`` also of its marginal-MAP paths), ARI otherwise; from labels counted a batch at a
+        time (:func:`label_counts`)."""
         if self.labels is None:
             return {}
         if segmentation is not None:
             return segmentation.scores()
-        estimate = decode_all(self.model, self.alg.globals, self.store)
+        ids, table = label_counts(self.model, self.alg.globals, self.store, self.labels)
         if self.sequences:
-            return path_scores(self.labels, estimate)
-        return {"ari": adjusted_rand_index(self.labels, estimate)}
+            return path_scores_of_counts(ids, table)
+        return {"ari": adjusted_rand_index_of_counts(table)}
 
     def heldout_score(self, globals_) -> tuple[float, int]:
         """The held-out score under ``globals_`` and how many tokens (points) it averages: a topic model's
