@@ -447,7 +447,7 @@ def test_failed_write_leaves_nothing(tmp_path, data, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("bnpvi.data.base.os.replace", broken_replace)
-    with pytest.raises(BnpviError, match=r"cannot write .*new\.h5: No space left"):
+    with pytest.raises(BnpviError, match=r"cannot write .*new\.h5: no space left"):
         write_points(tmp_path / "new.h5", X)
     with pytest.raises(BnpviError):
         write_points(old, X)
