@@ -135,7 +135,7 @@ def hamming_distance(true, est) -> float:
     ValueError
         The arrays differ in length, are not 1-D, or do not hold integers.
     """
-    return _mismatch(true, align_labels(true, est))
+    return hamming_of_counts(_contingency(true, est)[1])
 
 
 def many_to_one_labels(true, est) -> np.ndarray:
@@ -193,18 +193,7 @@ def hamming_many_to_one(true, est) -> float:
     ValueError
         The arrays differ in length, are not 1-D, or do not hold integers.
     """
-    return _mismatch(true, many_to_one_labels(true, est))
-
-
-def _mismatch(true, mapped: np.ndarray) -> float:
-    """Fraction of the scored steps (true label ≥ 0) where ``mapped`` differs from ``true``; NaN when none is
-    scored."""
-    true = _label_array(true, "true")
-    scored = true >= 0
-    n = int(scored.sum())
-    if n == 0:
-        return float("nan")
-    return float(np.count_nonzero(mapped[scored] != true[scored]) / n)
+    return hamming_many_to_one_of_counts(_contingency(true, est)[1])
 
 
 # ------------------------------------------------------------ topic coherence
