@@ -30,3 +30,14 @@ def test_the_readme_blobs_are_found_on_every_seed(compose_cfg, tmp_path, blobs, 
         summary = runner.train(cfg, tmp_path / f"{alg}{seed}")
         assert sorted(np.round(summary["counts"])) == [299, 300, 300], (seed, summary["counts"])
         assert json.loads((tmp_path / f"{alg}{seed}" / "summary.json").read_text())["K"] == 3
+
+
+@pytest.mark.parametrize("moves", ["moves=[]", "moves=[merge,delete]"])
+def test_a_dp_mixture_without_births_starts_as_a_finite_one(compose_cfg, tmp_path, blobs, moves):
+    # before: its seeds alone, and memo's global step after batch 0 sent the clusters of the two other blobs
+    # back to the prior, where the next blobs fell into one of them (600/300/0 on seeds 1, 4, 5, 8)
+    for seed in (1, 4):
+        cfg = compose_cfg("data=hdf5", f"data.path={blobs}", "model=dp_mix", moves, "init.K=3", f"seed={seed}",
+                          "plots=false")
+        summary = runner.train(cfg, tmp_path / f"{seed}")
+        assert sorted(np.round(summary["counts"])) == [299, 300, 300], (seed, summary["counts"])

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from omegaconf import OmegaConf
 
+from bnpvi.alloc.mixture import MixtureAlloc
 from bnpvi.config import schema_of
 from bnpvi.errors import BnpviError
 from bnpvi.io.model_file import read_model_to_apply
@@ -38,10 +39,17 @@ def sample_atoms(store, n_samples: int, rng: np.random.Generator):
     return type(parts[0]).concat(parts), float(sizes.sum()) / float(counts.sum())
 
 
+def fixed_K_start(alloc, moves) -> bool:
+    """Whether a run starts from the clusters it keeps: a finite model, or a mixture without births (``moves``:
+    the run's moves node, or None), whose merges and deletes cannot part a cluster that took two groups. Such a
+    start is its seeds' cells (:func:`initial_stats`), kept through memo's first lap (``full_first_pass``)."""
+    return alloc.finite or (isinstance(alloc, MixtureAlloc) and (moves is None or "birth" not in moves))
+
+
 def initial_stats(model, store, cfg, rng: np.random.Generator, K: int, cells: bool = False) -> SuffStats:
     """Effective summaries of K initial clusters that define the initial globals (``init`` config node).
 
-    With ``cells`` (a finite model, whose K clusters are all it has), the clusters start as the seeds'
+    With ``cells`` (:func:`fixed_K_start`: no cluster the run will have is missing), the clusters start as the seeds'
     cells: every sampled atom goes to the seed of smallest Bregman divergence (the k-means assignment
     step, thesis Eq. 2.75), so each cluster starts from the shape of its group, not from one atom (one
     atom's posterior is as wide as the prior, and the widest cluster takes a neighbour's group in the

@@ -49,7 +49,7 @@ from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.cache import make_caches
 from bnpvi.learn.em import EM
 from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
-from bnpvi.learn.init import initial_stats, saved_globals
+from bnpvi.learn.init import fixed_K_start, initial_stats, saved_globals
 from bnpvi.learn.links import evaluate_links, write_graph_outputs
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.pool import open_pool
@@ -245,9 +245,9 @@ class Run:
         self.model.alloc.limit_temperature_laps(self._temperature_laps(checkpoint))
         if cfg.init.name == "from_run" or not ALGORITHMS[cfg.alg.name].anneals_prior:
             self.model = self.model.without_annealing()  # a warm start goes on from trained clusters, unannealed
-        # the saved globals, and a finite model's start from its seeds' cells (initial_stats), describe all the
-        # data: memo's lap 1 keeps them until every batch has been summarised under them
-        if cfg.init.name == "from_run" or self.model.alloc.finite:
+        # the saved globals, and a fixed-K start from its seeds' cells (initial_stats), describe all the data:
+        # memo's lap 1 keeps them until every batch has been summarised under them
+        if cfg.init.name == "from_run" or fixed_K_start(self.model.alloc, self.moves):
             self.model.alloc.full_first_pass = True
         self.labels = self.store.labels()
         # sequences in the HMM sense (a topic model's grouped vectors are documents, scored by ARI per token)
@@ -310,7 +310,8 @@ class Run:
         if self.cfg.init.name == "from_run":
             return saved_globals(self.model, self.store, self.cfg.init.path)
         K = initial_K(self.cfg, self.moves, self.model.alloc)
-        stats = initial_stats(self.model, self.store, self.cfg.init, self.rng, K, cells=self.model.alloc.finite)
+        stats = initial_stats(self.model, self.store, self.cfg.init, self.rng, K,
+                              cells=fixed_K_start(self.model.alloc, self.moves))
         return self.model.global_step(stats), ClusterIds.first(stats.K)
 
     def _moves(self):
