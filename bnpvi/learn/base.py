@@ -11,13 +11,14 @@ cluster ids and, for memoized VI, the memo caches; every change of the cluster s
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from bnpvi.learn.cache import MemoryCaches
 from bnpvi.learn.pool import LocalPool
-from bnpvi.moves import Edit
+from bnpvi.moves.base import Edit
+from bnpvi.moves.judge import Proposal, Verdict, install, keeps, weigh
 from bnpvi.stats import ClusterIds, SuffStats
 
 
@@ -207,10 +208,16 @@ class Algorithm(ABC):
         sources = [[int(k)] for k in order]
         sorted_stats = self.globals.stats.reorder(order)
         globals_ = self.model.global_step(sorted_stats, self.model.alloc.warm_start(self.globals.alloc, sources))
-        if self.model.alloc.sort_needs_check and self.model.elbo(sorted_stats, globals_) < self.elbo():
+        proposal = Proposal("sort", "", sources, lambda b, cache: cache.reorder(order), rule=keeps)
+        if self.model.alloc.sort_needs_check:
+            evaluated = replace(proposal, evaluated=(self.model.elbo(sorted_stats, globals_), globals_))
+            verdict = weigh(self, evaluated, self.elbo())
+        else:
+            verdict = Verdict(0.0, True, globals_)
+        if not verdict.accepted:
             self.rejected_sort = (self.lap, wanted)
             return
-        self.apply(Edit(sources, lambda b, cache: cache.reorder(order), globals_))
+        install(self, None, proposal, verdict)
 
     # ------------------------------------------------------------- saved state
     def state(self) -> dict:

@@ -27,7 +27,8 @@ import numpy as np
 
 from bnpvi.alloc.base import Local
 from bnpvi.errors import BnpviError
-from bnpvi.moves.base import FAINT_MASS, Edit, Move, accepts, alloc_part, faint_stats, ordered_sum, per_lap
+from bnpvi.moves.base import FAINT_MASS, Move, alloc_part, faint_stats, ordered_sum, per_lap
+from bnpvi.moves.judge import Proposal, judge
 from bnpvi.moves.history import FailureLog
 from bnpvi.obs.bregman import hard_summaries, kmeans, kmeanspp_seeds
 from bnpvi.stats import Responsibilities, SuffStats
@@ -620,19 +621,16 @@ class BirthMove(LapBirths):
                 if best is None or value > best[0]:
                     best = (value, level, sources, fresh)
             value, level, sources, fresh = best
-            gain = value - current
-            if accepts(gain, current):  # confirmed by the candidate's own global step, which acceptance installs
-                value, globals_ = run.evaluate(split(stats, target, fresh), sources)
-                gain = value - current
-            accepted = accepts(gain, current)
             labels, nodes = levels[level], node_of[level]
+            verdict = judge(run, schedule, Proposal(
+                self.name, str(int(uid)), sources,
+                lambda b, cache, t=target, i=i, labels=labels, nodes=nodes: split(
+                    cache, t, grouped(self.tracked[b][i][0], labels, self.tracked[b][i][1], nodes)),
+                stats=lambda: split(stats, target, fresh), screened_gain=value - current, changes={int(uid)},
+                fresh=levels.shape[1], kept=int(labels.max()) + 1), current)
+            gain, accepted = verdict.gain, verdict.accepted
             if accepted:
-                run.apply(Edit(sources, lambda b, cache, t=target, i=i, labels=labels, nodes=nodes: split(
-                    cache, t, grouped(self.tracked[b][i][0], labels, self.tracked[b][i][1], nodes)), globals_))
-                schedule.changed.add(int(uid))
                 self.stuck = 0
-            schedule.event(self.name, str(int(uid)), gain, accepted, fresh=levels.shape[1],
-                           kept=int(labels.max()) + 1)
             if not accepted:
                 best_total = grouped(total, labels, terms, nodes)
                 keep = [[j] for j in np.flatnonzero(best_total.N > 1e-8)]

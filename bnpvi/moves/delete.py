@@ -33,9 +33,10 @@ import numpy as np
 
 from bnpvi import kernels
 from bnpvi.alloc.base import Local
-from bnpvi.moves.base import (FAINT_MASS, VANISHING_MASS, Edit, Move, accepts, accepts_removal, faint_stats,
-                              ordered_sum, per_lap)
+from bnpvi.moves.base import (FAINT_MASS, VANISHING_MASS, Move, accepts, accepts_removal, faint_stats, ordered_sum,
+                              per_lap)
 from bnpvi.moves.history import FailureLog
+from bnpvi.moves.judge import Proposal, judge
 from bnpvi.moves.merge import merge_scores
 from bnpvi.moves.whole import RunningTotals, Visit
 from bnpvi.stats import Responsibilities, SuffStats
@@ -165,23 +166,20 @@ class DeleteMove(Move):
                 total = ordered_sum(self.tracked[b][i] for b in sorted(self.tracked))
             candidate = total if whole else stats.with_clusters(absorb, total).remove([target])
             sources = [[k] for k in range(stats.K) if k != target]
-            current = run.elbo()
-            value, globals_ = run.evaluate(candidate, sources)
-            gain = value - current
-            accepted = accepts(gain, current) or (stats.N[target] < VANISHING_MASS and accepts_removal(gain, current))
-            if accepted:
-                if totals:  # each batch's summaries made again from the lap's visit (bnpvi.moves.whole)
-                    run.apply(Edit(sources, lambda b, cache, i=i, K=stats.K - 1: summaries_without(
-                        run.model, run.store.read_batch(b), self.totals.visits[b], i).pad_to(K), globals_))
-                elif whole:  # the batches start where the candidate's local steps ended, not from the old N_d
-                    run.apply(Edit(sources, lambda b, cache, i=i: self.tracked[b][i], globals_,
-                                   warm=lambda b, w, i=i: self._warm_after(b, i, stats.K - 1)))
-                else:
-                    run.apply(Edit(sources, lambda b, cache, absorb=absorb, target=target, i=i: cache.with_clusters(
-                        absorb, self.tracked[b][i]).remove([target]), globals_))
-                schedule.changed |= (set(run.ids.uids.tolist()) | {int(uids[0])}) if whole else set(uids.tolist())
+            if totals:  # each batch's summaries made again from the lap's visit (bnpvi.moves.whole)
+                rewrite, warm = (lambda b, cache, i=i, K=stats.K - 1: summaries_without(
+                    run.model, run.store.read_batch(b), self.totals.visits[b], i).pad_to(K)), None
+            elif whole:  # the batches start where the candidate's local steps ended, not from the old N_d
+                rewrite, warm = (lambda b, cache, i=i: self.tracked[b][i]), (
+                    lambda b, w, i=i: self._warm_after(b, i, stats.K - 1))
+            else:
+                rewrite, warm = (lambda b, cache, absorb=absorb, target=target, i=i: cache.with_clusters(
+                    absorb, self.tracked[b][i]).remove([target])), None
+            changes = (set(run.ids.uids.tolist()) | {int(uids[0])}) if whole else set(uids.tolist())
+            accepted = judge(run, schedule, Proposal(
+                self.name, str(int(uids[0])), sources, rewrite, stats=candidate, changes=changes, warm=warm,
+                rule=accepts_removal if stats.N[target] < VANISHING_MASS else accepts), run.elbo()).accepted
             self.failures.record(uids[0], accepted, (float(stats.N[target]),))
-            schedule.event(self.name, str(int(uids[0])), gain, accepted)
             any_accepted |= accepted
         self._waited(schedule.lap, any_accepted)
 

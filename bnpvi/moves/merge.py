@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.moves.base import Edit, Move, accepts, alloc_part, ordered_sum
+from bnpvi.moves.base import Move, alloc_part, ordered_sum
+from bnpvi.moves.judge import Proposal, judge
 from bnpvi.moves.history import FailureLog
 from bnpvi.stats import SuffStats
 
@@ -223,20 +224,16 @@ class MergeMove(Move):
             sources = merge_sources(run.globals.K, a, b)
             gain, exact = scored[m] if unchanged else gain_of(m)  # the allocation term changes after each merge
             exact = exact and tracked_values(totals, m, a, b)[1]
-            if accepts(gain, current):  # confirmed by the candidate's globals, which an accepted merge installs
-                value, globals_ = run.evaluate(candidate(m)[2], sources)
-                gain = value - current
             sizes = (run.globals.stats.N[a], run.globals.stats.N[b])
-            accepted = accepts(gain, current)
+            accepted = judge(run, schedule, Proposal(
+                self.name, f"{ua}+{ub}", sources,
+                lambda i, cache, a=a, b=b, m=int(m): cache.merge(a, b, tracked_values(self.tracked[i], m, a, b)[0]),
+                stats=lambda m=m: candidate(m)[2], screened_gain=gain, changes={ua, ub}, exact=exact), current).accepted
             if accepted:
-                per_batch = {i: tracked_values(self.tracked[i], int(m), a, b)[0] for i in batches}
-                run.apply(Edit(sources, lambda i, cache, a=a, b=b: cache.merge(a, b, per_batch[i]), globals_))
-                schedule.changed |= {ua, ub}
                 groups = [sum((groups[k] for k in src), []) for src in sources]
                 data = run.data_terms()
                 data_total, current, unchanged = float(np.sum(data)), run.elbo(), False
             self.failures.record((ua, ub), accepted, sizes)
-            schedule.event(self.name, f"{ua}+{ub}", gain, accepted, exact=exact)
 
     # ---------------------------------------------------------------- state
     def state(self) -> dict:

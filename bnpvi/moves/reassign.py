@@ -51,7 +51,8 @@ from scipy.special import xlogy
 
 from bnpvi.alloc.base import Local
 from bnpvi.data.batch import PointBatch, WordCountBatch
-from bnpvi.moves.base import Edit, Move, accepts, ordered_sum
+from bnpvi.moves.base import Move, accepts, ordered_sum
+from bnpvi.moves.judge import Proposal, judge
 from bnpvi.stats import Responsibilities, SuffStats
 
 BATCH_TYPES = {cls.__name__: cls for cls in (PointBatch, WordCountBatch)}
@@ -186,16 +187,10 @@ class ReassignMove(Move):
         if moved == 0:
             return
         candidate = run.globals.stats + ordered_sum(delta[b] for b in sorted(delta))
-        current = run.elbo()
         sources = [[k] for k in range(candidate.K)]
-        value, globals_ = run.evaluate(candidate, sources)
-        gain = value - current
-        accepted = accepts(gain, current)
-        if accepted:
-            run.apply(Edit(sources, lambda b, cache: cache + delta[b] if b in delta else cache, globals_))
-            schedule.changed |= set(run.ids.uids.tolist())
-        self.accepted_last = accepted
-        schedule.event(self.name, f"{moved} atoms", gain, accepted)
+        self.accepted_last = judge(run, schedule, Proposal(
+            self.name, f"{moved} atoms", sources, lambda b, cache: cache + delta[b] if b in delta else cache,
+            stats=candidate, changes=set(run.ids.uids.tolist())), run.elbo()).accepted
 
     def state(self) -> dict:
         tracked = {}

@@ -17,9 +17,10 @@ from dataclasses import asdict
 
 import numpy as np
 
-from bnpvi.moves.base import Edit, MoveEvent, accepts_removal
+from bnpvi.moves.base import MoveEvent, accepts_removal
 from bnpvi.moves.birth import BirthMove
 from bnpvi.moves.delete import DeleteMove
+from bnpvi.moves.judge import Proposal, install, weigh
 from bnpvi.moves.merge import MergeMove
 from bnpvi.moves.whole_merge import WholeMergeMove
 from bnpvi.moves.reassign import ReassignMove
@@ -161,10 +162,11 @@ class MoveSchedule:
             return
         drop = set(empty.tolist())
         sources = [[k] for k in range(K) if k not in drop]
-        current = run.elbo()
-        value, globals_ = run.evaluate(run.globals.stats.remove(empty), sources)
-        if accepts_removal(value - current, current):
-            run.apply(Edit(sources, lambda b, cache: cache.remove(empty), globals_))
+        proposal = Proposal("drop", "", sources, lambda b, cache: cache.remove(empty),
+                            stats=run.globals.stats.remove(empty), rule=accepts_removal)
+        verdict = weigh(run, proposal, run.elbo())
+        if verdict.accepted:
+            install(run, None, proposal, verdict)
 
     # -------------------------------------------------------------- state
     def state(self) -> dict:

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.moves.base import Edit, accepts
+from bnpvi.moves.base import accepts
+from bnpvi.moves.judge import Proposal, Verdict, install, weigh
 from bnpvi.moves.birth import TargetedBirths, birth_scores, kmeans_clusters
 from bnpvi.moves.merge import merge_sources
 from bnpvi.stats import Responsibilities, SuffStats
@@ -311,8 +312,8 @@ class SequenceBirthMove(TargetedBirths):
             if cfg.merge_cleanup:
                 best = merge_cleanup(model, batch, rest, best, K, target)
             value, new_stats, new_state, new_log_lik, new_local, fresh, kept = best
-            gain = value - current
-            accepted = accepts(gain, current)
+            verdict = weigh(None, Proposal(self.name, str(target), [], None, evaluated=(value, new_state)), current)
+            gain, accepted = verdict.gain, verdict.accepted
             events.append((target, gain, accepted, fresh, kept))
             if accepted:
                 current, state, log_lik, local, stats = value, new_state, new_log_lik, new_local, new_stats
@@ -347,7 +348,8 @@ class SequenceBirthMove(TargetedBirths):
         new, K = outcome["globals"], run.globals.K
         sources = [[k] for k in range(K)] + [[] for _ in range(new.K - K)]
         stats_b = outcome["stats"]
-        run.apply(Edit(sources, lambda i, cache: stats_b if i == b else cache.pad_to(new.K), new))
+        rewrite = lambda i, cache: stats_b if i == b else cache.pad_to(new.K)  # noqa: E731
+        install(run, schedule, Proposal(self.name, "", sources, rewrite), Verdict(np.nan, True, new))
         self.born = True
         self.stuck = 0
         return True
@@ -363,13 +365,13 @@ class SequenceBirthMove(TargetedBirths):
         stats_b = born.remap([[k] for k in range(K_plan)] + [[] for _ in range(K - K_plan)]
                              + [[K_plan + j] for j in range(J)])
         whole = run.aggregate.pad_to(K + J) - run.caches[b].pad_to(K + J) + stats_b
-        current = run.elbo()
-        value, globals_ = run.evaluate(whole, [[k] for k in range(K)] + [[] for _ in range(J)])
-        gain = value - current
-        accepted = K + J <= int(self.cfg.Kmax) and accepts(gain, current)
+        room = K + J <= int(self.cfg.Kmax)
+        verdict = weigh(run, Proposal(self.name, "", [[k] for k in range(K)] + [[] for _ in range(J)], None,
+                                      stats=whole, rule=lambda gain, elbo: room and accepts(gain, elbo)), run.elbo())
+        gain, accepted = verdict.gain, verdict.accepted
         events = [(t, gain, accepted, f, k) if a else (t, g, a, f, k) for t, g, a, f, k in outcome["events"]]
         return dict(outcome, events=events, stats=stats_b if accepted else None,
-                    globals=globals_ if accepted else None)
+                    globals=verdict.globals if accepted else None)
 
     def decide(self, run, schedule) -> None:
         """Births were decided at their batches; count a lap without one towards ``max_stuck``. An

@@ -55,8 +55,9 @@ import scipy.sparse as sp
 
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.model import Globals
-from bnpvi.moves.base import Edit, accepts, ordered_sum
+from bnpvi.moves.base import ordered_sum
 from bnpvi.moves.birth import LapBirths, kmeans_clusters, memo_from_tree, memo_tree
+from bnpvi.moves.judge import Proposal, Verdict, install, log, weigh
 from bnpvi.stats import SuffStats
 
 MIN_FRESH_MASS = 1.0
@@ -359,37 +360,36 @@ class TopicBirthMove(LapBirths):
         batches = sorted(self.tracked)
         stats, K = run.globals.stats, run.globals.K
         current = run.elbo()
-        judged = []
+        proposals, verdicts = [], []
         for i in range(len(self.candidates)):
             total = ordered_sum(self.tracked[b][i][0] for b in batches)
             sources = [[k] for k in range(K)] + [[] for _ in range(total.K - K)]
-            value, globals_ = run.evaluate(total, sources)
-            judged.append((value - current, sources, globals_))
+            fresh = len(sources) - K + 1
+            target = str(int(self.target_uids[i])) if i < self.target_uids.size else "joint"
+            proposals.append(Proposal(self.name, target, sources, lambda b, cache, i=i: self.tracked[b][i][0],
+                                      evaluated=run.evaluate(total, sources), changes=set(run.ids.uids.tolist()),
+                                      warm=lambda b, warm, i=i: self.tracked[b][i][1], fresh=fresh, kept=fresh))
+            verdicts.append(weigh(run, proposals[-1], current))
         n = self.target_uids.shape[0]
-        best = int(np.argmax([gain for gain, _, _ in judged]))  # the joint proposal (position n) when it gains most
-        any_accepted = accepts(judged[best][0], current)
+        best = int(np.argmax([verdict.gain for verdict in verdicts]))  # the joint proposal (at n) when it gains most
+        any_accepted = verdicts[best].accepted
         winners = set(self.joint_members.tolist()) if best == n else {best}
-        for i, (uid, (gain, sources, globals_)) in enumerate(zip(self.target_uids, judged)):
+        for i, (uid, verdict) in enumerate(zip(self.target_uids, verdicts)):
             target = int(run.ids.positions([uid])[0])
             accepted = i in winners and any_accepted
-            fresh = len(sources) - K + 1
-            if accepted and best == n:  # a member of the joint proposal: the gain of all of them together
-                gain = judged[n][0]
-            schedule.event(self.name, str(int(uid)), gain, accepted, fresh=fresh, kept=fresh)
+            gain = verdicts[n].gain if accepted and best == n else verdict.gain  # a joint member: all of them together
+            log(schedule, proposals[i], Verdict(gain, accepted))
             if not accepted:
-                total = globals_.stats
+                total = verdict.globals.stats
                 kept = (run.ids.uids.copy(), Candidate(np.maximum(total.N, 0.0), total.select(run.model.obs_fields),
-                                                       globals_.alloc),
+                                                       verdict.globals.alloc),
                         {b: piece_stats(self.tracked[b][i][0], target, K) for b in batches})
                 if self.carry(int(uid), i, gain, kept):
                     continue
             self.failures.record(uid, accepted, (float(stats.N[target]),))
             self.last_tried[int(uid)] = schedule.lap
-        gain, sources, globals_ = judged[best]
         if any_accepted:
-            run.apply(Edit(sources, lambda b, cache: self.tracked[b][best][0], globals_,
-                           warm=lambda b, warm: self.tracked[b][best][1]))
-            schedule.changed |= set(run.ids.uids.tolist())
+            install(run, schedule, proposals[best], verdicts[best])
             self.stuck = 0
 
     # ---------------------------------------------------------------- state

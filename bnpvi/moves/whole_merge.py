@@ -26,9 +26,11 @@ made again while the caches are rewritten, from the lap's visits or under its la
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from bnpvi.moves.base import Edit, accepts
+from bnpvi.moves.judge import Proposal, Verdict, install, log, weigh
 from bnpvi.moves.merge import MergeMove, merge_sources
 from bnpvi.moves.whole import RunningTotals, Visit
 from bnpvi.stats import SuffStats
@@ -84,30 +86,31 @@ class WholeMergeMove(MergeMove):
             return  # an earlier move changed the clusters these candidates were tracked under
         current = run.elbo()
         batches = sorted(self.tracked.visits)
-        results = []
+        proposals, results = [], []
         for m, pair in enumerate(self.pair_uids):
             a, b = (int(p) for p in run.ids.positions(pair))
             sources = merge_sources(run.globals.K, a, b)
-            value, globals_ = run.evaluate(self.tracked.sums[m], sources)
-            results.append((value - current, sources, globals_))
-        best = int(np.argmax([gain for gain, _, _ in results]))
+            proposals.append(Proposal(self.name, "+".join(str(int(u)) for u in pair), sources,
+                                      lambda i, cache, m=m: self._batch_summaries(run, i, m, made_under),
+                                      changes=set(self.plan_uids.tolist())))
+            results.append(run.evaluate(self.tracked.sums[m], sources))
+        best = int(np.argmax([value - current for value, _ in results]))
         made_under = None  # the globals the best candidate's batch summaries come from (None: the lap's visits)
         for _ in range(run.model.alloc.merge_refine_laps):  # whole-data laps under the best candidate's globals
-            gain, sources, globals_ = results[best]
-            value, refined_globals = run.model.evaluate(_summed_lap(run, batches, globals_), globals_.alloc)
-            if value - current <= gain:
+            value, globals_ = results[best]
+            refined = run.model.evaluate(_summed_lap(run, batches, globals_), globals_.alloc)
+            if refined[0] - current <= value - current:
                 break
-            results[best], made_under = (value - current, sources, refined_globals), globals_
+            results[best], made_under = refined, globals_
         sizes = [tuple(run.globals.stats.N[run.ids.positions(pair)]) for pair in self.pair_uids]
-        for m, (gain, sources, globals_) in enumerate(results):
-            ua, ub = (int(u) for u in self.pair_uids[m])
-            accepted = m == best and accepts(gain, current)
+        for m, (proposal, evaluated) in enumerate(zip(proposals, results)):
+            verdict = weigh(run, replace(proposal, evaluated=evaluated), current)
+            accepted = m == best and verdict.accepted
             if accepted:
-                run.apply(Edit(sources, lambda i, cache: self._batch_summaries(run, i, best, made_under), globals_))
-                schedule.changed |= set(self.plan_uids.tolist())
-            if accepted or not accepts(gain, current):  # a good pair that lost to a better one is tried again
-                self.failures.record((ua, ub), accepted, sizes[m])
-            schedule.event(self.name, f"{ua}+{ub}", gain, accepted)
+                install(run, schedule, proposal, verdict)
+            if accepted or not verdict.accepted:  # a good pair that lost to a better one is tried again
+                self.failures.record(tuple(int(u) for u in self.pair_uids[m]), accepted, sizes[m])
+            log(schedule, proposal, Verdict(verdict.gain, accepted))
 
     def _batch_summaries(self, run, i: int, m: int, made_under) -> SuffStats:
         """Batch i's summaries of accepted pair m, made again: from the lap's visit of the batch, or, after
