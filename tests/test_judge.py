@@ -66,3 +66,36 @@ def test_rules():
     assert weigh(run, proposal(evaluated=(1e3 + tiny_loss, None), rule=accepts_removal), 1e3).accepted
     assert weigh(run, proposal(evaluated=(1e3, None), rule=keeps), 1e3).accepted
     assert not weigh(run, proposal(evaluated=(np.nextafter(1e3, 0), None), rule=keeps), 1e3).accepted
+
+
+def test_every_model_follows_the_protocols_of_the_moves_it_offers(compose_cfg):
+    from bnpvi.learn.build import make_alloc
+    from bnpvi.moves.schedule import MoveSchedule
+    for model in ("dp_mix", "hdp_hmm", "hdp_topic", "hdp_mmsb", "finite_mix", "lda", "finite_hmm", "finite_mmsb"):
+        cfg = compose_cfg(f"model={model}")
+        alloc = make_alloc(cfg)
+        if not alloc.moves:
+            continue
+        every = compose_cfg(f"model={model}", "moves=[birth,merge,delete,reassign]").moves
+        schedule = MoveSchedule({name: every[name] for name in alloc.moves}, None, alloc.birth_kind, alloc.merge_kind)
+        assert {move.name for move in schedule.moves} == set(alloc.moves), model
+        schedule.check_offers(alloc)
+
+
+def test_a_model_without_a_moves_methods_is_refused_naming_them(compose_cfg):
+    import pytest
+    from bnpvi.errors import BnpviError
+    from bnpvi.moves.birth import BirthMove
+    from bnpvi.moves.protocols import check_offers
+
+    class NoGroupTerms:
+        births_per_lap, birth_abundance = None, 0
+
+        def restricted_local_step(self, mass, log_lik, log_prior):
+            raise AssertionError
+
+        def log_marginal(self, N):
+            raise AssertionError
+
+    with pytest.raises(BnpviError, match="moves.birth needs group_terms of the allocation model, which NoGroupTerms"):
+        check_offers(NoGroupTerms(), BirthMove(compose_cfg().moves.birth))

@@ -75,6 +75,8 @@ class MemoizedVB(Algorithm):
         self.aggregate: SuffStats = model.empty_stats(globals_.K)
         self.moves = (MoveSchedule(moves, rng, model.alloc.birth_kind, model.alloc.merge_kind)
                       if moves is not None else None)
+        if self.moves is not None:
+            self.moves.check_offers(model.alloc)
         self.batches_per_round = check_int(batches_per_round, "alg.batches_per_round", 1)
         self.round: list[int] = []  # the batches of the round being visited
 

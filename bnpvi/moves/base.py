@@ -139,9 +139,15 @@ class Move(ABC):
     """
 
     name = ""
+    requires: type | None = None
+    """The protocol (:mod:`bnpvi.moves.protocols`) the allocation model must follow for this move."""
 
     def __init__(self, cfg):
         self.cfg = cfg
+
+    def protocol(self, alloc) -> type:
+        """What this move needs of ``alloc`` (``requires``, unless the move serves several kinds of model)."""
+        return self.requires
 
     def active(self, lap: int) -> bool:
         """Whether the move runs in lap ``lap`` (counted from 1)."""

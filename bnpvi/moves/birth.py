@@ -29,6 +29,7 @@ from bnpvi.alloc.base import Local
 from bnpvi.errors import BnpviError
 from bnpvi.moves.base import FAINT_MASS, Move, alloc_part, faint_stats, ordered_sum, per_lap
 from bnpvi.moves.judge import Proposal, judge
+from bnpvi.moves.protocols import MixtureBirths
 from bnpvi.moves.history import FailureLog
 from bnpvi.obs.bregman import hard_summaries, kmeans, kmeanspp_seeds
 from bnpvi.stats import Responsibilities, SuffStats
@@ -486,6 +487,7 @@ class BirthMove(LapBirths):
     """
 
     name = "birth"
+    requires = MixtureBirths
     seedings = ("kmeans", "dense")
 
     def carried_plan(self, run, uid: int, kept: tuple) -> SuffStats:

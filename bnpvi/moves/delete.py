@@ -37,6 +37,7 @@ from bnpvi.moves.base import (FAINT_MASS, VANISHING_MASS, Move, accepts, accepts
                               per_lap)
 from bnpvi.moves.history import FailureLog
 from bnpvi.moves.judge import Proposal, judge
+from bnpvi.moves.protocols import TrackedDeletes, WholeDeletes
 from bnpvi.moves.merge import merge_scores
 from bnpvi.moves.whole import RunningTotals, Visit
 from bnpvi.stats import Responsibilities, SuffStats
@@ -46,6 +47,9 @@ class DeleteMove(Move):
     """Deletes of the smallest eligible clusters, each absorbed by the ``absorb`` most alike clusters."""
 
     name = "delete"
+
+    def protocol(self, alloc) -> type:
+        return WholeDeletes if alloc.whole_delete else TrackedDeletes
 
     def __init__(self, cfg):
         super().__init__(cfg)

@@ -17,6 +17,7 @@ import numpy as np
 
 from bnpvi.moves.base import Move, alloc_part, ordered_sum
 from bnpvi.moves.judge import Proposal, judge
+from bnpvi.moves.protocols import TrackedMerges
 from bnpvi.moves.history import FailureLog
 from bnpvi.stats import SuffStats
 
@@ -55,6 +56,7 @@ class MergeMove(Move):
     """Merges for memoized VI: pairs by m-score at lap start, tracked terms every batch, exact test at lap end."""
 
     name = "merge"
+    requires = TrackedMerges
 
     def __init__(self, cfg):
         super().__init__(cfg)

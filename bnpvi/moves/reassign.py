@@ -53,6 +53,7 @@ from bnpvi.alloc.base import Local
 from bnpvi.data.batch import PointBatch, WordCountBatch
 from bnpvi.moves.base import Move, accepts, ordered_sum
 from bnpvi.moves.judge import Proposal, judge
+from bnpvi.moves.protocols import Reassigns
 from bnpvi.stats import Responsibilities, SuffStats
 
 BATCH_TYPES = {cls.__name__: cls for cls in (PointBatch, WordCountBatch)}
@@ -133,6 +134,7 @@ class ReassignMove(Move):
     """Greedy single-atom reassignments judged by the exact whole-data ELBO (module docstring)."""
 
     name = "reassign"
+    requires = Reassigns
 
     def __init__(self, cfg):
         super().__init__(cfg)

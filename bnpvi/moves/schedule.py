@@ -22,6 +22,7 @@ from bnpvi.moves.birth import BirthMove
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.judge import Proposal, install, weigh
 from bnpvi.moves.merge import MergeMove
+from bnpvi.moves.protocols import check_offers
 from bnpvi.moves.whole_merge import WholeMergeMove
 from bnpvi.moves.reassign import ReassignMove
 from bnpvi.moves.seq_birth import SequenceBirthMove
@@ -61,6 +62,11 @@ class MoveSchedule:
         self.counts = self._zero_counts()
         self.changed: set[int] = set()  # ids of clusters an accepted move changed at this lap's end
         self.settled = False  # the latest lap met the convergence test and only waits for the moves
+
+    def check_offers(self, alloc) -> None:
+        """Refuse a move whose protocol ``alloc`` does not follow (:func:`~bnpvi.moves.protocols.check_offers`)."""
+        for move in self.moves:
+            check_offers(alloc, move)
 
     @staticmethod
     def _zero_counts() -> dict:

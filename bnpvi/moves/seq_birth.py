@@ -36,6 +36,7 @@ import numpy as np
 
 from bnpvi.moves.base import accepts
 from bnpvi.moves.judge import Proposal, Verdict, install, weigh
+from bnpvi.moves.protocols import SequenceBirths
 from bnpvi.moves.birth import TargetedBirths, birth_scores, kmeans_clusters
 from bnpvi.moves.merge import merge_sources
 from bnpvi.stats import Responsibilities, SuffStats
@@ -235,6 +236,7 @@ class SequenceBirthMove(TargetedBirths):
     """Births for hidden Markov models in memoized VI, made and judged at a batch (module docstring)."""
 
     name = "birth"
+    requires = SequenceBirths
     min_new = 1
 
     def reset(self) -> None:

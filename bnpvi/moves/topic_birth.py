@@ -58,6 +58,7 @@ from bnpvi.model import Globals
 from bnpvi.moves.base import ordered_sum
 from bnpvi.moves.birth import LapBirths, kmeans_clusters, memo_from_tree, memo_tree
 from bnpvi.moves.judge import Proposal, Verdict, install, log, weigh
+from bnpvi.moves.protocols import TopicBirths
 from bnpvi.stats import SuffStats
 
 MIN_FRESH_MASS = 1.0
@@ -186,6 +187,7 @@ class TopicBirthMove(LapBirths):
     """Whole-data births of topics (module docstring)."""
 
     name = "birth"
+    requires = TopicBirths
 
     def reset(self) -> None:
         super().reset()

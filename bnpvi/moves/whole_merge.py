@@ -31,6 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from bnpvi.moves.judge import Proposal, Verdict, install, log, weigh
+from bnpvi.moves.protocols import WholeMerges
 from bnpvi.moves.merge import MergeMove, merge_sources
 from bnpvi.moves.whole import RunningTotals, Visit
 from bnpvi.stats import SuffStats
@@ -41,6 +42,8 @@ class WholeMergeMove(MergeMove):
 
     Each pair keeps the running sum of its batch summaries and each batch its :class:`~bnpvi.moves.whole.Visit`;
     the accepted pair's batch summaries are made again from those (``bnpvi.moves.whole``)."""
+
+    requires = WholeMerges
 
     def reset(self) -> None:
         super().reset()
