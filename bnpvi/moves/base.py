@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from bnpvi.alloc.base import Local
+from bnpvi.moves.saved import Saved
 from bnpvi.stats import Responsibilities, SuffStats
 
 FAINT_MASS = 1e-6
@@ -124,7 +125,7 @@ def ordered_sum(items) -> SuffStats:
     return total
 
 
-class Move(ABC):
+class Move(Saved, ABC):
     """One kind of proposal (birth, merge, delete); see the module docstring.
 
     Parameters
@@ -139,6 +140,7 @@ class Move(ABC):
     """
 
     name = ""
+    saved = {}  # the attributes of the move's checkpoint state, with their types (bnpvi.moves.saved)
     requires: type | None = None
     """The protocol (:mod:`bnpvi.moves.protocols`) the allocation model must follow for this move."""
 
@@ -201,14 +203,6 @@ class Move(ABC):
     @abstractmethod
     def decide(self, run, schedule) -> None:
         """At the end of the lap: judge the proposals and apply the accepted ones (``run.apply``)."""
-
-    @abstractmethod
-    def state(self) -> dict:
-        """Everything needed to continue the lap exactly after a resume."""
-
-    @abstractmethod
-    def load_state(self, state: dict) -> None:
-        ...
 
     def check_complete(self, run, tracked: dict, what: str) -> None:
         if len(tracked) != run.n_batches:

@@ -234,14 +234,8 @@ def seed_birth(model, batch, r_target: np.ndarray, cfg, rng: np.random.Generator
     return N[keep], {n: v[keep] for n, v in fields.items()}
 
 
-def memo_tree(memo: tuple[SuffStats, dict[int, SuffStats]]) -> dict:
-    """A proposal's fresh summaries (their sum, and the parts by batch) as a checkpoint tree."""
-    total, parts = memo
-    return {"total": total.to_tree(), "parts": {str(b): v.to_tree() for b, v in parts.items()}}
-
-
-def memo_from_tree(tree: dict) -> tuple[SuffStats, dict[int, SuffStats]]:
-    return SuffStats.from_tree(tree["total"]), {int(b): SuffStats.from_tree(v) for b, v in tree["parts"].items()}
+Memo = tuple[SuffStats, dict[int, SuffStats]]
+"""A proposal's fresh summaries over the whole data: their sum, and the part of it each batch gave."""
 
 
 def split(stats: SuffStats, target: int, new: SuffStats) -> SuffStats:
@@ -275,6 +269,7 @@ class TargetedBirths(Move):
     wins depends on its seeds as much as on its target (docs/births.md).
     """
 
+    saved = {"failures": FailureLog, "stuck": int, "last_tried": dict[int, int], "eligible": np.ndarray, "seed": int}
     min_new = 2
     """Fresh clusters the smallest proposal makes (no birth with less room under ``Kmax``)."""
     seedings = ("kmeans",)
@@ -342,18 +337,6 @@ class TargetedBirths(Move):
             eligible += [u for _, u in blocked[:places]]
         return np.array(eligible, dtype=np.int64) if eligible else none
 
-    def state(self) -> dict:
-        return {"failures": self.failures.state(), "stuck": np.int64(self.stuck),
-                "last_tried": np.array(sorted(self.last_tried.items()), dtype=np.int64).reshape(-1, 2),
-                "eligible": self.eligible, "seed": np.int64(self.seed)}
-
-    def load_state(self, state: dict) -> None:
-        self.failures.load_state(state["failures"])
-        self.stuck = int(state["stuck"])
-        self.last_tried = {int(u): int(lap) for u, lap in np.asarray(state["last_tried"]).reshape(-1, 2)}
-        self.eligible = np.asarray(state["eligible"], dtype=np.int64).reshape(-1)
-        self.seed = int(state["seed"])
-
 
 class LapBirths(TargetedBirths):
     """Births seeded at the lap's first batch, tracked in every batch and judged at the lap's end: the
@@ -364,6 +347,8 @@ class LapBirths(TargetedBirths):
     own whole-data summaries (each family says how: ``carried_plan``); its target is reserved from
     the other moves meanwhile. Seeds made from one batch hold too little of the target's data to
     win on short documents (docs/births.md)."""
+
+    saved = {"ages": list[int], "previous": list[float]}  # and ``carried``, whose kept part each family types
 
     def __init__(self, cfg):
         # proposals for the next lap: (target id, what the family keeps of it, laps lived, best gain)
@@ -434,19 +419,6 @@ class LapBirths(TargetedBirths):
         self.carried.append((uid, kept, self.ages[i] + 1, float(gain)))
         return True
 
-    def carried_state(self, to_tree) -> dict:
-        return {"carried": {str(i): {"uid": np.int64(uid), "kept": to_tree(kept), "age": np.int64(age), "gain": gain}
-                            for i, (uid, kept, age, gain) in enumerate(self.carried)},
-                "ages": np.array(self.ages, dtype=np.int64), "previous": np.array(self.previous, dtype=np.float64)}
-
-    def load_carried(self, state: dict, from_tree) -> None:
-        carried = state.get("carried", {})
-        self.carried = [(int(c["uid"]), from_tree(c["kept"]), int(c["age"]), float(c["gain"]))
-                        for c in (carried[str(i)] for i in range(len(carried)))]
-        n = self.target_uids.size
-        self.ages = [int(a) for a in np.asarray(state.get("ages", np.ones(n)))]
-        self.previous = [float(g) for g in np.asarray(state.get("previous", np.full(n, -np.inf)))]
-
     @abstractmethod
     def tracking_plan(self, run) -> dict:
         """What a batch after the seeding one tracks for the seeded proposals."""
@@ -488,6 +460,9 @@ class BirthMove(LapBirths):
 
     name = "birth"
     requires = MixtureBirths
+    saved = {"carried": list[tuple[int, Memo, int, float]], "seeded": bool, "target_uids": np.ndarray,
+             "memo": list[Memo | None], "seeds": list[tuple[np.ndarray, dict]], "levels": list[np.ndarray],
+             "tracked": dict[int, list[tuple[SuffStats, dict]]]}
     seedings = ("kmeans", "dense")
 
     def carried_plan(self, run, uid: int, kept: tuple) -> SuffStats:
@@ -642,29 +617,3 @@ class BirthMove(LapBirths):
                     continue
             self.failures.record(uid, accepted, (float(stats.N[target]),))
             self.last_tried[int(uid)] = schedule.lap
-
-    def state(self) -> dict:
-        return dict(super().state(), seeded=np.int64(self.seeded), target_uids=self.target_uids,
-                    **self.carried_state(memo_tree), memo={str(i): memo_tree(m) for i, m in enumerate(self.memo)
-                                                           if m is not None},
-                    seeds={str(i): {"N": N, "fields": dict(f)} for i, (N, f) in enumerate(self.seeds)},
-                    levels={str(i): levels for i, levels in enumerate(self.levels)},
-                    tracked={str(b): {str(i): {"fresh": fresh.to_tree(), "terms": dict(terms)}
-                                      for i, (fresh, terms) in enumerate(v)} for b, v in self.tracked.items()})
-
-    def load_state(self, state: dict) -> None:
-        super().load_state(state)
-        self.seeded = bool(int(state["seeded"]))
-        self.target_uids = np.asarray(state["target_uids"], dtype=np.int64).reshape(-1)
-        seeds = state.get("seeds", {})
-        self.seeds = [(np.asarray(seeds[str(i)]["N"]), {n: np.asarray(v) for n, v in seeds[str(i)]["fields"].items()})
-                      for i in range(len(seeds))]
-        levels = state.get("levels", {})
-        self.levels = [np.asarray(levels[str(i)], dtype=np.int64) for i in range(len(levels))]
-        self.load_carried(state, memo_from_tree)
-        memo = state.get("memo", {})
-        self.memo = [memo_from_tree(memo[str(i)]) if str(i) in memo else None for i in range(self.target_uids.size)]
-        self.tracked = {int(b): [(SuffStats.from_tree(v[str(i)]["fresh"]),
-                                  {n: np.asarray(x) for n, x in v[str(i)].get("terms", {}).items()})
-                                 for i in range(len(v))]
-                        for b, v in state.get("tracked", {}).items()}

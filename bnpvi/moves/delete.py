@@ -47,6 +47,9 @@ class DeleteMove(Move):
     """Deletes of the smallest eligible clusters, each absorbed by the ``absorb`` most alike clusters."""
 
     name = "delete"
+    saved = {"failures": FailureLog, "idle": int, "next_lap": int, "proposals": list[np.ndarray],
+             "tracked": dict[int, list[SuffStats]], "warm_after": dict[int, list[np.ndarray | None]],
+             "totals": RunningTotals}
 
     def protocol(self, alloc) -> type:
         return WholeDeletes if alloc.whole_delete else TrackedDeletes
@@ -192,26 +195,6 @@ class DeleteMove(Move):
         was tracked (None: the batch starts cold)."""
         warm = self.warm_after.get(b, [None] * (i + 1))[i]
         return None if warm is None else np.pad(warm, ((0, 0), (0, K - warm.shape[1])))
-
-    def state(self) -> dict:
-        return {"failures": self.failures.state(), "wait": np.array([self.idle, self.next_lap], dtype=np.int64),
-                "proposals": {str(i): uids for i, uids in enumerate(self.proposals)},
-                "tracked": {str(b): {str(i): s.to_tree() for i, s in enumerate(v)} for b, v in self.tracked.items()},
-                "warm_after": {str(b): {str(i): w for i, w in enumerate(v) if w is not None}
-                               for b, v in self.warm_after.items()},
-                "totals": self.totals.state()}
-
-    def load_state(self, state: dict) -> None:
-        self.failures.load_state(state["failures"])
-        self.idle, self.next_lap = (int(v) for v in state.get("wait", (0, 0)))
-        proposals = state.get("proposals", {})
-        self.proposals = [np.asarray(proposals[str(i)], dtype=np.int64) for i in range(len(proposals))]
-        self.tracked = {int(b): [SuffStats.from_tree(v[str(i)]) for i in range(len(v))]
-                        for b, v in state.get("tracked", {}).items()}
-        warm = state.get("warm_after", {})
-        self.warm_after = {b: [np.asarray(warm[str(b)][str(i)]) if str(b) in warm and str(i) in warm[str(b)] else None
-                               for i in range(len(v))] for b, v in self.tracked.items()}
-        self.totals = RunningTotals.from_state(state.get("totals", {}))
 
 
 def summaries_without(model, batch, visit: Visit, i: int) -> SuffStats:

@@ -38,7 +38,7 @@ class FailureLog:
     def failures(self, key) -> int:
         return self.entries.get(self._key(key), (0, ()))[0]
 
-    def state(self) -> dict:
+    def to_tree(self) -> dict:
         keys = list(self.entries)
         width = max((len(k) for k in keys), default=1)
         pad = lambda t, fill: list(t) + [fill] * (width - len(t))  # noqa: E731
@@ -46,8 +46,10 @@ class FailureLog:
                 "counts": np.array([self.entries[k][0] for k in keys], dtype=np.int64),
                 "sizes": np.array([pad(self.entries[k][1], np.nan) for k in keys]).reshape(len(keys), width)}
 
-    def load_state(self, state: dict) -> None:
-        self.entries = {}
-        for key, count, sizes in zip(state["keys"], state["counts"], state["sizes"]):
+    @classmethod
+    def from_tree(cls, tree: dict) -> "FailureLog":
+        log = cls()
+        for key, count, sizes in zip(tree["keys"], tree["counts"], tree["sizes"]):
             key = tuple(int(k) for k in key if k >= 0)
-            self.entries[key] = (int(count), tuple(float(s) for s in sizes[: len(key)]))
+            log.entries[key] = (int(count), tuple(float(s) for s in sizes[: len(key)]))
+        return log

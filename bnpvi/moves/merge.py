@@ -56,6 +56,7 @@ class MergeMove(Move):
     """Merges for memoized VI: pairs by m-score at lap start, tracked terms every batch, exact test at lap end."""
 
     name = "merge"
+    saved = {"pair_uids": np.ndarray, "plan_uids": np.ndarray, "failures": FailureLog, "tracked": dict[int, dict]}
     requires = TrackedMerges
 
     def __init__(self, cfg):
@@ -236,17 +237,6 @@ class MergeMove(Move):
                 data = run.data_terms()
                 data_total, current, unchanged = float(np.sum(data)), run.elbo(), False
             self.failures.record((ua, ub), accepted, sizes)
-
-    # ---------------------------------------------------------------- state
-    def state(self) -> dict:
-        return {"pair_uids": self.pair_uids, "plan_uids": self.plan_uids, "failures": self.failures.state(),
-                "tracked": {str(b): dict(t) for b, t in self.tracked.items()}}
-
-    def load_state(self, state: dict) -> None:
-        self.pair_uids = np.asarray(state["pair_uids"], dtype=np.int64).reshape(-1, 2)
-        self.plan_uids = np.asarray(state["plan_uids"], dtype=np.int64)
-        self.failures.load_state(state["failures"])
-        self.tracked = {int(b): {n: np.asarray(v) for n, v in t.items()} for b, t in state.get("tracked", {}).items()}
 
 
 def _allowed_pairs(uids: np.ndarray, excluded: set[int]) -> np.ndarray:

@@ -57,6 +57,23 @@ from bnpvi.moves.protocols import Reassigns
 from bnpvi.stats import Responsibilities, SuffStats
 
 BATCH_TYPES = {cls.__name__: cls for cls in (PointBatch, WordCountBatch)}
+
+
+class Candidates(dict):
+    """A batch's atoms worth trying (``ReassignMove.track``): ``rows``, ``gain``, ``resp`` and the ``atoms``."""
+
+    def to_tree(self) -> dict:
+        atoms = self["atoms"]
+        return {"rows": self["rows"], "gain": self["gain"], "resp": self["resp"], "kind": type(atoms).__name__,
+                "atoms": {f.name: np.asarray(getattr(atoms, f.name)) for f in dataclass_fields(atoms)}}
+
+    @classmethod
+    def from_tree(cls, tree: dict) -> "Candidates":
+        kind = BATCH_TYPES[str(tree["kind"])]
+        values = {f.name: tree["atoms"][f.name] for f in dataclass_fields(kind)}
+        atoms = kind(**{k: (v.item() if np.ndim(v) == 0 else v) for k, v in values.items()})
+        return cls(rows=np.asarray(tree["rows"], dtype=np.intp), gain=np.asarray(tree["gain"]),
+                   resp=np.asarray(tree["resp"]), atoms=atoms)
 """Kinds of tracked atoms, by name (checkpoints store the name and the dataclass fields)."""
 
 
@@ -134,6 +151,8 @@ class ReassignMove(Move):
     """Greedy single-atom reassignments judged by the exact whole-data ELBO (module docstring)."""
 
     name = "reassign"
+    saved = {"accepted_last": bool, "quiet": bool, "tried": bool, "uids": np.ndarray | None,
+             "tracked": dict[int, Candidates]}
     requires = Reassigns
 
     def __init__(self, cfg):
@@ -174,7 +193,7 @@ class ReassignMove(Move):
         return {"rows": rows, "gain": best[rows], "resp": R[rows], "atoms": batch.take(rows)}
 
     def collect(self, run, schedule, b: int, tracked) -> None:
-        self.tracked[b] = tracked
+        self.tracked[b] = Candidates(tracked)
 
     def decide(self, run, schedule) -> None:
         self.quiet = not schedule.changed
@@ -193,27 +212,3 @@ class ReassignMove(Move):
         self.accepted_last = judge(run, schedule, Proposal(
             self.name, f"{moved} atoms", sources, lambda b, cache: cache + delta[b] if b in delta else cache,
             stats=candidate, changes=set(run.ids.uids.tolist())), run.elbo()).accepted
-
-    def state(self) -> dict:
-        tracked = {}
-        for b, t in self.tracked.items():
-            atoms = t["atoms"]
-            tracked[str(b)] = {"rows": t["rows"], "gain": t["gain"], "resp": t["resp"],
-                               "kind": type(atoms).__name__,
-                               "atoms": {f.name: np.asarray(getattr(atoms, f.name))
-                                         for f in dataclass_fields(atoms)}}
-        return {"flags": np.array([self.accepted_last, self.quiet, self.tried], dtype=np.int64),
-                "uids": np.asarray([] if self.uids is None else self.uids, dtype=np.int64),
-                "planned": np.int64(self.uids is not None), "tracked": tracked}
-
-    def load_state(self, state: dict) -> None:
-        self.accepted_last, self.quiet, self.tried = (bool(v) for v in state["flags"])
-        planned = bool(int(state.get("planned", 0)))
-        self.uids = np.asarray(state["uids"], dtype=np.int64) if planned else None
-        self.tracked = {}
-        for b, t in state.get("tracked", {}).items():
-            cls = BATCH_TYPES[str(t["kind"])]
-            values = {f.name: t["atoms"][f.name] for f in dataclass_fields(cls)}
-            atoms = cls(**{k: (v.item() if np.ndim(v) == 0 else v) for k, v in values.items()})
-            self.tracked[int(b)] = {"rows": np.asarray(t["rows"], dtype=np.intp), "gain": np.asarray(t["gain"]),
-                                    "resp": np.asarray(t["resp"]), "atoms": atoms}

@@ -237,6 +237,7 @@ class SequenceBirthMove(TargetedBirths):
 
     name = "birth"
     requires = SequenceBirths
+    saved = {"budget": int, "batches_left": int, "visited": set[int], "born": bool, "usable": set[int]}
     min_new = 1
 
     def reset(self) -> None:
@@ -388,16 +389,3 @@ class SequenceBirthMove(TargetedBirths):
                 if int(uid) in self.eligible and int(uid) not in self.usable:
                     self.failures.record(int(uid), False, (float(run.globals.stats.N[k]),))
                     self.last_tried[int(uid)] = schedule.lap
-
-    def state(self) -> dict:
-        return dict(super().state(), budget=np.int64(self.budget), batches_left=np.int64(self.batches_left),
-                    visited=np.array(sorted(self.visited), dtype=np.int64), born=np.int64(self.born),
-                    usable=np.array(sorted(self.usable), dtype=np.int64))
-
-    def load_state(self, state: dict) -> None:
-        super().load_state(state)
-        self.budget = int(state["budget"])
-        self.batches_left = int(state["batches_left"])
-        self.visited = {int(b) for b in np.asarray(state["visited"]).reshape(-1)}
-        self.born = bool(int(state["born"]))
-        self.usable = {int(u) for u in np.asarray(state["usable"]).reshape(-1)}

@@ -56,7 +56,7 @@ import scipy.sparse as sp
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.model import Globals
 from bnpvi.moves.base import ordered_sum
-from bnpvi.moves.birth import LapBirths, kmeans_clusters, memo_from_tree, memo_tree
+from bnpvi.moves.birth import LapBirths, Memo, kmeans_clusters
 from bnpvi.moves.judge import Proposal, Verdict, install, log, weigh
 from bnpvi.moves.protocols import TopicBirths
 from bnpvi.stats import SuffStats
@@ -92,13 +92,13 @@ class Candidate:
     def globals(self, model) -> Globals:
         return Globals(model.empty_stats(self.N.shape[0]), self.alloc, model.obs.posterior(self.N, self.fields))
 
-    def state(self) -> dict:
+    def to_tree(self) -> dict:
         return {"N": self.N, "fields": dict(self.fields), "alloc": dict(self.alloc)}
 
     @classmethod
-    def from_state(cls, state: dict) -> "Candidate":
-        return cls(np.asarray(state["N"]), {n: np.asarray(v) for n, v in state["fields"].items()},
-                   {n: np.asarray(v) for n, v in state["alloc"].items()})
+    def from_tree(cls, tree: dict) -> "Candidate":
+        return cls(np.asarray(tree["N"]), {n: np.asarray(v) for n, v in tree["fields"].items()},
+                   {n: np.asarray(v) for n, v in tree["alloc"].items()})
 
 
 def piece_rows(target: int, K: int, total: int) -> np.ndarray:
@@ -188,6 +188,9 @@ class TopicBirthMove(LapBirths):
 
     name = "birth"
     requires = TopicBirths
+    saved = {"carried": list[tuple[int, tuple[np.ndarray, Candidate, dict[int, SuffStats]], int, float]],
+             "seeded": bool, "target_uids": np.ndarray, "joint_members": np.ndarray, "memo": list[Memo | None],
+             "candidates": list[Candidate], "tracked": dict[int, list[tuple[SuffStats, np.ndarray | None]]]}
 
     def reset(self) -> None:
         super().reset()
@@ -393,31 +396,3 @@ class TopicBirthMove(LapBirths):
         if any_accepted:
             install(run, schedule, proposals[best], verdicts[best])
             self.stuck = 0
-
-    # ---------------------------------------------------------------- state
-    def state(self) -> dict:
-        return dict(super().state(), seeded=np.int64(self.seeded), target_uids=self.target_uids,
-                    joint_members=np.asarray(self.joint_members, dtype=np.int64),
-                    **self.carried_state(lambda kept: {"uids": kept[0], "candidate": kept[1].state(),
-                                                       "parts": {str(b): v.to_tree() for b, v in kept[2].items()}}),
-                    memo={str(i): memo_tree(m) for i, m in enumerate(self.memo) if m is not None},
-                    candidates={str(i): c.state() for i, c in enumerate(self.candidates)},
-                    tracked={str(b): {str(i): dict({"stats": s.to_tree()}, **({} if w is None else {"warm": w}))
-                                      for i, (s, w) in enumerate(v)} for b, v in self.tracked.items()})
-
-    def load_state(self, state: dict) -> None:
-        super().load_state(state)
-        self.seeded = bool(int(state["seeded"]))
-        self.target_uids = np.asarray(state["target_uids"], dtype=np.int64).reshape(-1)
-        self.joint_members = np.asarray(state.get("joint_members", np.zeros(0)), dtype=np.intp).reshape(-1)
-        candidates = state.get("candidates", {})
-        self.candidates = [Candidate.from_state(candidates[str(i)]) for i in range(len(candidates))]
-        self.load_carried(state, lambda tree: (np.asarray(tree["uids"], dtype=np.int64),
-                                               Candidate.from_state(tree["candidate"]),
-                                               {int(b): SuffStats.from_tree(v) for b, v in tree["parts"].items()}))
-        memo = state.get("memo", {})
-        self.memo = [memo_from_tree(memo[str(i)]) if str(i) in memo else None for i in range(self.target_uids.size)]
-        self.tracked = {int(b): [(SuffStats.from_tree(v[str(i)]["stats"]),
-                                  np.asarray(v[str(i)]["warm"]) if "warm" in v[str(i)] else None)
-                                 for i in range(len(v))]
-                        for b, v in state.get("tracked", {}).items()}

@@ -78,16 +78,16 @@ class RunningTotals:
         self.sums = list(summaries) if not self.sums else [_padded_sum(t, s) for t, s in zip(self.sums, summaries)]
         self.visits[b] = visit
 
-    def state(self) -> dict:
+    def to_tree(self) -> dict:
         return {"sums": {str(m): s.to_tree() for m, s in enumerate(self.sums)},
                 "visits": {str(b): v.to_tree() for b, v in self.visits.items()}}
 
     @classmethod
-    def from_state(cls, state: dict) -> "RunningTotals":
+    def from_tree(cls, tree: dict) -> "RunningTotals":
         totals = cls()
-        sums = state.get("sums", {})
+        sums = tree.get("sums", {})
         totals.sums = [SuffStats.from_tree(sums[str(m)]) for m in range(len(sums))]
-        totals.visits = {int(b): Visit.from_tree(v) for b, v in state.get("visits", {}).items()}
+        totals.visits = {int(b): Visit.from_tree(v) for b, v in tree.get("visits", {}).items()}
         return totals
 
 

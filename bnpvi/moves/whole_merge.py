@@ -44,6 +44,7 @@ class WholeMergeMove(MergeMove):
     the accepted pair's batch summaries are made again from those (``bnpvi.moves.whole``)."""
 
     requires = WholeMerges
+    saved = {"tracked": RunningTotals, "merged": np.ndarray}
 
     def reset(self) -> None:
         super().reset()
@@ -122,17 +123,6 @@ class WholeMergeMove(MergeMove):
         if made_under is None:
             return merged_summaries(run.model, batch, self.tracked.visits[i], m)
         return run.model.summarize(batch, run.model.local_step(batch, made_under)[1])
-
-    def state(self) -> dict:
-        return {"pair_uids": self.pair_uids, "plan_uids": self.plan_uids, "failures": self.failures.state(),
-                "tracked": self.tracked.state(), "merged": self.merged}
-
-    def load_state(self, state: dict) -> None:
-        self.pair_uids = np.asarray(state["pair_uids"], dtype=np.int64).reshape(-1, 2)
-        self.plan_uids = np.asarray(state["plan_uids"], dtype=np.int64)
-        self.failures.load_state(state["failures"])
-        self.tracked = RunningTotals.from_state(state.get("tracked", {}))
-        self.merged = np.asarray(state.get("merged", np.zeros((0, 2, 1))), dtype=np.float64).reshape(-1, 2, 1)
 
 
 def _summed_lap(run, batches: list[int], globals_) -> SuffStats:
