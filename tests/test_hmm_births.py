@@ -136,14 +136,14 @@ def test_birth_gain_is_the_exact_whole_data_elbo_difference(tmp_path, monkeypatc
     result = process_batch(model, alg.globals, batch, plans, alg.moves)
     monkeypatch.undo()
     outcome = result.tracked["birth"]
-    assert outcome["stats"] is not None, "the clear two-regime birth must be accepted"
-    target, gain, accepted, fresh, kept = outcome["events"][0]
+    assert outcome.stats is not None, "the clear two-regime birth must be accepted"
+    target, gain, accepted, fresh, kept = outcome.events[0]
     assert accepted and target == 0 and kept == 2
 
     before_stats = alg.aggregate - alg.caches[b] + result.stats
     before = model.evaluate(before_stats, alg.globals.alloc)[0]
 
-    new_stats, new_globals = outcome["stats"], outcome["globals"]
+    new_stats, new_globals = outcome.stats, outcome.globals
     K2 = new_globals.K
     brute_b = enumerated_batch_stats(model, batch, new_stats, calls)
     whole = alg.caches[1].pad_to(K2) + brute_b

@@ -22,6 +22,7 @@ draws the seed of the k-means++ generator at the start of the lap.
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -259,6 +260,92 @@ def level_value(run, target: int, fresh: SuffStats, sources: list) -> float:
     return kept + float(np.sum(model.data_terms(fresh))) + model.alloc_value(candidate, warm)
 
 
+@dataclass(frozen=True, eq=False)
+class SeedingPlan:
+    """What the lap's first batch needs to seed births (``LapBirths.batch_plan``)."""
+
+    eligible: np.ndarray
+    """Positions of the clusters that may be targeted."""
+    seed: int
+    """Of the batch's k-means++ generator."""
+    room: int
+    """Clusters the proposals may add (``Kmax`` − K)."""
+    places: int
+    """Proposals at most."""
+    n_new: np.ndarray
+    """J', the fresh clusters a birth of each cluster asks for (``fresh_counts``)."""
+    dense: int = -1
+    """The target seeded by ``dense_groups`` (−1: none)."""
+    carried: tuple = ()
+    """(position, what the family carries of it, laps lived) per carried proposal."""
+
+
+@dataclass(eq=False)
+class Seeded:
+    """What the seeding batch made: the targets (positions) in order, each one's proposal (the family's) and
+    laps lived, and the eligible clusters that could not seed one (``failed``) or held too little mass in the
+    batch (``small``)."""
+
+    targets: list = field(default_factory=list)
+    proposals: list = field(default_factory=list)
+    ages: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+    small: list = field(default_factory=list)
+
+
+@dataclass(frozen=True, eq=False)
+class BirthsTracked:
+    """A batch's tracked data for births: per proposal, the family's summaries; at the seeding batch, also
+    what it seeded."""
+
+    tracked: list
+    seeded: Seeded | None = None
+
+
+def seed_targets(plan: SeedingPlan, score: np.ndarray, mass: np.ndarray, min_batch_mass: float, min_room: int,
+                 carry, propose) -> Seeded:
+    """The seeding batch's loop, shared by every family's lap births: the carried proposals first
+    (``carry(position, kept)`` -> (proposal, clusters it adds)), then the eligible clusters by increasing
+    b-score (Hughes 2016 thesis Eq. 4.24, §4.2.4; ``propose(position, room)`` -> (proposal, clusters it adds)
+    or None), until ``places`` proposals are made or less than ``min_room`` clusters may still be added."""
+    seeded, room = Seeded(), plan.room
+    for k, kept, age in plan.carried:
+        proposal, size = carry(k, kept)
+        seeded.targets.append(k)
+        seeded.proposals.append(proposal)
+        seeded.ages.append(age)
+        room -= size
+    eligible = set(int(k) for k in plan.eligible)
+    for k in np.argsort(score, kind="stable"):
+        k = int(k)
+        if len(seeded.targets) >= plan.places or room < min_room:
+            break
+        if k not in eligible:
+            continue
+        if mass[k] < min_batch_mass:
+            seeded.small.append(k)
+            continue
+        made = propose(k, room)
+        if made is None:
+            seeded.failed.append(k)
+            continue
+        seeded.targets.append(k)
+        seeded.proposals.append(made[0])
+        seeded.ages.append(1)
+        room -= made[1]
+    return seeded
+
+
+@dataclass(frozen=True, eq=False)
+class TransferPlan:
+    """What a batch after the seeding one tracks for mixture births: the targets (positions), each one's
+    fresh clusters (N, fields) and cleanup order."""
+
+    targets: np.ndarray
+    seeds: list
+    levels: list
+
+
 class TargetedBirths(Move):
     """What every birth move shares: the rejection history of its targets and the retry rules.
 
@@ -381,13 +468,10 @@ class LapBirths(TargetedBirths):
         if not self.seeded:
             if not (self.eligible.size or self.carried) or run.pos != 0:
                 return None
-            plan = {"eligible": run.ids.positions(self.eligible), "seed": self.seed,
-                    "room": self.cfg.Kmax - run.globals.K, "places": self.places(run), "n_new": self.fresh_counts(run),
-                    "dense": self.dense_target(run)}
-            if self.carried:
-                plan["carried"] = [(int(run.ids.positions([uid])[0]), self.carried_plan(run, uid, kept), age)
-                                   for uid, kept, age, _ in self.carried]
-            return plan
+            return SeedingPlan(run.ids.positions(self.eligible), self.seed, self.cfg.Kmax - run.globals.K,
+                               self.places(run), self.fresh_counts(run), self.dense_target(run),
+                               tuple((int(run.ids.positions([uid])[0]), self.carried_plan(run, uid, kept), age)
+                                     for uid, kept, age, _ in self.carried))
         return self.tracking_plan(run) if self.target_uids.size else None
 
     def ends_round(self, plan) -> bool:
@@ -420,7 +504,7 @@ class LapBirths(TargetedBirths):
         return True
 
     @abstractmethod
-    def tracking_plan(self, run) -> dict:
+    def tracking_plan(self, run):
         """What a batch after the seeding one tracks for the seeded proposals."""
 
     def collect(self, run, schedule, b: int, tracked) -> None:
@@ -428,21 +512,22 @@ class LapBirths(TargetedBirths):
         and log the targets that could not seed a proposal as failed. Eligible clusters with too little mass
         in the seeding batch (``min_batch_mass``) count as failed too, without a proposal to log: they wait
         for their size to change like any rejected target, so they cannot keep a run from converging."""
-        if "targets" in tracked:
+        seeded = tracked.seeded
+        if seeded is not None:
             self.seeded = True
-            self.target_uids = run.ids.uids[tracked["targets"]]
-            self.keep_seeds(tracked)
-            for k in tracked["failed"]:
+            self.target_uids = run.ids.uids[np.array(seeded.targets, dtype=np.intp)]
+            self.keep_seeds(seeded)
+            for k in seeded.failed:
                 uid = int(run.ids.uids[k])
                 self.failures.record(uid, False, (float(run.globals.stats.N[k]),))
                 self.last_tried[uid] = schedule.lap
                 schedule.event(self.name, str(uid), np.nan, False)
-            for k in tracked.get("small", ()):
+            for k in seeded.small:
                 self.failures.record(int(run.ids.uids[k]), False, (float(run.globals.stats.N[k]),))
-        self.tracked[b] = tracked["tracked"]
+        self.tracked[b] = tracked.tracked
 
     @abstractmethod
-    def keep_seeds(self, tracked: dict) -> None:
+    def keep_seeds(self, seeded: Seeded) -> None:
         """Keep what the seeding batch made for the rest of the lap."""
 
 
@@ -482,10 +567,10 @@ class BirthMove(LapBirths):
         self.memo: list[tuple[SuffStats, dict[int, SuffStats]] | None] = []
         self.tracked: dict[int, list[tuple[SuffStats, dict]]] = {}  # per batch, per birth: fresh summaries, group terms
 
-    def tracking_plan(self, run) -> dict:
+    def tracking_plan(self, run) -> "TransferPlan":
         seeds = [seed if memo is None else (np.maximum(memo[0].N, 0.0), memo[0].select(run.model.obs_fields))
                  for seed, memo in zip(self.seeds, self.memo)]
-        return {"targets": run.ids.positions(self.target_uids), "seeds": seeds, "levels": self.levels}
+        return TransferPlan(run.ids.positions(self.target_uids), seeds, self.levels)
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         """``LapBirths.collect``; then each carried proposal's aggregate takes batch b's new transfer."""
@@ -498,76 +583,56 @@ class BirthMove(LapBirths):
 
     uses_batch_stats = True  # a target's own summaries spare its transfers a pass over its faint atoms
 
-    def track(self, model, globals_, batch, log_lik, local, plan, stats=None):
+    def track(self, model, globals_, batch, log_lik, local, plan, stats=None) -> BirthsTracked:
         resp = local.resp
-        out = {}
-        if "eligible" in plan:  # the seeding batch: its transfers were made while seeding
+        seeded = None
+        if isinstance(plan, SeedingPlan):  # the seeding batch: its transfers were made while seeding
             seeded = self._seed(model, globals_, batch, log_lik, resp, plan, stats)
-            transfers = seeded.pop("transfers")
-            plan = dict(plan, **seeded)
-            out.update(seeded)
+            transfers = [transfer for _, _, transfer in seeded.proposals]
+            seeded.proposals = [(seed, levels) for seed, levels, _ in seeded.proposals]
+            levels = [levels for _, levels in seeded.proposals]
         else:
             transfers = [transfer(model, batch, resp.column(int(t)), N, fields, _held(stats, int(t)))
-                         for t, (N, fields) in zip(plan["targets"], plan["seeds"])]
-        out["tracked"] = []
-        for (fresh, proposal), levels in zip(transfers, plan["levels"]):
-            membership = partitions_membership(levels)[0]
+                         for t, (N, fields) in zip(plan.targets, plan.seeds)]
+            levels = plan.levels
+        tracked = []
+        for (fresh, proposal), order in zip(transfers, levels):
+            membership = partitions_membership(order)[0]
             terms = model.alloc.group_terms(proposal, membership) if membership.shape[1] else {}
-            out["tracked"].append((fresh, terms))
-        return out
+            tracked.append((fresh, terms))
+        return BirthsTracked(tracked, seeded)
 
-    def _seed(self, model, globals_, batch, log_lik, resp, plan, stats=None) -> dict:
+    def _seed(self, model, globals_, batch, log_lik, resp, plan: SeedingPlan, stats=None) -> Seeded:
         """At the lap's first batch: seed births on the worst-fit eligible clusters (§4.2.4), and plan
-        each one's cleanup order on this batch."""
+        each one's cleanup order on this batch. Each proposal is (seed, cleanup order, transfer)."""
         cfg = self.cfg
-        rng = np.random.default_rng(plan["seed"])
+        rng = np.random.default_rng(plan.seed)
         mass, score = birth_scores(log_lik, resp)
-        eligible = set(int(k) for k in plan["eligible"])
-        room = plan["room"]
-        targets, seeds, levels, failed, transfers, small, ages = [], [], [], [], [], [], []
-        for k, fresh_total, age in plan.get("carried", ()):
+
+        def carry(k: int, fresh_total: SuffStats):
             seed = np.maximum(fresh_total.N, 0.0), fresh_total.select(model.obs_fields)
             fresh, proposal = transfer(model, batch, resp.column(k), *seed, _held(stats, k))
             if mass[k] >= cfg.min_batch_mass:
                 order = cleanup_order(model, globals_, k, fresh, proposal, float(globals_.stats.N[k]) / float(mass[k]))
             else:  # too little of the target here: plan on its whole-data summaries of the previous lap
                 order = cleanup_order(model, globals_, k, fresh_total, None, 1.0)
-            targets.append(k)
-            seeds.append(seed)
-            levels.append(order)
-            transfers.append((fresh, proposal))
-            ages.append(age)
-            room -= fresh.K
-        for k in np.argsort(score, kind="stable"):
-            k = int(k)
-            if len(targets) >= plan["places"] or room < 2:
-                break
-            if k not in eligible:
-                continue
-            if mass[k] < cfg.min_batch_mass:
-                small.append(k)
-                continue
-            seed = seed_birth(model, batch, resp.column(k), cfg, rng, max_new=room, held=_held(stats, k),
-                              n_new=int(plan["n_new"][k]), dense=k == plan.get("dense", -1))
-            if seed is None:
-                failed.append(k)
-                continue
-            fresh, proposal = transfer(model, batch, resp.column(k), *seed, _held(stats, k))
-            scale = float(globals_.stats.N[k]) / float(mass[k])
-            targets.append(k)
-            seeds.append(seed)
-            levels.append(cleanup_order(model, globals_, k, fresh, proposal, scale))
-            transfers.append((fresh, proposal))
-            ages.append(1)
-            room -= seed[0].shape[0]
-        return {"targets": np.array(targets, dtype=np.intp), "seeds": seeds, "levels": levels, "ages": ages,
-                "failed": np.array(failed, dtype=np.intp), "small": np.array(small, dtype=np.intp),
-                "transfers": transfers}
+            return (seed, order, (fresh, proposal)), fresh.K
 
-    def keep_seeds(self, tracked: dict) -> None:
-        self.seeds = tracked["seeds"]
-        self.levels = tracked["levels"]
-        carried = self.take_carried(tracked["ages"])
+        def propose(k: int, room: int):
+            seed = seed_birth(model, batch, resp.column(k), cfg, rng, max_new=room, held=_held(stats, k),
+                              n_new=int(plan.n_new[k]), dense=k == plan.dense)
+            if seed is None:
+                return None
+            fresh, proposal = transfer(model, batch, resp.column(k), *seed, _held(stats, k))
+            order = cleanup_order(model, globals_, k, fresh, proposal, float(globals_.stats.N[k]) / float(mass[k]))
+            return (seed, order, (fresh, proposal)), seed[0].shape[0]
+
+        return seed_targets(plan, score, mass, cfg.min_batch_mass, 2, carry, propose)
+
+    def keep_seeds(self, seeded: Seeded) -> None:
+        self.seeds = [seed for seed, _ in seeded.proposals]
+        self.levels = [levels for _, levels in seeded.proposals]
+        carried = self.take_carried(seeded.ages)
         self.memo = [None if int(uid) not in carried else (carried[int(uid)][0], dict(carried[int(uid)][1]))
                      for uid in self.target_uids]
 

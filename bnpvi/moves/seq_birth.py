@@ -32,13 +32,15 @@ mixture births (``birth.TargetedBirths``).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 
 from bnpvi.moves.base import accepts
-from bnpvi.moves.judge import Proposal, Verdict, install, weigh
-from bnpvi.moves.protocols import SequenceBirths
 from bnpvi.moves.birth import TargetedBirths, birth_scores, kmeans_clusters
+from bnpvi.moves.judge import Proposal, Verdict, install, weigh
 from bnpvi.moves.merge import merge_sources
+from bnpvi.moves.protocols import SequenceBirths
 from bnpvi.stats import Responsibilities, SuffStats
 
 N_CUTS = 25
@@ -232,6 +234,35 @@ def merge_cleanup(model, batch, rest: SuffStats, proposal, K: int, target: int):
     return value, stats, candidate, log_lik, local, fresh, kept
 
 
+@dataclass(frozen=True, eq=False)
+class IntervalPlan:
+    """What a batch's work needs for HMM births (``SequenceBirthMove.batch_plan``)."""
+
+    eligible: np.ndarray
+    """Positions of the states that may be targeted."""
+    tries: int
+    """Proposals at most at this batch."""
+    seed: tuple
+    """(lap seed, batch) of the batch's generator."""
+    rest: SuffStats
+    """The other batches' summaries (the aggregate less this batch's cache): the ELBO judged is whole-data."""
+    room: int
+    """States the births may add (``Kmax`` − K)."""
+
+
+@dataclass(frozen=True, eq=False)
+class IntervalOutcome:
+    """A batch's HMM births: each proposal's (target, gain, accepted, fresh, kept); the batch's summaries and
+    the globals after the accepted ones (None: none accepted); the states with a run of ``min_block`` steps
+    (``usable``); and the K the batch was planned under."""
+
+    events: list
+    stats: SuffStats | None
+    globals: object
+    usable: np.ndarray
+    K: int
+
+
 class SequenceBirthMove(TargetedBirths):
     """Births for hidden Markov models in memoized VI, made and judged at a batch (module docstring)."""
 
@@ -267,18 +298,18 @@ class SequenceBirthMove(TargetedBirths):
         if not positions.size:
             return None
         old = run.caches[b]
-        return {"eligible": positions, "tries": tries, "seed": [self.seed, b],
-                "rest": run.aggregate - old.pad_to(run.aggregate.K), "room": int(self.cfg.Kmax) - run.globals.K}
+        return IntervalPlan(positions, tries, (self.seed, b), run.aggregate - old.pad_to(run.aggregate.K),
+                            int(self.cfg.Kmax) - run.globals.K)
 
     def track(self, model, globals_, batch, log_lik, local, plan):
         """Proposals at this batch, each judged against the best state so far (pure: a function of
         the plan, which holds the other batches' summaries, and the batch)."""
         cfg = self.cfg
-        rng = np.random.default_rng(plan["seed"])
-        rest = plan["rest"]
+        rng = np.random.default_rng(list(plan.seed))
+        rest = plan.rest
         stats = model.summarize(batch, local)
         current, state = model.evaluate(rest.pad_to(stats.K) + stats, globals_.alloc)
-        room = plan["room"]
+        room = plan.room
         tried, events, born = set(), [], False
         seq_range = np.asarray(batch.seq_range, dtype=np.int64)
 
@@ -289,12 +320,12 @@ class SequenceBirthMove(TargetedBirths):
 
         labels, runs = marginal_map(local)
         usable = np.unique(runs[:, 2])
-        for _ in range(int(plan["tries"])):
+        for _ in range(plan.tries):
             if room < 1:
                 break
             score = birth_scores(log_lik, local.resp)[1]
             candidates = [int(k) for k in np.argsort(score, kind="stable")
-                          if int(k) in plan["eligible"] and int(k) not in tried and np.any(runs[:, 2] == k)]
+                          if int(k) in plan.eligible and int(k) not in tried and np.any(runs[:, 2] == k)]
             if not candidates:
                 break
             target = candidates[0]
@@ -323,8 +354,7 @@ class SequenceBirthMove(TargetedBirths):
                 labels, runs = marginal_map(local)
                 room -= kept
                 born = True
-        return {"events": events, "stats": stats if born else None, "globals": state if born else None,
-                "usable": usable, "K": globals_.K}
+        return IntervalOutcome(events, stats if born else None, state if born else None, usable, globals_.K)
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         self.outcome = tracked
@@ -335,22 +365,22 @@ class SequenceBirthMove(TargetedBirths):
         outcome, self.outcome = self.outcome, None
         if outcome is None:
             return False
-        if outcome["stats"] is not None and len(run.round) > 1:
+        if outcome.stats is not None and len(run.round) > 1:
             outcome = self.judged_again(run, b, outcome)
         sizes = run.globals.stats.N
         uids = run.ids.uids.copy()
-        self.usable |= {int(u) for u in uids[outcome["usable"]]}
-        for target, gain, accepted, fresh, kept in outcome["events"]:
+        self.usable |= {int(u) for u in uids[outcome.usable]}
+        for target, gain, accepted, fresh, kept in outcome.events:
             uid = int(uids[target])
             self.failures.record(uid, accepted, (float(sizes[target]),))
             self.last_tried[uid] = schedule.lap
             self.budget = max(self.budget - 1, 0)
             schedule.event(self.name, str(uid), gain, accepted, fresh=fresh, kept=kept)
-        if outcome["stats"] is None:
+        if outcome.stats is None:
             return False
-        new, K = outcome["globals"], run.globals.K
+        new, K = outcome.globals, run.globals.K
         sources = [[k] for k in range(K)] + [[] for _ in range(new.K - K)]
-        stats_b = outcome["stats"]
+        stats_b = outcome.stats
         rewrite = lambda i, cache: stats_b if i == b else cache.pad_to(new.K)  # noqa: E731
         install(run, schedule, Proposal(self.name, "", sources, rewrite), Verdict(np.nan, True, new))
         self.born = True
@@ -363,7 +393,7 @@ class SequenceBirthMove(TargetedBirths):
         The candidate is every other batch's current cache (no mass on the fresh states, nor on states
         born at earlier batches of the round) and batch b's summaries with the fresh states, so its ELBO is
         again the exact whole-data ELBO; the batch's accepted events take this judgement's gain and verdict."""
-        born, K_plan = outcome["stats"], int(outcome["K"])
+        born, K_plan = outcome.stats, outcome.K
         K, J = run.globals.K, born.K - K_plan
         stats_b = born.remap([[k] for k in range(K_plan)] + [[] for _ in range(K - K_plan)]
                              + [[K_plan + j] for j in range(J)])
@@ -372,8 +402,8 @@ class SequenceBirthMove(TargetedBirths):
         verdict = weigh(run, Proposal(self.name, "", [[k] for k in range(K)] + [[] for _ in range(J)], None,
                                       stats=whole, rule=lambda gain, elbo: room and accepts(gain, elbo)), run.elbo())
         gain, accepted = verdict.gain, verdict.accepted
-        events = [(t, gain, accepted, f, k) if a else (t, g, a, f, k) for t, g, a, f, k in outcome["events"]]
-        return dict(outcome, events=events, stats=stats_b if accepted else None,
+        events = [(t, gain, accepted, f, k) if a else (t, g, a, f, k) for t, g, a, f, k in outcome.events]
+        return replace(outcome, events=events, stats=stats_b if accepted else None,
                     globals=verdict.globals if accepted else None)
 
     def decide(self, run, schedule) -> None:

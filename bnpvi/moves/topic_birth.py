@@ -50,13 +50,16 @@ Retry rules: ``birth.TargetedBirths``; planning: ``birth.LapBirths``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.model import Globals
 from bnpvi.moves.base import ordered_sum
-from bnpvi.moves.birth import LapBirths, Memo, kmeans_clusters
+from bnpvi.moves.birth import (BirthsTracked, LapBirths, Memo, Seeded, SeedingPlan, kmeans_clusters,
+                              seed_targets)
 from bnpvi.moves.judge import Proposal, Verdict, install, log, weigh
 from bnpvi.moves.protocols import TopicBirths
 from bnpvi.stats import SuffStats
@@ -183,6 +186,23 @@ def split_targets(targets: np.ndarray, joint_members: np.ndarray) -> list[np.nda
     return split + ([targets[np.asarray(joint_members, dtype=np.intp)]] if len(joint_members) else [])
 
 
+@dataclass(frozen=True, eq=False)
+class SplitPlan:
+    """What a batch after the seeding one tracks for topic births: the candidates (one per target, then the
+    joint one), and the targets (positions) each one splits."""
+
+    candidates: list
+    split: list
+
+
+@dataclass(eq=False)
+class TopicSeeded(Seeded):
+    """``Seeded``, its proposals the candidates, then the joint one of ``joint_members`` (positions in the
+    targets), if any."""
+
+    joint_members: np.ndarray = None
+
+
 class TopicBirthMove(LapBirths):
     """Whole-data births of topics (module docstring)."""
 
@@ -208,70 +228,49 @@ class TopicBirthMove(LapBirths):
     def carried_plan(self, run, uid: int, kept) -> Candidate:
         return transplanted(run.model, run.globals, run.ids.uids, uid, kept)
 
-    def tracking_plan(self, run) -> dict:
-        return {"candidates": self.candidates,
-                "split": split_targets(run.ids.positions(self.target_uids), self.joint_members)}
+    def tracking_plan(self, run) -> "SplitPlan":
+        return SplitPlan(self.candidates, split_targets(run.ids.positions(self.target_uids), self.joint_members))
 
     # ---------------------------------------------------------------- track
-    def track(self, model, globals_, batch, log_lik, local, plan):
-        out = {}
-        candidates = plan.get("candidates")
-        if candidates is None:  # the lap's first batch: seed the proposals here
-            out = self._seed(model, globals_, batch, log_lik, local, plan)
-            candidates = out["candidates"]
-            split = split_targets(out["targets"], out["joint_members"])
-        else:
-            split = plan["split"]
-        out["tracked"] = []
-        for c, targets in zip(candidates, split):
+    def track(self, model, globals_, batch, log_lik, local, plan) -> BirthsTracked:
+        seeded = None
+        if isinstance(plan, SeedingPlan):  # the lap's first batch: seed the proposals here
+            seeded = self._seed(model, globals_, batch, log_lik, local, plan)
+            plan = SplitPlan(seeded.proposals, split_targets(np.array(seeded.targets, dtype=np.intp),
+                                                             seeded.joint_members))
+        tracked = []
+        for c, targets in zip(plan.candidates, plan.split):
             proposal = split_step(model, batch, c, targets, local)
-            out["tracked"].append((model.summarize(batch, proposal), model.alloc.warm_state(proposal)))
-        return out
+            tracked.append((model.summarize(batch, proposal), model.alloc.warm_state(proposal)))
+        return BirthsTracked(tracked, seeded)
 
-    def _seed(self, model, globals_, batch, log_lik, local, plan) -> dict:
+    def _seed(self, model, globals_, batch, log_lik, local, plan: SeedingPlan) -> "TopicSeeded":
+        """At the lap's first batch: candidates of the carried and the worst-fit eligible topics, then, of
+        two new ones or more, their joint candidate (appended to the proposals)."""
         cfg, alloc = self.cfg, model.alloc
-        rng = np.random.default_rng(plan["seed"])
+        rng = np.random.default_rng(plan.seed)
         mass, fit = alloc.topic_fit(local, log_lik)
         resp = None  # the batch's responsibilities, made again (the same, bit for bit) once a target needs them
         score = np.where(mass > 0, fit / np.maximum(mass, 1e-300), np.inf)
-        eligible = set(int(k) for k in plan["eligible"])
-        room = int(plan["room"])
-        targets, candidates, failed, small, ages = [], [], [], [], []
-        for k, candidate, age in plan.get("carried", ()):
-            targets.append(k)
-            candidates.append(candidate)
-            ages.append(age)
-            room -= candidate.N.shape[0] - globals_.K
-        for k in np.argsort(score, kind="stable"):
-            k = int(k)
-            if len(targets) >= plan["places"] or room < 1:
-                break
-            if k not in eligible:
-                continue
-            if mass[k] < cfg.min_batch_mass:
-                small.append(k)
-                continue
+
+        def propose(k: int, room: int):
+            nonlocal resp
             if resp is None:
                 resp = local.resp if local.resp is not None else alloc.local_step(batch, log_lik, globals_.alloc,
                                                                                  keep_resp=True).resp
             candidate = self._propose(model, globals_, batch, local, resp.column(k), k, float(mass[k]), room,
-                                      int(plan["n_new"][k]), rng)
-            if candidate is None:
-                failed.append(k)
-                continue
-            targets.append(k)
-            candidates.append(candidate)
-            ages.append(1)
-            room -= candidate.N.shape[0] - globals_.K
-        members = np.array([i for i, age in enumerate(ages) if age == 1], dtype=np.intp)
+                                      int(plan.n_new[k]), rng)
+            return None if candidate is None else (candidate, candidate.N.shape[0] - globals_.K)
+
+        seeded = seed_targets(plan, score, mass, cfg.min_batch_mass, 1,
+                              lambda k, candidate: (candidate, candidate.N.shape[0] - globals_.K), propose)
+        members = np.array([i for i, age in enumerate(seeded.ages) if age == 1], dtype=np.intp)
         if members.size >= 2:
-            candidates = candidates + [joint_candidate(model, globals_, [targets[i] for i in members],
-                                                       [candidates[i] for i in members])]
+            seeded.proposals.append(joint_candidate(model, globals_, [seeded.targets[i] for i in members],
+                                                    [seeded.proposals[i] for i in members]))
         else:
             members = members[:0]
-        return {"targets": np.array(targets, dtype=np.intp), "candidates": candidates, "ages": ages,
-                "joint_members": members, "failed": np.array(failed, dtype=np.intp),
-                "small": np.array(small, dtype=np.intp)}
+        return TopicSeeded(**vars(seeded), joint_members=members)
 
     def _propose(self, model, globals_, batch, local, share: np.ndarray, target: int, batch_mass: float, room: int,
                  n_new: int, rng: np.random.Generator) -> Candidate | None:
@@ -328,10 +327,10 @@ class TopicBirthMove(LapBirths):
             return None
         return mass[keep], {n: v[keep] for n, v in fields.items()}
 
-    def keep_seeds(self, tracked: dict) -> None:
-        self.candidates = tracked["candidates"]
-        self.joint_members = tracked["joint_members"]
-        carried = self.take_carried(tracked["ages"])
+    def keep_seeds(self, seeded: "TopicSeeded") -> None:
+        self.candidates = seeded.proposals
+        self.joint_members = seeded.joint_members
+        carried = self.take_carried(seeded.ages)
         parts = {uid: kept[2] for uid, kept in carried.items()}
         self.memo = [None if int(uid) not in parts else
                      (ordered_sum(parts[int(uid)][b] for b in sorted(parts[int(uid)])), dict(parts[int(uid)]))
