@@ -5,7 +5,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 from bnpvi.data.store import write_points
 from bnpvi.learn import runner
-from bnpvi.learn.pool import BatchJob
+from bnpvi.learn.work import BatchJob
 
 
 def wide_points(path, n=6000, D=16, n_batches=6):
