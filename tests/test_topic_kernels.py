@@ -129,7 +129,7 @@ def test_digamma_matches_scipy():
         ROOT + np.array([-1e-3, -1e-7, -1e-12, 0.0, 1e-12, 1e-7, 1e-3, 0.25, -0.25, 0.2500001, -0.2500001]),
         np.arange(1.0, 40.0), np.arange(0.5, 40.0), [9.999999999, 10.0, 10.000000001],
     ])
-    got = topic._ext._digamma_array(np.ascontiguousarray(x))
+    got = topic._dense._digamma_array(np.ascontiguousarray(x))
     want = digamma(x)
     rel = np.abs(got - want) / np.abs(want)
     assert rel.max() < 1e-12, (x[np.argmax(rel)], rel.max())
@@ -137,7 +137,7 @@ def test_digamma_matches_scipy():
     # seven asymptotic terms would give ~3e-13
     assert rel.max() < 1e-13, (x[np.argmax(rel)], rel.max())
     assert got[np.flatnonzero(x == 1.0)[0]] == pytest.approx(-np.euler_gamma, rel=1e-15)
-    assert topic._ext._digamma_array(np.array([0.0]))[0] == -np.inf
+    assert topic._dense._digamma_array(np.array([0.0]))[0] == -np.inf
 
 
 @pytest.mark.parametrize("n", [1, 3, 4, 7, 1001])
@@ -150,8 +150,8 @@ def test_digamma_four_at_a_time_is_the_scalar_digamma_bit_for_bit(n):
                            np.arange(0.5, 12.0, 0.5), rng.uniform(0.0, 20.0, 2000)])
     for _ in range(20):
         x = np.ascontiguousarray(rng.choice(pool, size=n))
-        got = topic._ext._digamma_weights_array(x)
-        want = topic._ext._digamma_array(x)
+        got = topic._dense._digamma_weights_array(x)
+        want = topic._dense._digamma_array(x)
         assert np.array_equal(got, want, equal_nan=True), x[got != want]
 
 
@@ -502,7 +502,7 @@ def test_summaries_where_r_is_one_or_zero():
 def test_keep_resp_false_and_threads_change_no_bit(K, restarts, table_mode):
     # ~1300 documents of ~0-60 rows (three blocks of <= 512 documents), then one document
     # longer than a block's rows (alone in its block)
-    block_docs, block_rows = topic._ext.BLOCK
+    block_docs, block_rows = topic._dense.BLOCK
     rng = np.random.default_rng([K, restarts, table_mode, 12])
     lengths = list(rng.integers(0, 60, size=int(2.5 * block_docs))) + [block_rows + 7, 0, 5]
     table, wid, counts, dr, prior, rest = make_table_batch(lengths, K, rng, V=400, alpha=0.7)

@@ -190,7 +190,7 @@ def test_pruned_topics_leave_the_documents():
 @pytest.mark.parametrize("table_mode", [False, True])
 @pytest.mark.parametrize("warm", [False, True])
 def test_threads_and_keep_resp_change_no_bit(warm, table_mode):
-    block_docs, block_rows = topic._ext.BLOCK
+    block_docs, block_rows = topic._sparse.BLOCK
     rng = np.random.default_rng([warm, table_mode, 13])
     lengths = list(rng.integers(0, 50, size=int(1.3 * block_docs))) + [block_rows + 5, 0, 3]
     args, kw, counts, V = batch(20, rng, table_mode, warm, lengths=lengths, alpha=0.7)

@@ -1,6 +1,6 @@
 """NumPy references of the compiled local-step kernels.
 
-Plain vectorised NumPy with the same formulas as ``csrc/local_step.pyx``, ``csrc/topic_step.pyx`` and
+Plain vectorised NumPy with the same formulas as ``csrc/local_step.pyx``, ``csrc/topic_*.pyx`` and
 ``csrc/hmm.pyx``; the tests compare the compiled kernels against these. No input validation here (that is
 the job of the faces :mod:`bnpvi.kernels.mixture`, :mod:`~bnpvi.kernels.topic` and :mod:`~bnpvi.kernels.hmm`);
 invalid rows come out with a non-finite ``log_norm`` / entropy instead of raising.
@@ -351,7 +351,7 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     """Document-level local step of the HDP topic model / LDA, one document at a time.
 
     Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46, written straight from the equations
-    (``csrc/topic_step.pyx`` uses the efficient form of the same updates). For document d
+    (``csrc/topic_dense.pyx`` uses the efficient form of the same updates). For document d
     (rows u of C = log_lik, or of C = log_lik[word_ids] when word_ids is given; counts c,
     a = prior, a_> = prior_rest):
 

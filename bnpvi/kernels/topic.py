@@ -1,4 +1,4 @@
-"""Python face of the compiled topic-model local step (csrc/topic_step.pyx).
+"""Python face of the compiled topic-model local step (csrc/topic_dense.pyx, csrc/topic_sparse.pyx).
 
 :func:`doc_topic_step` is the document-level local step of the HDP topic model and of
 LDA (Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46), with the sparse restarts of
@@ -30,14 +30,15 @@ import numpy as np
 
 from bnpvi.kernels._checks import KernelInputError, check_array, compiled, row_preview, thread_count
 
-_ext = compiled("_topic_step", "topic-model kernels")
+_dense = compiled("_topic_dense", "topic-model kernels")
+_sparse = compiled("_topic_sparse", "topic-model kernels")
 
 __all__ = ["DocTopicResult", "doc_topic_step"]
 
 INT_MAX = 2**31 - 1
 
 RESTART_MIN_GAIN = 1e-12
-"""A restart is accepted when L_d grows by more than this times 1 + |L_d| (csrc/topic_step.pyx)."""
+"""A restart is accepted when L_d grows by more than this times 1 + |L_d| (csrc/topic_common.pxd)."""
 
 
 @dataclass(frozen=True)
@@ -363,9 +364,9 @@ def _doc_topic_step(log_lik, counts, doc_range, prior, prior_rest, *, init_count
             out.objective, out.restarts_accepted, out.entropy, out.word_topic if table else none,
             out.pair_entropy if pairs is not None else np.zeros(0), nt)
     if sparse:
-        _ext.doc_topic_step_sparse(*args, int(sparse_L), active_eps, bool(select_always))
+        _sparse.doc_topic_step_sparse(*args, int(sparse_L), active_eps, bool(select_always))
     else:
-        _ext.doc_topic_step(*args)
+        _dense.doc_topic_step(*args)
     bad = ~np.isfinite(out.objective)
     if bad.any():
         d = int(np.flatnonzero(bad)[0])
