@@ -15,45 +15,11 @@ from scipy.special import logsumexp, softmax
 from bnpvi.kernels import mixture
 from bnpvi.kernels import reference as ref
 from bnpvi.stats.resp import Responsibilities
+from setups import KINDS, TINY, assert_close, bits_of, make_weights
 
-RTOL = 1e-12
-TINY = 1e-300  # absolute slack for subnormal responsibilities only
 
 NS = [1, 7, 1000]
 KS = [1, 2, 8, 257]
-KINDS = ["unit", "scale1e4", "around-1e5", "gaps1e3", "neginf_prior", "neginf_lik"]
-
-
-def make_weights(N: int, K: int, kind: str, seed: int = 0):
-    """(log_lik, log_prior) of a named difficulty."""
-    rng = np.random.default_rng([seed, N, K, KINDS.index(kind)])
-    log_prior = np.log(rng.dirichlet(np.ones(K)))
-    if kind == "unit":
-        log_lik = 3.0 * rng.standard_normal((N, K))
-    elif kind == "scale1e4":  # W spread over [-1e4, 0]: most rows one-hot, some underflow
-        log_lik = -1e4 * rng.random((N, K))
-    elif kind == "around-1e5":  # naive exp(W) underflows to 0 everywhere
-        log_lik = -1e5 + 2.0 * rng.standard_normal((N, K))
-    elif kind == "gaps1e3":  # columns 1e3 apart, in a random order per row, plus near-ties
-        log_lik = 1e3 * rng.permuted(np.tile(np.arange(K, dtype=float), (N, 1)), axis=1)
-        log_lik += 1e-3 * rng.standard_normal((N, K)) - 1e5
-    elif kind == "neginf_prior":
-        log_lik = 5.0 * rng.standard_normal((N, K))
-        if K > 1:
-            log_prior[rng.choice(K, size=max(1, K // 3), replace=False)] = -np.inf
-    elif kind == "neginf_lik":
-        log_lik = 5.0 * rng.standard_normal((N, K))
-        if K > 1:
-            mask = rng.random((N, K)) < 0.3
-            mask[np.arange(N), rng.integers(0, K, N)] = False  # keep one finite entry per row
-            log_lik[mask] = -np.inf
-    else:  # pragma: no cover
-        raise ValueError(kind)
-    return np.ascontiguousarray(log_lik), log_prior
-
-
-def assert_close(actual, desired, atol=0.0, what=""):
-    np.testing.assert_allclose(actual, desired, rtol=RTOL, atol=atol, err_msg=what)
 
 
 # ------------------------------------------------------------------------ dense step
@@ -235,17 +201,13 @@ def test_pair_merge_entropy_empty_pairs():
 
 
 # --------------------------------------------------------------------- determinism
-def _bits(arrays):
-    return [np.asarray(a).tobytes() for a in arrays]
-
-
 @pytest.mark.parametrize("N,K", [(1000, 257), (20000, 64), (100003, 3)])
 def test_deterministic_and_thread_count_free(N, K):
     log_lik, log_prior = make_weights(N, K, "unit", seed=3)
-    first = _bits(mixture.dense_local_step(log_lik, log_prior))
-    assert first == _bits(mixture.dense_local_step(log_lik, log_prior))
+    first = bits_of(mixture.dense_local_step(log_lik, log_prior))
+    assert first == bits_of(mixture.dense_local_step(log_lik, log_prior))
     for nt in (1, 2, 3, 4):
-        assert first == _bits(mixture.dense_local_step(log_lik, log_prior, n_threads=nt)), nt
+        assert first == bits_of(mixture.dense_local_step(log_lik, log_prior, n_threads=nt)), nt
     resp = np.frombuffer(first[0], dtype=np.float64).reshape(N, K)
     pairs = np.array([[0, 1], [1, K - 1]], dtype=np.int64) if K > 2 else np.array([[0, 1]], dtype=np.int64)
     h1 = mixture.entropy_of(resp, n_threads=1).tobytes()
@@ -262,14 +224,14 @@ def test_out_arrays_and_in_place():
     out = (np.full((1000, 8), np.nan), np.full(1000, np.nan), np.full(8, np.nan))
     got = mixture.dense_local_step(log_lik, log_prior, out=out)
     assert all(g is o for g, o in zip(got, out))
-    assert _bits(got) == _bits(expect)
+    assert bits_of(got) == bits_of(expect)
     # reuse dirty buffers, and only some of them
     got = mixture.dense_local_step(log_lik, log_prior, out=(None, out[1], out[2]))
-    assert _bits(got) == _bits(expect)
+    assert bits_of(got) == bits_of(expect)
     # in place: resp overwrites log_lik
     work = log_lik.copy()
     got = mixture.dense_local_step(work, log_prior, out=(work, None, None))
-    assert got[0] is work and _bits(got) == _bits(expect)
+    assert got[0] is work and bits_of(got) == bits_of(expect)
     h = np.full(8, np.nan)
     assert mixture.entropy_of(expect[0], out=h) is h
     assert h.tobytes() == mixture.entropy_of(expect[0]).tobytes()
@@ -388,7 +350,7 @@ def test_responsibilities_dense():
     log_lik, log_prior = make_weights(1000, 8, "neginf_prior")
     R = Responsibilities.from_weights(np.asfortranarray(log_lik), log_prior.tolist())
     resp, log_norm, entropy = mixture.dense_local_step(log_lik, log_prior)
-    assert _bits((R.values, R.log_norm, R.entropy())) == _bits((resp, log_norm, entropy))
+    assert bits_of((R.values, R.log_norm, R.entropy())) == bits_of((resp, log_norm, entropy))
     assert (R.n_atoms, R.K, R.is_sparse) == (1000, 8, False)
     assert R.matrix() is R.values
     assert_close(R.counts(), resp.sum(axis=0))

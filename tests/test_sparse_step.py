@@ -13,7 +13,7 @@ from bnpvi.kernels import mixture
 from bnpvi.kernels import KernelInputError
 from bnpvi.kernels import reference as ref
 from bnpvi.stats.resp import Responsibilities
-from test_kernels import KINDS, TINY, _bits, assert_close, make_weights
+from setups import KINDS, TINY, assert_close, bits_of, make_weights
 
 
 def densify(values, indices, K):
@@ -64,7 +64,7 @@ def test_l_equal_k_is_the_dense_step(kind):
     assert_close(entropy, h_dense, atol=1e-12 * max(1.0, float(np.abs(h_dense).max())))
     # through the container, L >= K is the dense step itself, bit for bit
     R = Responsibilities.from_weights(log_lik, log_prior, sparse_L=12)
-    assert not R.is_sparse and _bits((R.values, R.log_norm, R.entropy())) == _bits((resp, ln_dense, h_dense))
+    assert not R.is_sparse and bits_of((R.values, R.log_norm, R.entropy())) == bits_of((resp, ln_dense, h_dense))
 
 
 def test_top_l_is_optimal_among_l_sparse_responsibilities():
@@ -102,11 +102,11 @@ def test_sparse_kernels_are_thread_count_free(N, K):
     log_lik, log_prior = make_weights(N, K, "unit", seed=3)
     one = mixture.sparse_local_step(log_lik, log_prior, 4, n_threads=1)
     two = mixture.sparse_local_step(log_lik, log_prior, 4, n_threads=2)
-    assert _bits(one) == _bits(two)
+    assert bits_of(one) == bits_of(two)
     pairs = np.array([[0, 1], [2, 5], [7, 3]], dtype=np.int64)
     args = (one[0], one[1], one[3], pairs)
-    assert _bits([mixture.sparse_pair_entropy(*args, n_threads=1)]) == \
-        _bits([mixture.sparse_pair_entropy(*args, n_threads=2)])
+    assert bits_of([mixture.sparse_pair_entropy(*args, n_threads=1)]) == \
+        bits_of([mixture.sparse_pair_entropy(*args, n_threads=2)])
 
 
 def test_sparse_pair_entropy_equals_the_densified_merge():
@@ -196,9 +196,9 @@ def test_top_l_of_hard_rows_matches_a_stable_full_sort(K):
 @pytest.mark.parametrize("L", [1, 4, 16, 30])
 def test_top_l_of_hard_rows_is_thread_count_free(L):
     log_lik, log_prior = hard_weights(2000, 203, seed=1)
-    one = _bits(mixture.sparse_local_step(log_lik, log_prior, L, n_threads=1))
+    one = bits_of(mixture.sparse_local_step(log_lik, log_prior, L, n_threads=1))
     for nt in (2, 3, 4):
-        assert _bits(mixture.sparse_local_step(log_lik, log_prior, L, n_threads=nt)) == one, nt
+        assert bits_of(mixture.sparse_local_step(log_lik, log_prior, L, n_threads=nt)) == one, nt
 
 
 @pytest.mark.parametrize("bad,why", [(np.nan, "NaN"), (np.inf, r"\+inf")])

@@ -12,47 +12,19 @@ import dataclasses
 
 import numpy as np
 import pytest
-import scipy.sparse
-from scipy.special import digamma, entr, gammaln, logsumexp
+from scipy.special import digamma, gammaln, logsumexp
 
 from bnpvi.kernels import KernelInputError
 from bnpvi.kernels import reference as ref
 from bnpvi.kernels import topic
+from setups import (ALL_FIELDS, FIELDS, assert_same_bits, assert_summaries, doc_range_of, make_batch, make_table_batch,
+                    mixed_lengths, noise, some_pairs)
 
 RTOL = 1e-10
-FIELDS = ["resp", "doc_counts", "iters", "objective", "restarts_accepted"]
-ALL_FIELDS = FIELDS + ["entropy", "word_topic", "pair_entropy"]
 ROOT = 1.4616321449683623  # the positive root of ψ
 
 
 # ---------------------------------------------------------------------- inputs
-def doc_range_of(lengths) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-
-
-def make_batch(lengths, K, rng, alpha=2.0, rest=True, scale=1.0):
-    """(log_lik, counts, doc_range, prior, prior_rest) like a topic model's local step sees.
-
-    C_uk = E ln φ_{k,v} of Dirichlet topic posteriors (spread by ``scale``), counts of 1-5
-    tokens (some halved, as after weighting), prior α β̂ with β̂ ~ Dir(1) over K + 1 entries.
-    """
-    nnz = int(np.sum(lengths))
-    lam = rng.gamma(0.3, 2.0, (nnz, K)) + 0.01
-    C = scale * (digamma(lam) - digamma(lam.sum(axis=1, keepdims=True) + 50.0))
-    counts = rng.integers(1, 6, nnz) * rng.choice([1.0, 0.5], nnz)
-    beta = rng.dirichlet(np.ones(K + 1))
-    prior_rest = alpha * beta[K] if rest else 0.0
-    return np.ascontiguousarray(C), counts, doc_range_of(lengths), alpha * beta[:K], prior_rest
-
-
-def mixed_lengths(rng, D=40):
-    """Document lengths with empty, one-row and long documents."""
-    lengths = list(rng.integers(2, 40, size=D))
-    lengths[:6] = [0, 1, 0, 90, 1, 0]
-    lengths[-1] = 0
-    return lengths
-
-
 def as_dict(res) -> dict:
     if isinstance(res, topic.DocTopicResult):
         return {f: getattr(res, f) for f in FIELDS}
@@ -365,54 +337,6 @@ def test_result_is_frozen():
 
 
 # ------------------------------------------------------- table mode and summaries
-def make_table_batch(lengths, K, rng, V=60, scale=1.0, rest=True, alpha=2.0):
-    """(table, word_ids, counts, doc_range, prior, prior_rest): make_batch's log-likelihoods
-    as a (V, K) table read through word ids (types repeat within and across documents; some
-    types are never used)."""
-    table, _, _, prior, prior_rest = make_batch([V], K, rng, alpha=alpha, rest=rest, scale=scale)
-    nnz = int(np.sum(lengths))
-    word_ids = rng.integers(0, V - 3, nnz).astype(np.int64)
-    counts = rng.integers(1, 6, nnz) * rng.choice([1.0, 0.5], nnz)
-    return table, word_ids, counts, doc_range_of(lengths), prior, prior_rest
-
-
-def some_pairs(K, rng, M=30):
-    a, b = rng.integers(0, K, (2, 4 * M))
-    keep = a != b
-    return np.ascontiguousarray(np.stack([a[keep], b[keep]], axis=1)[:M])
-
-
-def direct_summaries(res, counts, word_ids=None, pairs=None, V=None):
-    """entropy, word_topic and pair_entropy of the returned r, straight from their formulas."""
-    r = res.resp
-    out = {"entropy": counts @ entr(r)}
-    if word_ids is not None:
-        X = scipy.sparse.csr_matrix((counts, (np.arange(counts.size), word_ids)), shape=(counts.size, V))
-        out["word_topic"] = X.T @ r
-    if pairs is not None:
-        out["pair_entropy"] = counts @ entr(r[:, pairs[:, 0]] + r[:, pairs[:, 1]])
-    return out
-
-
-def noise(field, counts) -> float:
-    """Absolute tolerance of a summary: a pair holding all of a row's mass has t = 1 ± 2⁻⁵², and
-    t ln t is rounding noise (|t ln t| ≤ 2⁻⁵² per token) that no relative tolerance covers."""
-    return 1e-15 * counts.sum() if field == "pair_entropy" else 0.0
-
-
-def assert_summaries(res, counts, word_ids=None, pairs=None, V=None, what=""):
-    for f, want in direct_summaries(res, counts, word_ids, pairs, V).items():
-        np.testing.assert_allclose(getattr(res, f), want, rtol=1e-12, atol=noise(f, counts), err_msg=f"{what}: {f}")
-
-
-def assert_same_bits(got, want, fields, what=""):
-    for f in fields:
-        a, b = getattr(got, f), getattr(want, f)
-        assert (a is None) == (b is None), f"{what}: {f}"
-        if a is not None:
-            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), f"{what}: {f}"
-
-
 @pytest.mark.parametrize("scale", [1.0, 300.0])
 @pytest.mark.parametrize("restarts", [0, 4])
 @pytest.mark.parametrize("warm", [False, True])

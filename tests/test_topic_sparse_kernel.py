@@ -13,8 +13,7 @@ import tracemalloc
 import numpy as np
 import pytest
 from scipy.special import entr
-from test_topic_kernels import (ALL_FIELDS, assert_same_bits, assert_summaries, make_table_batch,
-                                mixed_lengths, some_pairs)
+from setups import ALL_FIELDS, assert_same_bits, assert_summaries, make_table_batch, mixed_lengths, some_pairs
 
 from bnpvi.kernels import KernelInputError
 from bnpvi.kernels import reference as ref
