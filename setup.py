@@ -1,12 +1,12 @@
 """Build the Cython kernels in csrc/ (metadata lives in pyproject.toml).
 
 OpenMP is used for the row loops of ``bnpvi.kernels._local_step``, the sequence
-loops of ``bnpvi.kernels._hmm`` and the document loops of ``bnpvi.kernels._topic_step``
-(results do not depend on the thread count). Set
+loops of ``bnpvi.kernels._hmm`` and the document loops of ``bnpvi.kernels._topic_dense`` and
+``_topic_sparse`` (results do not depend on the thread count). Set
 ``BNPVI_NO_OPENMP=1`` to build without it (e.g. Apple clang); the kernels then run
 serially and give the same numbers. ``-ffp-contract=off``: no multiply-add is fused, also
-in the AVX2 clones of the topic step's row loops (csrc/topic_step.pyx), so every machine
-gets the same bits.
+in the AVX2 clones of the topic step's row loops (csrc/topic_dense.pyx), so every machine
+gets the same bits. The two topic modules share csrc/topic_common.pxd.
 """
 import os
 import sys
@@ -26,11 +26,12 @@ def kernel(name: str) -> Extension:
                      define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
 
 
-extensions = [kernel("local_step"), kernel("hmm"), kernel("topic_step"), kernel("mmsb"), kernel("gibbs")]
+extensions = [kernel(name) for name in ("local_step", "hmm", "topic_dense", "topic_sparse", "mmsb", "gibbs")]
 
 setup(
     ext_modules=cythonize(
         extensions,
+        include_path=["csrc"],
         language_level=3,
         compiler_directives={"boundscheck": False, "wraparound": False, "cdivision": True},
     ),

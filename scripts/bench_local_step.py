@@ -1,7 +1,7 @@
 """Benchmark the dense local step (Hughes 2016 thesis §3.4.2) against NumPy and scikit-learn.
 
 (a) Normalisation only — given W = E log p(x|φ) and E ln π: the compiled
-    ``bnpvi.kernels.dense_local_step`` (1 thread and default threads) against the
+    ``bnpvi.kernels.mixture.dense_local_step`` (1 thread and default threads) against the
     NumPy reference ``bnpvi.kernels.reference.dense_local_step``.
 (b) Whole E-step of a full-covariance DP Gaussian mixture: ours = bnpvi's own
     ``Model.local_step`` (the ``gauss`` family's E[log lik] + E ln π + the
@@ -25,7 +25,7 @@ import platform
 
 import numpy as np
 
-from bnpvi import kernels
+from bnpvi.kernels import mixture
 from bnpvi.alloc import DPMixAlloc
 from bnpvi.data.batch import PointBatch
 from bnpvi.kernels import reference
@@ -83,8 +83,8 @@ def run_case(N, D, K, repeats):
     # (a) normalisation only, on fixed weights
     log_lik = model.obs.expected_log_lik(globals_.obs, batch)
     log_prior = model.alloc.expected_log_pi(globals_.alloc)
-    row["norm_c1"], _ = best_of(lambda: kernels.dense_local_step(log_lik, log_prior, n_threads=1), repeats)
-    row["norm_c"], ours = best_of(lambda: kernels.dense_local_step(log_lik, log_prior), repeats)
+    row["norm_c1"], _ = best_of(lambda: mixture.dense_local_step(log_lik, log_prior, n_threads=1), repeats)
+    row["norm_c"], ours = best_of(lambda: mixture.dense_local_step(log_lik, log_prior), repeats)
     row["norm_ref"], refres = best_of(lambda: reference.dense_local_step(log_lik, log_prior), repeats)
     row["norm_err"] = float(np.max(np.abs(ours[0] - refres[0])))
     del refres
@@ -109,7 +109,7 @@ def main(argv=None):
     N = args.n or (20_000 if args.quick else 100_000)
     Ds, Ks = ([2, 16], [8, 64]) if args.quick else ([2, 16, 64], [8, 64, 256])
     print(
-        f"N = {N}, best of {args.repeats}; OpenMP threads {kernels._ext.max_threads()}; "
+        f"N = {N}, best of {args.repeats}; OpenMP threads {mixture._ext.max_threads()}; "
         f"numpy {np.__version__}; {platform.processor() or platform.machine()}"
     )
     print("(a) normalisation only [s]: compiled 1 thread, compiled default, NumPy reference, ref/compiled")

@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--e2e-atoms", type=int, default=None, help="training atoms of (c) (default 360,000)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
-    print(f"threads: {__import__('bnpvi.kernels', fromlist=['_ext'])._ext.max_threads()}")
+    print(f"threads: {__import__('bnpvi.kernels.mixture', fromlist=['_ext'])._ext.max_threads()}")
     if "a" in parts:
         micro(6000 if args.quick else 36000, (50, 200) if args.quick else (50, 200, 800), (1, 2, 4, 8, 16),
               args.repeats)

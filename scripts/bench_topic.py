@@ -228,7 +228,7 @@ def main(argv=None) -> None:
     args.n_docs = args.n_docs or (200 if args.quick else 1000)
     args.wiki_ks = args.wiki_ks or ([50, 100] if args.quick else [50, 100, 200])
 
-    print(f"OpenMP threads {topic._ext.max_threads()}; numpy {np.__version__}; "
+    print(f"OpenMP threads {topic._dense.max_threads()}; numpy {np.__version__}; "
           f"{platform.processor() or platform.machine()}")
     synthetic(args)
     if args.wiki:

@@ -630,7 +630,7 @@ def main(argv=None) -> None:
         if not store.has_heldout:
             sys.exit(f"bench_topics: {args.data} holds no held-out documents (convert it with --heldout 0.1)")
     try:
-        threads = topic._ext.max_threads()
+        threads = topic._dense.max_threads()
     except AttributeError:
         threads = "?"
     print(f"OpenMP threads {threads}; numpy {np.__version__}; "

@@ -1,4 +1,4 @@
-"""Shared test fixtures."""
+"""Shared test fixtures (plain helpers: setups.py)."""
 import compileall
 from pathlib import Path
 
@@ -42,3 +42,17 @@ def compose_cfg(tmp_path, monkeypatch):
         with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
             return compose(config_name="train", overrides=list(overrides))
     return make
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    """The toy-data cache that a session's bnpvi-train processes share."""
+    return tmp_path_factory.mktemp("bnpvi-cache")
+
+
+@pytest.fixture
+def env(cache_dir):
+    """The environment of a bnpvi-train process with the session's toy-data cache (``setups.env_of``)."""
+    from setups import env_of  # setups imports bnpvi: conftest stays light until a test asks for a process
+
+    return env_of(cache_dir)

@@ -12,9 +12,7 @@ import bnpvi
 from bnpvi.errors import BnpviError
 from bnpvi.learn import runner
 from bnpvi.obs import Mult
-from test_resume import assert_resume_is_exact
-
-TOPICS = ["model=hdp_topic", "data.n_docs=300", "init.K=6", "moves=[]", "alg.converge_thr=-1", "seed=3"]
+from setups import TOPICS, assert_resume_is_exact
 
 
 def test_schedule_is_geometric_from_lam_start_to_lam():

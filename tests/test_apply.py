@@ -2,12 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import tempfile
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Iterator
 
 import h5py
 import numpy as np
@@ -19,18 +13,9 @@ from bnpvi.data.convert import convert
 from bnpvi.data.store import write_points, write_sequences
 from bnpvi.io.model_file import read_model
 from bnpvi.learn import runner
+from setups import apply_cli, assert_one_line_error, assert_reproduces, compose, moved_away, one_line_error, read_h5
 
 N, N_HELDOUT = 600, 60
-
-
-def compose(*overrides):
-    from hydra import compose as hydra_compose, initialize_config_module
-
-    from bnpvi.config import register_configs
-
-    register_configs()
-    with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
-        return hydra_compose(config_name="train", overrides=list(overrides))
 
 
 @pytest.fixture(scope="module")
@@ -51,53 +36,6 @@ def trained(tmp_path_factory):
 def final_clusters(run_dir) -> pd.DataFrame:
     clusters = pd.read_csv(run_dir / "clusters.csv")
     return clusters[clusters["lap"] == clusters["lap"].max()]
-
-
-def apply_cli(*args):
-    """bnpvi-apply in a child process, started outside the source tree (whose bnpvi/ has no compiled kernels
-    when the package is installed elsewhere, as in CI); the paths are absolute."""
-    return subprocess.run([sys.executable, "-m", "bnpvi.cli.apply", *(str(Path(a).resolve()) for a in args)],
-                          capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir())
-
-
-def read_h5(path):
-    with h5py.File(path, "r") as f:
-        return {key: f[key][()] for key in f}
-
-
-def assert_reproduces(out: Path, run_file: Path) -> None:
-    """``out`` (.h5) holds the datasets of the run's ``run_file`` and its .csv is the run's, to the byte."""
-    ours, runs = read_h5(out), read_h5(run_file)
-    assert set(ours) == set(runs)
-    for key in runs:
-        np.testing.assert_array_equal(ours[key], runs[key], err_msg=key)
-    assert out.with_suffix(".csv").read_text() == run_file.with_suffix(".csv").read_text()
-
-
-def assert_one_line_error(proc, fragment: str) -> None:
-    """bnpvi-apply exited 2 with one stderr line, its error, which holds ``fragment``."""
-    assert proc.returncode == 2, (proc.stdout, proc.stderr)
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("bnpvi-apply: error: ") and fragment in lines[0], lines
-
-
-@contextmanager
-def one_line_error(problem: str) -> Iterator[None]:
-    """The block raises a BnpviError whose message matches ``problem`` and is one line."""
-    with pytest.raises(bnpvi.BnpviError, match=problem) as err:
-        yield
-    assert "\n" not in str(err.value)
-
-
-@contextmanager
-def moved_away(data: Path, elsewhere: Path) -> Iterator[Path]:
-    """The training file ``data`` renamed to ``elsewhere`` for the block (and back after)."""
-    data.rename(elsewhere)
-    try:
-        assert not data.exists()
-        yield elsewhere
-    finally:
-        elsewhere.rename(data)
 
 
 def test_assignments_have_one_row_per_data_row_and_the_stable_ids_of_clusters_csv(trained):

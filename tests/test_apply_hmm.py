@@ -14,7 +14,7 @@ from bnpvi.data.store import write_points, write_sequences
 from bnpvi.data.toy import make_toy_ar_sequences, make_toy_sequences
 from bnpvi.io.model_file import read_model
 from bnpvi.learn import runner
-from test_apply import apply_cli, assert_one_line_error, assert_reproduces, compose, moved_away, one_line_error, read_h5
+from setups import apply_cli, assert_one_line_error, assert_reproduces, compose, moved_away, one_line_error, read_h5
 
 N_SEQS, LENGTH = 8, 150
 

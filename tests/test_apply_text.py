@@ -10,7 +10,7 @@ import bnpvi
 from bnpvi.data.convert import convert
 from bnpvi.data.tokens import count_texts
 from bnpvi.learn import runner
-from test_apply import apply_cli, assert_one_line_error, compose, moved_away, read_h5
+from setups import apply_cli, assert_one_line_error, compose, moved_away, read_h5
 
 THEMES = ["goal match team score coach", "vote party law court senate", "star planet orbit moon comet"]
 

@@ -17,7 +17,7 @@ from bnpvi.data.store import write_documents, write_points, write_sequences
 from bnpvi.data.toy import make_toy_sequences
 from bnpvi.io.model_file import read_model
 from bnpvi.learn import runner
-from test_apply import apply_cli, assert_one_line_error, compose, moved_away, one_line_error, read_h5
+from setups import apply_cli, assert_one_line_error, compose, moved_away, one_line_error, read_h5
 
 N_DOCS, HELDOUT = 330, 0.1
 V = 100

@@ -13,7 +13,7 @@ from bnpvi.moves.base import ordered_sum
 from bnpvi.moves import topic_birth
 from bnpvi.moves.birth import BirthMove, LapBirths
 
-from test_resume import assert_resume_is_exact
+from setups import assert_resume_is_exact
 
 # 6,000 short documents from 10 topics: with seed 2, births of lap 3 are rejected and carried into lap 4
 SEED = 2

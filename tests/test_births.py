@@ -15,6 +15,7 @@ from bnpvi.config import register_configs
 from bnpvi.data.generate import gaussian_clusters, topic_documents
 from bnpvi.data.store import write_documents, write_points
 from bnpvi.learn import runner
+from setups import BIRTH, moments, obs_cfg
 
 SEEDS = [1, 2, 3, 4, 5]
 
@@ -95,7 +96,6 @@ def test_a_cluster_never_proposed_asks_for_pieces_in_proportion_to_its_share():
     from omegaconf import OmegaConf
 
     from bnpvi.moves.birth import BirthMove
-    from test_moves import BIRTH
 
     run = SimpleNamespace(model=SimpleNamespace(alloc=SimpleNamespace(birth_abundance=100)),
                           globals=SimpleNamespace(stats=SimpleNamespace(N=np.array([60.0, 30.0, 10.0, 0.0]))),
@@ -115,7 +115,6 @@ def planted_groups(kind, rng):
     """A broad background and three tight groups of 15 atoms each: (batch, obs, the groups' atom sets)."""
     from bnpvi.data.batch import PointBatch, WordCountBatch
     from bnpvi.obs import make_obs
-    from test_moves import moments, obs_cfg
 
     n_back, groups = 300, [np.arange(300 + 15 * g, 315 + 15 * g) for g in range(3)]
     if kind == "gauss":
@@ -157,7 +156,6 @@ def test_dense_seeding_is_for_the_largest_cluster_after_a_failed_birth_on_odd_la
     from omegaconf import OmegaConf
 
     from bnpvi.moves.birth import BirthMove
-    from test_moves import BIRTH
 
     run = SimpleNamespace(globals=SimpleNamespace(K=3, stats=SimpleNamespace(N=np.array([30.0, 60.0, 10.0]))),
                           ids=SimpleNamespace(uids=np.array([5, 6, 7])))

@@ -4,9 +4,6 @@ import json
 import operator
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import h5py
 import numpy as np
@@ -18,28 +15,7 @@ from bnpvi.data.store import write_points
 from bnpvi.io.checkpoint import load_checkpoint
 from bnpvi.learn import runner
 from bnpvi.learn.work import process_batch
-
-
-@pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("bnpvi-cache")
-
-
-def env_of(cache_dir):
-    return {**os.environ, "BNPVI_CACHE": str(cache_dir), "PYTHONWARNINGS": "ignore"}
-
-
-@pytest.fixture
-def env(cache_dir):
-    return env_of(cache_dir)
-
-
-def train(args, cwd, env, check=True):
-    proc = subprocess.run([sys.executable, "-m", "bnpvi.cli.train", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"bnpvi-train {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+from setups import RESUME_ARGS, assert_same_run, env_of, start_and_stop, train
 
 
 def assert_one_line_error(proc, *fragments):
@@ -136,27 +112,6 @@ def test_multirun_sweep_makes_one_run_per_combination(tmp_path, env):
     assert len(runs) == 4
 
 
-RESUME_ARGS = ["moves=[]", "data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=30", "alg.converge_thr=-1",
-               "checkpoint_every=5", "seed=4"]
-
-
-def final_state(run):
-    trace = pd.read_csv(run / "trace.csv").drop(columns=["elapsed_s"])
-    with h5py.File(run / "model.h5") as f:
-        params = {k: f["posterior"][k][()] for k in f["posterior"]}
-        params["counts"] = f["counts"][()]
-        params["uids"] = f["uids"][()]
-    return trace, params
-
-
-def assert_same_run(a, b):
-    trace_a, params_a = final_state(a)
-    trace_b, params_b = final_state(b)
-    pd.testing.assert_frame_equal(trace_a, trace_b, check_exact=True)
-    for key in params_a:
-        np.testing.assert_array_equal(params_a[key], params_b[key], err_msg=key)
-
-
 MOVES_ARGS = ["data.n_atoms=10000", "data.n_batches=20", "alg.n_laps=10", "alg.converge_thr=-1",
               "checkpoint_every=1", "seed=5", "init.K=1", "moves=[birth,merge,delete]"]
 
@@ -168,20 +123,6 @@ def reference_run(tmp_path_factory, cache_dir):
     work = tmp_path_factory.mktemp("reference")
     train([*RESUME_ARGS, "hydra.run.dir=ref"], work, env_of(cache_dir))
     return work / "ref"
-
-
-def start_and_stop(tmp_path, env, name, sig, args=RESUME_ARGS):
-    run = tmp_path / name
-    proc = subprocess.Popen([sys.executable, "-m", "bnpvi.cli.train", *args, f"hydra.run.dir={name}"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while not (run / "checkpoints" / "latest.h5").exists():
-        assert proc.poll() is None, proc.communicate()
-        assert time.time() < deadline
-        time.sleep(0.002)
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=300)
-    return run, proc.returncode, out, err
 
 
 def test_sigkill_between_checkpoints_then_resume_is_exact(tmp_path, env, reference_run):

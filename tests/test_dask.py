@@ -34,9 +34,7 @@ from bnpvi.model import Model  # noqa: E402
 from bnpvi.moves.base import Edit  # noqa: E402
 from bnpvi.obs import make_obs  # noqa: E402
 from bnpvi.stats import ClusterIds  # noqa: E402
-from test_hmm_births import BIRTH as HMM_BIRTH, GAUSS, two_regime_store  # noqa: E402
-from test_moves import four_clusters, moves_cfg, obs_cfg  # noqa: E402
-from test_pool import wide_points  # noqa: E402
+from setups import GAUSS, HMM_BIRTH, four_clusters, moves_cfg, obs_cfg, two_regime_store, wide_points  # noqa: E402
 
 COMMON = ["alg.n_laps=5", "alg.converge_thr=-1", "seed=3", "data.n_atoms=2000", "data.n_batches=6"]
 

@@ -6,24 +6,7 @@ import pytest
 from bnpvi.data.convert import convert
 from bnpvi.data.store import write_documents, write_points
 from bnpvi.learn import runner
-
-
-def corpus(n_docs=600, V=60, n_topics=4, seed=0):
-    """Documents of 30-80 words, each from one of ``n_topics`` topics on disjoint word blocks."""
-    rng = np.random.default_rng(seed)
-    block = V // n_topics
-    labels = rng.integers(0, n_topics, n_docs)
-    ids, counts, doc_range = [], [], [0]
-    for z in labels:
-        p = np.full(V, 0.02 / V)
-        p[z * block:(z + 1) * block] += 0.98 / block
-        x = rng.multinomial(rng.integers(30, 80), p / p.sum())
-        nz = np.flatnonzero(x)
-        ids.append(nz)
-        counts.append(x[nz])
-        doc_range.append(doc_range[-1] + nz.size)
-    return (np.concatenate(ids).astype(np.int32), np.concatenate(counts).astype(np.float64),
-            np.array(doc_range, dtype=np.int64), V, labels)
+from setups import block_corpus
 
 
 @pytest.fixture
@@ -35,7 +18,7 @@ def train(tmp_path, compose_cfg):
 
 
 def test_mult_from_one_cluster_finds_the_topics(tmp_path, train):
-    ids, counts, doc_range, V, labels = corpus()
+    ids, counts, doc_range, V, labels = block_corpus()
     write_documents(tmp_path / "docs.h5", ids, counts, doc_range, V, n_batches=3, labels=labels)
     summary, out = train("obs=mult", "data=hdf5", f"data.path={tmp_path / 'docs.h5'}", "init.K=1",
                          "moves=[birth,merge,delete]")

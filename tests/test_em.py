@@ -27,8 +27,7 @@ from bnpvi.learn import runner
 from bnpvi.metrics import adjusted_rand_index
 from bnpvi.obs import make_obs
 from bnpvi.stats import Responsibilities
-from test_discrete_runs import corpus
-from test_resume import COMMON, assert_resume_is_exact
+from setups import RESUME_COMMON, assert_resume_is_exact, block_corpus
 
 LAPS = ["alg.n_laps=50", "alg.converge_thr=-1"]
 
@@ -47,7 +46,7 @@ def files(tmp_path):
     """Data files of every kind the families model, with labels."""
     X, labels = blobs()
     write_points(tmp_path / "blobs.h5", X, n_batches=3, labels=labels)
-    ids, counts, doc_range, V, doc_labels = corpus(n_docs=300)
+    ids, counts, doc_range, V, doc_labels = block_corpus(n_docs=300)
     write_documents(tmp_path / "docs.h5", ids, counts, doc_range, V, n_batches=3, labels=doc_labels)
     rng = np.random.default_rng(1)
     protos = rng.random((3, 20)) < 0.5
@@ -277,7 +276,7 @@ def test_em_starts_from_a_vb_run(files, train):
                                    "data.seq_length=200", "data.n_batches=4"]],
                          ids=["soft", "hard", "finite_hmm", "finite_hmm_hard"])
 def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, args):
-    _, trace = assert_resume_is_exact(compose_cfg(*COMMON, "alg=em", *args), tmp_path)
+    _, trace = assert_resume_is_exact(compose_cfg(*RESUME_COMMON, "alg=em", *args), tmp_path)
     assert_never_decreases(trace["log_posterior"])
 
 

@@ -18,7 +18,7 @@ from bnpvi.data.bars import make_bars
 from bnpvi.data.convert import convert
 from bnpvi.data.toy import make_toy_sequences
 from bnpvi.learn import runner
-from test_apply import one_line_error
+from setups import one_line_error
 
 
 @pytest.fixture(scope="module")

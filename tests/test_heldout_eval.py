@@ -24,7 +24,7 @@ from bnpvi.learn.heldout import completion_loglik
 from bnpvi.model import Globals, Model
 from bnpvi.obs.mult import Mult
 
-from test_resume import assert_resume_is_exact
+from setups import assert_resume_is_exact
 
 ALPHA = 1.0
 SIDE = 5  # 10 bars over V = 25 pixels

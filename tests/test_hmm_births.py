@@ -6,7 +6,7 @@ from omegaconf import OmegaConf
 
 from bnpvi.alloc import HDPHMMAlloc
 from bnpvi.data.batch import SeqBatch
-from bnpvi.data.store import BatchStore, write_sequences
+from bnpvi.data.store import BatchStore
 from bnpvi.learn import runner
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.work import process_batch
@@ -15,13 +15,7 @@ from bnpvi.moves.seq_birth import best_cut, merge_cleanup, propose, state_runs
 from bnpvi.obs import make_obs
 from bnpvi.stats import ClusterIds
 
-from test_hmm_moves import enumerated_stats
-
-GAUSS = {"name": "gauss", "sF": 1.0, "prior_cov": "eye", "nu": None, "kappa": 1e-3, "mean": [0.0, 0.0]}
-BIRTH = {"start_lap": 2, "stop_lap": None, "max_per_lap": 3, "n_new": 8, "min_batch_mass": 10.0, "eps": 0.1,
-         "max_atoms": 5000, "kmeans_iters": 10, "refine_iters": 3, "Kmax": 50, "retry_change": 0.1,
-         "min_block": 3, "max_stuck": 2, "seeding": "kmeans", "group_size": 15,
-         "merge_cleanup": True}
+from setups import GAUSS, HMM_BIRTH, enumerated_stats, two_regime_store
 
 
 def test_state_runs_are_the_maximal_runs_inside_each_sequence():
@@ -76,18 +70,6 @@ def test_best_cut_maximises_the_two_blocks_data_term(length):
     np.testing.assert_array_equal(labels, (np.arange(length) >= chosen).astype(np.int64))
 
 
-def two_regime_store(tmp_path, n_batches=2):
-    """Short sequences that each start near (−5, 0) and end near (5, 0) (a birth's clear case)."""
-    rng = np.random.default_rng(3)
-    lengths = (6, 7, 5, 6, 7, 6, 5, 6, 7, 6)
-    seq_range = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    X = rng.normal(size=(seq_range[-1], 2)) * 0.5
-    for d, L in enumerate(lengths):
-        X[seq_range[d]:seq_range[d] + L // 2, 0] -= 5.0
-        X[seq_range[d] + L // 2:seq_range[d + 1], 0] += 5.0
-    return write_sequences(tmp_path / "two.h5", X, seq_range, n_batches=n_batches)
-
-
 def recorded_local_steps(model, monkeypatch) -> list:
     """``model.local_step`` patched to record (globals, the batch summaries it leads to) of every call."""
     calls = []
@@ -125,7 +107,7 @@ def test_birth_gain_is_the_exact_whole_data_elbo_difference(tmp_path, monkeypatc
                  for b in range(1, store.n_batches)), model.hard_stats(store.read_batch(0),
                                                                         np.zeros(store.read_batch(0).n_atoms, np.int64), 1))
     alg = MemoizedVB(model, store, OmegaConf.create({}), rng, model.global_step(stats), ClusterIds.first(1),
-                     OmegaConf.create({"birth": BIRTH}))
+                     OmegaConf.create({"birth": HMM_BIRTH}))
     while alg.lap < 1:
         alg.step()
     alg.start_lap()
@@ -199,7 +181,7 @@ def test_memo_with_births_never_decreases_the_elbo_after_any_batch(tmp_path):
     rng = np.random.default_rng(1)
     stats = sum((model.hard_stats(store.read_batch(b), np.zeros(store.read_batch(b).n_atoms, dtype=np.int64), 1)
                  for b in range(store.n_batches)), model.empty_stats(1))
-    moves = {"birth": BIRTH, "merge": {"start_lap": 2, "max_pairs": 10, "max_per_cluster": 3, "retry_change": 0.1},
+    moves = {"birth": HMM_BIRTH, "merge": {"start_lap": 2, "max_pairs": 10, "max_per_cluster": 3, "retry_change": 0.1},
              "delete": {"start_lap": 2, "max_per_lap": 2, "absorb": 5, "max_size_frac": 0.5, "max_fails": 2,
                         "retry_change": 0.1}}
     alg = MemoizedVB(model, store, OmegaConf.create({}), rng, model.global_step(stats), ClusterIds.first(1),
@@ -242,7 +224,7 @@ def test_a_state_with_no_long_run_takes_its_turn_among_the_retries():
 
     from bnpvi.moves.seq_birth import SequenceBirthMove
 
-    move = SequenceBirthMove(OmegaConf.create(dict(BIRTH, max_stuck=10, max_per_lap=1)))
+    move = SequenceBirthMove(OmegaConf.create(dict(HMM_BIRTH, max_stuck=10, max_per_lap=1)))
     sizes = np.array([50.0, 40.0, 30.0])
     run = SimpleNamespace(ids=SimpleNamespace(uids=np.array([0, 1, 2])),
                           globals=SimpleNamespace(stats=SimpleNamespace(N=sizes, K=3)),
@@ -264,7 +246,7 @@ def test_places_left_free_go_to_the_least_recently_tried_blocked_targets():
 
     from bnpvi.moves.seq_birth import SequenceBirthMove
 
-    move = SequenceBirthMove(OmegaConf.create(dict(BIRTH, max_stuck=4, max_per_lap=3)))
+    move = SequenceBirthMove(OmegaConf.create(dict(HMM_BIRTH, max_stuck=4, max_per_lap=3)))
     sizes = np.array([50.0, 40.0, 30.0, 20.0, 10.0])
     alloc = SimpleNamespace(births_per_lap=None)
     run = SimpleNamespace(ids=SimpleNamespace(uids=np.array([7, 8, 9, 10, 11])),

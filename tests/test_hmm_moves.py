@@ -1,5 +1,4 @@
 """Moves for hidden Markov models: merged-state entropy terms, exact single-merge gains, merges in memoized runs."""
-import itertools
 
 import numpy as np
 import pytest
@@ -12,53 +11,8 @@ from bnpvi.learn.memo import MemoizedVB
 from bnpvi.metrics import hamming_distance
 from bnpvi.model import Model
 from bnpvi.obs import make_obs
-from bnpvi.stats import Responsibilities, SuffStats
 
-from setups import run_laps, setup, toy_sequence_file
-
-
-def enumerate_chain(C, log_start, log_trans, lump, K2):
-    """q*(z) of one sequence by enumerating every path; state k relabelled ``lump[k]`` (in 0..K2−1)
-    before the marginals are taken. Returns r (L, K2), pairwise s (L−1, K2, K2)."""
-    L, K = C.shape
-    paths = np.array(list(itertools.product(range(K), repeat=L)))
-    score = log_start[paths[:, 0]] + C[np.arange(L), paths].sum(axis=1)
-    if L > 1:
-        score += log_trans[paths[:, :-1], paths[:, 1:]].sum(axis=1)
-    q = np.exp(score - score.max())
-    q /= q.sum()
-    z = np.asarray(lump)[paths]
-    r = np.zeros((L, K2))
-    s = np.zeros((max(L - 1, 0), K2, K2))
-    for t in range(L):
-        np.add.at(r[t], z[:, t], q)
-    for t in range(L - 1):
-        np.add.at(s[t], (z[:, t], z[:, t + 1]), q)
-    return r, s
-
-
-def enumerated_stats(batch, obs, log_lik, log_start, log_trans, lump, K2, specs) -> SuffStats:
-    """A batch's HMM summaries from q*(z) of every sequence by path enumeration (``enumerate_chain``)."""
-    r_all, M0, M, H0, H = [], np.zeros(K2), np.zeros((K2, K2)), np.zeros(K2), np.zeros((K2, K2))
-    sr = batch.seq_range
-    for d in range(batch.n_seqs):
-        r, s = enumerate_chain(log_lik[sr[d]:sr[d + 1]], log_start, log_trans, lump, K2)
-        r_all.append(r)
-        M0 += r[0]
-        H0 += xlogx_ratio(r[0], 1.0)
-        for t in range(s.shape[0]):
-            M += s[t]
-            H += xlogx_ratio(s[t], s[t].sum(axis=1, keepdims=True))
-    resp = Responsibilities(np.concatenate(r_all), K2)
-    fields = {"N": resp.counts(), "start": M0, "trans": M, "start_entropy": H0, "trans_entropy": H,
-              "n_seqs": np.float64(batch.n_seqs), "n_atoms": np.float64(batch.n_atoms)}
-    fields.update(obs.summarize(batch, resp))
-    return SuffStats(fields, specs)
-
-
-def xlogx_ratio(x, d):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(x > 0, -x * np.log(x / d), 0.0)
+from setups import enumerate_chain, enumerated_stats, run_laps, setup, toy_sequence_file, xlogx_ratio
 
 
 def tiny_batch(seed=0, lengths=(5, 1, 4, 3), K=3, D=2):

@@ -12,48 +12,14 @@ import scipy.sparse as sp
 import pytest
 from scipy.special import logsumexp, softmax
 
-from bnpvi import kernels
+from bnpvi.kernels import mixture
 from bnpvi.kernels import reference as ref
 from bnpvi.stats.resp import Responsibilities
+from setups import KINDS, TINY, assert_close, bits_of, make_weights
 
-RTOL = 1e-12
-TINY = 1e-300  # absolute slack for subnormal responsibilities only
 
 NS = [1, 7, 1000]
 KS = [1, 2, 8, 257]
-KINDS = ["unit", "scale1e4", "around-1e5", "gaps1e3", "neginf_prior", "neginf_lik"]
-
-
-def make_weights(N: int, K: int, kind: str, seed: int = 0):
-    """(log_lik, log_prior) of a named difficulty."""
-    rng = np.random.default_rng([seed, N, K, KINDS.index(kind)])
-    log_prior = np.log(rng.dirichlet(np.ones(K)))
-    if kind == "unit":
-        log_lik = 3.0 * rng.standard_normal((N, K))
-    elif kind == "scale1e4":  # W spread over [-1e4, 0]: most rows one-hot, some underflow
-        log_lik = -1e4 * rng.random((N, K))
-    elif kind == "around-1e5":  # naive exp(W) underflows to 0 everywhere
-        log_lik = -1e5 + 2.0 * rng.standard_normal((N, K))
-    elif kind == "gaps1e3":  # columns 1e3 apart, in a random order per row, plus near-ties
-        log_lik = 1e3 * rng.permuted(np.tile(np.arange(K, dtype=float), (N, 1)), axis=1)
-        log_lik += 1e-3 * rng.standard_normal((N, K)) - 1e5
-    elif kind == "neginf_prior":
-        log_lik = 5.0 * rng.standard_normal((N, K))
-        if K > 1:
-            log_prior[rng.choice(K, size=max(1, K // 3), replace=False)] = -np.inf
-    elif kind == "neginf_lik":
-        log_lik = 5.0 * rng.standard_normal((N, K))
-        if K > 1:
-            mask = rng.random((N, K)) < 0.3
-            mask[np.arange(N), rng.integers(0, K, N)] = False  # keep one finite entry per row
-            log_lik[mask] = -np.inf
-    else:  # pragma: no cover
-        raise ValueError(kind)
-    return np.ascontiguousarray(log_lik), log_prior
-
-
-def assert_close(actual, desired, atol=0.0, what=""):
-    np.testing.assert_allclose(actual, desired, rtol=RTOL, atol=atol, err_msg=what)
 
 
 # ------------------------------------------------------------------------ dense step
@@ -62,7 +28,7 @@ def assert_close(actual, desired, atol=0.0, what=""):
 @pytest.mark.parametrize("N", NS)
 def test_dense_local_step_matches_reference(N, K, kind):
     log_lik, log_prior = make_weights(N, K, kind)
-    resp, log_norm, entropy = kernels.dense_local_step(log_lik, log_prior)
+    resp, log_norm, entropy = mixture.dense_local_step(log_lik, log_prior)
     r_ref, ln_ref, h_ref = ref.dense_local_step(log_lik, log_prior)
 
     for a in (resp, log_norm, entropy):
@@ -85,7 +51,7 @@ def test_dense_local_step_matches_reference(N, K, kind):
 def test_zero_weight_cluster_is_exactly_zero(N):
     log_lik, log_prior = make_weights(N, 8, "unit")
     log_prior[[0, 5]] = -np.inf
-    resp, log_norm, entropy = kernels.dense_local_step(log_lik, log_prior)
+    resp, log_norm, entropy = mixture.dense_local_step(log_lik, log_prior)
     assert np.all(resp[:, [0, 5]] == 0.0)
     assert np.all(entropy[[0, 5]] == 0.0) and not np.signbit(entropy[[0, 5]]).any()
     assert np.all(np.isfinite(resp)) and np.all(np.isfinite(entropy)) and np.all(np.isfinite(log_norm))
@@ -93,14 +59,14 @@ def test_zero_weight_cluster_is_exactly_zero(N):
 
 def test_single_cluster():
     log_lik = -1e5 * np.random.default_rng(1).random((50, 1))
-    resp, log_norm, entropy = kernels.dense_local_step(log_lik, np.zeros(1))
+    resp, log_norm, entropy = mixture.dense_local_step(log_lik, np.zeros(1))
     assert np.all(resp == 1.0) and np.all(log_norm == log_lik[:, 0]) and entropy[0] == 0.0
 
 
 def test_known_values():
     # two equal weights: r = 1/2 each, H_k = N ln 2 / 2 per column; log_norm = W + ln 2
     log_lik = np.full((4, 2), -1e5)
-    resp, log_norm, entropy = kernels.dense_local_step(log_lik, np.zeros(2))
+    resp, log_norm, entropy = mixture.dense_local_step(log_lik, np.zeros(2))
     assert np.all(resp == 0.5)
     assert_close(log_norm, -1e5 + np.log(2.0))
     assert_close(entropy, [2 * np.log(2.0)] * 2)
@@ -111,7 +77,7 @@ def test_underflow_boundary_keeps_subnormals():
     import math
 
     t = np.array([0.0, -708.5, -740.0, -745.0, -745.13, -745.1332, -745.1333, -745.2, -746.0, -np.inf])
-    resp, log_norm, entropy = kernels.dense_local_step(t[None, :].copy(), np.zeros(t.size))
+    resp, log_norm, entropy = mixture.dense_local_step(t[None, :].copy(), np.zeros(t.size))
     e = np.array([math.exp(x) for x in t])
     assert np.all(e[1:6] > 0.0) and np.all(e[6:] == 0.0)
     expect = e * (1.0 / (1.0 + math.fsum(e[1:])))
@@ -122,12 +88,12 @@ def test_underflow_boundary_keeps_subnormals():
 
 def test_no_overflow_with_huge_positive_weights():
     log_lik = np.array([[7e307, 7e307 - 1e300], [1e308, -1e308]])
-    resp, log_norm, entropy = kernels.dense_local_step(log_lik, np.zeros(2))
+    resp, log_norm, entropy = mixture.dense_local_step(log_lik, np.zeros(2))
     assert np.all(np.isfinite(resp)) and np.all(np.isfinite(log_norm)) and np.all(np.isfinite(entropy))
 
 
 def test_empty_batch():
-    resp, log_norm, entropy = kernels.dense_local_step(np.empty((0, 3)), np.zeros(3))
+    resp, log_norm, entropy = mixture.dense_local_step(np.empty((0, 3)), np.zeros(3))
     assert resp.shape == (0, 3) and log_norm.shape == (0,)
     assert np.array_equal(entropy, np.zeros(3))
 
@@ -150,7 +116,7 @@ def make_resp(N: int, K: int, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("N", NS)
 def test_entropy_of_matches_reference(N, K):
     r = make_resp(N, K)
-    h = kernels.entropy_of(r)
+    h = mixture.entropy_of(r)
     assert np.all(np.isfinite(h))
     assert_close(h, ref.entropy_of(r), what="entropy_of")
 
@@ -158,15 +124,15 @@ def test_entropy_of_matches_reference(N, K):
 @pytest.mark.parametrize("kind", ["unit", "scale1e4", "gaps1e3", "neginf_prior"])
 def test_entropy_of_softmax_output(kind):
     log_lik, log_prior = make_weights(1000, 257, kind)
-    resp, _, entropy = kernels.dense_local_step(log_lik, log_prior)
-    h = kernels.entropy_of(resp)
+    resp, _, entropy = mixture.dense_local_step(log_lik, log_prior)
+    h = mixture.entropy_of(resp)
     assert_close(h, ref.entropy_of(resp))
     np.testing.assert_allclose(h, entropy, rtol=1e-10, atol=1e-12)
 
 
 def test_entropy_of_known_values():
     r = np.array([[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.25, 0.75, 0.0]])
-    h = kernels.entropy_of(r)
+    h = mixture.entropy_of(r)
     expect = [-(0.5 * np.log(0.5) + 0.25 * np.log(0.25)), -(0.5 * np.log(0.5) + 0.75 * np.log(0.75)), 0.0]
     assert_close(h, expect)
     assert h[2] == 0.0 and not np.signbit(h[2])
@@ -183,14 +149,14 @@ def test_pair_merge_entropy_matches_reference(N, K):
     if len(pairs) > 500:
         pairs = pairs[rng.choice(len(pairs), 500, replace=False)]
     pairs = np.ascontiguousarray(pairs)
-    h = kernels.pair_merge_entropy(r, pairs)
+    h = mixture.pair_merge_entropy(r, pairs)
     assert h.shape == (len(pairs),) and np.all(np.isfinite(h))
     assert_close(h, ref.pair_merge_entropy(r, pairs))
     # symmetric in (a, b), and equal to entropy_of the merged column
-    assert np.array_equal(h, kernels.pair_merge_entropy(r, np.ascontiguousarray(pairs[:, ::-1])))
+    assert np.array_equal(h, mixture.pair_merge_entropy(r, np.ascontiguousarray(pairs[:, ::-1])))
     a0, b0 = pairs[0]
     merged = np.ascontiguousarray((r[:, a0] + r[:, b0])[:, None])
-    assert_close(h[:1], kernels.entropy_of(merged))
+    assert_close(h[:1], mixture.entropy_of(merged))
 
 
 @pytest.mark.parametrize("K", [1, 7, 40])
@@ -212,67 +178,63 @@ def test_mult_reassign_gains_match_reference(K):
     lam[:, ::5] += rng.random((K, len(range(0, V, 5)))) * 3
     total = lam.sum(axis=1)
     want = ref.mult_reassign_gains(X, R, lam, total, lam0, V * lam0)
-    got = kernels.mult_reassign_gains(X, R, lam, total, lam0, V * lam0, n_threads=1)
+    got = mixture.mult_reassign_gains(X, R, lam, total, lam0, V * lam0, n_threads=1)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-9)
-    assert np.array_equal(got, kernels.mult_reassign_gains(X, R, lam, total, lam0, V * lam0, n_threads=2))
-    with pytest.raises(kernels.KernelInputError, match="do not fit"):
-        kernels.mult_reassign_gains(X, R, lam[:, :-1], total, lam0, V * lam0)
+    assert np.array_equal(got, mixture.mult_reassign_gains(X, R, lam, total, lam0, V * lam0, n_threads=2))
+    with pytest.raises(mixture.KernelInputError, match="do not fit"):
+        mixture.mult_reassign_gains(X, R, lam[:, :-1], total, lam0, V * lam0)
 
 
 def test_pair_merge_entropy_bounds():
     # merged entropy ≤ H_a + H_b (the sum is only an upper bound, never the value)
     log_lik, log_prior = make_weights(1000, 8, "unit")
-    resp, _, entropy = kernels.dense_local_step(log_lik, log_prior)
+    resp, _, entropy = mixture.dense_local_step(log_lik, log_prior)
     pairs = np.array([[0, 1], [2, 7], [3, 4]], dtype=np.int64)
-    h = kernels.pair_merge_entropy(resp, pairs)
+    h = mixture.pair_merge_entropy(resp, pairs)
     assert np.all(h <= entropy[pairs[:, 0]] + entropy[pairs[:, 1]] + 1e-9)
     assert np.all(h < entropy[pairs[:, 0]] + entropy[pairs[:, 1]])
 
 
 def test_pair_merge_entropy_empty_pairs():
-    h = kernels.pair_merge_entropy(make_resp(10, 3), np.empty((0, 2), dtype=np.int64))
+    h = mixture.pair_merge_entropy(make_resp(10, 3), np.empty((0, 2), dtype=np.int64))
     assert h.shape == (0,)
 
 
 # --------------------------------------------------------------------- determinism
-def _bits(arrays):
-    return [np.asarray(a).tobytes() for a in arrays]
-
-
 @pytest.mark.parametrize("N,K", [(1000, 257), (20000, 64), (100003, 3)])
 def test_deterministic_and_thread_count_free(N, K):
     log_lik, log_prior = make_weights(N, K, "unit", seed=3)
-    first = _bits(kernels.dense_local_step(log_lik, log_prior))
-    assert first == _bits(kernels.dense_local_step(log_lik, log_prior))
+    first = bits_of(mixture.dense_local_step(log_lik, log_prior))
+    assert first == bits_of(mixture.dense_local_step(log_lik, log_prior))
     for nt in (1, 2, 3, 4):
-        assert first == _bits(kernels.dense_local_step(log_lik, log_prior, n_threads=nt)), nt
+        assert first == bits_of(mixture.dense_local_step(log_lik, log_prior, n_threads=nt)), nt
     resp = np.frombuffer(first[0], dtype=np.float64).reshape(N, K)
     pairs = np.array([[0, 1], [1, K - 1]], dtype=np.int64) if K > 2 else np.array([[0, 1]], dtype=np.int64)
-    h1 = kernels.entropy_of(resp, n_threads=1).tobytes()
-    p1 = kernels.pair_merge_entropy(resp, pairs, n_threads=1).tobytes()
+    h1 = mixture.entropy_of(resp, n_threads=1).tobytes()
+    p1 = mixture.pair_merge_entropy(resp, pairs, n_threads=1).tobytes()
     for nt in (None, 2, 3):
-        assert kernels.entropy_of(resp, n_threads=nt).tobytes() == h1
-        assert kernels.pair_merge_entropy(resp, pairs, n_threads=nt).tobytes() == p1
+        assert mixture.entropy_of(resp, n_threads=nt).tobytes() == h1
+        assert mixture.pair_merge_entropy(resp, pairs, n_threads=nt).tobytes() == p1
 
 
 # --------------------------------------------------------------------- out= arrays
 def test_out_arrays_and_in_place():
     log_lik, log_prior = make_weights(1000, 8, "scale1e4")
-    expect = kernels.dense_local_step(log_lik, log_prior)
+    expect = mixture.dense_local_step(log_lik, log_prior)
     out = (np.full((1000, 8), np.nan), np.full(1000, np.nan), np.full(8, np.nan))
-    got = kernels.dense_local_step(log_lik, log_prior, out=out)
+    got = mixture.dense_local_step(log_lik, log_prior, out=out)
     assert all(g is o for g, o in zip(got, out))
-    assert _bits(got) == _bits(expect)
+    assert bits_of(got) == bits_of(expect)
     # reuse dirty buffers, and only some of them
-    got = kernels.dense_local_step(log_lik, log_prior, out=(None, out[1], out[2]))
-    assert _bits(got) == _bits(expect)
+    got = mixture.dense_local_step(log_lik, log_prior, out=(None, out[1], out[2]))
+    assert bits_of(got) == bits_of(expect)
     # in place: resp overwrites log_lik
     work = log_lik.copy()
-    got = kernels.dense_local_step(work, log_prior, out=(work, None, None))
-    assert got[0] is work and _bits(got) == _bits(expect)
+    got = mixture.dense_local_step(work, log_prior, out=(work, None, None))
+    assert got[0] is work and bits_of(got) == bits_of(expect)
     h = np.full(8, np.nan)
-    assert kernels.entropy_of(expect[0], out=h) is h
-    assert h.tobytes() == kernels.entropy_of(expect[0]).tobytes()
+    assert mixture.entropy_of(expect[0], out=h) is h
+    assert h.tobytes() == mixture.entropy_of(expect[0]).tobytes()
 
 
 # ---------------------------------------------------------------------- validation
@@ -299,7 +261,7 @@ def _ok():
 def test_dense_local_step_rejects_bad_input(mutate, match):
     log_lik, log_prior = mutate(*_ok())
     with pytest.raises(ValueError, match=match):
-        kernels.dense_local_step(log_lik, log_prior)
+        mixture.dense_local_step(log_lik, log_prior)
 
 
 @pytest.mark.parametrize(
@@ -320,30 +282,30 @@ def test_dense_local_step_rejects_bad_values(value, where, match):
     else:
         log_lik[4, :] = value
     with pytest.raises(ValueError, match=match) as info:
-        kernels.dense_local_step(log_lik, log_prior)
-    assert isinstance(info.value, kernels.KernelInputError)
+        mixture.dense_local_step(log_lik, log_prior)
+    assert isinstance(info.value, mixture.KernelInputError)
     assert "row 4" in str(info.value) or where == "prior"
 
 
 def test_dense_local_step_rejects_bad_out():
     log_lik, log_prior = _ok()
     with pytest.raises(ValueError, match="shape"):
-        kernels.dense_local_step(log_lik, log_prior, out=(np.empty((7, 4)), None, None))
+        mixture.dense_local_step(log_lik, log_prior, out=(np.empty((7, 4)), None, None))
     with pytest.raises(ValueError, match="dtype"):
-        kernels.dense_local_step(log_lik, log_prior, out=(None, np.empty(7, np.float32), None))
+        mixture.dense_local_step(log_lik, log_prior, out=(None, np.empty(7, np.float32), None))
     with pytest.raises(ValueError, match="overlaps"):
-        kernels.dense_local_step(log_lik, log_prior, out=(None, None, log_prior))
+        mixture.dense_local_step(log_lik, log_prior, out=(None, None, log_prior))
     big = np.empty((8, 3))
     with pytest.raises(ValueError, match="overlaps log_lik"):
-        kernels.dense_local_step(big[:7], log_prior, out=(big[1:], None, None))
+        mixture.dense_local_step(big[:7], log_prior, out=(big[1:], None, None))
     ro = np.empty((7, 3))
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
-        kernels.dense_local_step(log_lik, log_prior, out=(ro, None, None))
+        mixture.dense_local_step(log_lik, log_prior, out=(ro, None, None))
     with pytest.raises(ValueError, match="tuple of 3"):
-        kernels.dense_local_step(log_lik, log_prior, out=np.empty((7, 3)))
+        mixture.dense_local_step(log_lik, log_prior, out=np.empty((7, 3)))
     with pytest.raises(ValueError, match="n_threads"):
-        kernels.dense_local_step(log_lik, log_prior, n_threads=0)
+        mixture.dense_local_step(log_lik, log_prior, n_threads=0)
 
 
 @pytest.mark.parametrize("bad", [-1e-18, np.nan, np.inf, -np.inf])
@@ -351,49 +313,49 @@ def test_entropy_of_rejects_bad_values(bad):
     r = make_resp(20, 4)
     r[13, 2] = bad
     with pytest.raises(ValueError, match="row 13"):
-        kernels.entropy_of(r)
+        mixture.entropy_of(r)
     with pytest.raises(ValueError, match="row 13"):
-        kernels.pair_merge_entropy(r, np.array([[0, 2]], dtype=np.int64))
+        mixture.pair_merge_entropy(r, np.array([[0, 2]], dtype=np.int64))
     # a pair not touching column 2 is fine
-    assert np.isfinite(kernels.pair_merge_entropy(r, np.array([[0, 1]], dtype=np.int64))).all()
+    assert np.isfinite(mixture.pair_merge_entropy(r, np.array([[0, 1]], dtype=np.int64))).all()
 
 
 def test_entropy_kernels_reject_bad_layout():
     r = make_resp(20, 4)
     with pytest.raises(ValueError, match="dtype float64"):
-        kernels.entropy_of(r.astype(np.float32))
+        mixture.entropy_of(r.astype(np.float32))
     with pytest.raises(ValueError, match="C-contiguous"):
-        kernels.entropy_of(np.asfortranarray(r))
+        mixture.entropy_of(np.asfortranarray(r))
     with pytest.raises(ValueError, match="2-D"):
-        kernels.entropy_of(r[0].copy())
+        mixture.entropy_of(r[0].copy())
     with pytest.raises(ValueError, match="shape"):
-        kernels.entropy_of(r, out=np.empty(5))
+        mixture.entropy_of(r, out=np.empty(5))
     pairs = np.array([[0, 1], [2, 3]], dtype=np.int64)
     with pytest.raises(ValueError, match="dtype int64"):
-        kernels.pair_merge_entropy(r, pairs.astype(np.int32))
+        mixture.pair_merge_entropy(r, pairs.astype(np.int32))
     with pytest.raises(ValueError, match="C-contiguous"):
-        kernels.pair_merge_entropy(r, np.asfortranarray(pairs))
+        mixture.pair_merge_entropy(r, np.asfortranarray(pairs))
     with pytest.raises(ValueError, match=r"\(M, 2\)"):
-        kernels.pair_merge_entropy(r, np.zeros((2, 3), dtype=np.int64))
+        mixture.pair_merge_entropy(r, np.zeros((2, 3), dtype=np.int64))
     with pytest.raises(ValueError, match="outside"):
-        kernels.pair_merge_entropy(r, np.array([[0, 4]], dtype=np.int64))
+        mixture.pair_merge_entropy(r, np.array([[0, 4]], dtype=np.int64))
     with pytest.raises(ValueError, match="outside"):
-        kernels.pair_merge_entropy(r, np.array([[-1, 2]], dtype=np.int64))
+        mixture.pair_merge_entropy(r, np.array([[-1, 2]], dtype=np.int64))
     with pytest.raises(ValueError, match="itself"):
-        kernels.pair_merge_entropy(r, np.array([[0, 1], [3, 3]], dtype=np.int64))
+        mixture.pair_merge_entropy(r, np.array([[0, 1], [3, 3]], dtype=np.int64))
 
 
 # ----------------------------------------------------------------------- container
 def test_responsibilities_dense():
     log_lik, log_prior = make_weights(1000, 8, "neginf_prior")
     R = Responsibilities.from_weights(np.asfortranarray(log_lik), log_prior.tolist())
-    resp, log_norm, entropy = kernels.dense_local_step(log_lik, log_prior)
-    assert _bits((R.values, R.log_norm, R.entropy())) == _bits((resp, log_norm, entropy))
+    resp, log_norm, entropy = mixture.dense_local_step(log_lik, log_prior)
+    assert bits_of((R.values, R.log_norm, R.entropy())) == bits_of((resp, log_norm, entropy))
     assert (R.n_atoms, R.K, R.is_sparse) == (1000, 8, False)
     assert R.matrix() is R.values
     assert_close(R.counts(), resp.sum(axis=0))
     pairs = np.array([[0, 1], [2, 3]])
-    assert np.array_equal(R.pair_entropy(pairs), kernels.pair_merge_entropy(resp, pairs.astype(np.int64)))
+    assert np.array_equal(R.pair_entropy(pairs), mixture.pair_merge_entropy(resp, pairs.astype(np.int64)))
     with pytest.raises(dataclasses.FrozenInstanceError):
         R.values = resp
 
@@ -420,11 +382,11 @@ def test_responsibilities_sparse_form_never_densifies_and_matches_dense():
     assert sp.issparse(matrix)
     np.testing.assert_array_equal(matrix.toarray(), dense)
     assert_close(R.counts(), dense.sum(axis=0))
-    assert_close(R.entropy(), kernels.entropy_of(dense))
+    assert_close(R.entropy(), mixture.entropy_of(dense))
     weights = np.random.default_rng(1).normal(size=(N, K))
     assert_close(R.column_sums(weights), (dense * weights).sum(axis=0))
     np.testing.assert_array_equal(R.column(4), dense[:, 4])
-    assert_close(R.pair_entropy([[0, 4], [1, 8]]), kernels.pair_merge_entropy(dense, np.array([[0, 4], [1, 8]])))
+    assert_close(R.pair_entropy([[0, 4], [1, 8]]), mixture.pair_merge_entropy(dense, np.array([[0, 4], [1, 8]])))
 
 
 @pytest.mark.parametrize("family", ["gauss", "diag_gauss", "zm_gauss", "bern"])
@@ -462,8 +424,9 @@ def test_responsibilities_rejects_inconsistent_shapes():
 
 @pytest.mark.parametrize("given", [None, "ACTIVE"])
 def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise(given, tmp_path):
-    """bnpvi.kernels sets OMP_WAIT_POLICY=PASSIVE before the OpenMP runtime loads (in a fresh process),
-    and keeps a value the user set."""
+    """The console entry points (bnpvi.cli, imported before any kernel: ``import bnpvi`` loads none) set
+    OMP_WAIT_POLICY=PASSIVE and keep a value the user set; importing a kernel leaves the environment alone
+    (in a fresh process)."""
     import os
     import subprocess
     import sys
@@ -471,12 +434,14 @@ def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise(giv
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     if given is not None:
         env["OMP_WAIT_POLICY"] = given
-    code = "import os, bnpvi.kernels.topic; print(os.environ['OMP_WAIT_POLICY'])"
+    code = ("import os, sys, bnpvi; print([m for m in sys.modules if m.startswith('bnpvi.kernels')]); "
+            "import bnpvi.kernels.topic; print(os.environ.get('OMP_WAIT_POLICY')); "
+            "import bnpvi.cli; print(os.environ['OMP_WAIT_POLICY'])")
     # run outside the source tree: `python -c` puts the working directory first on sys.path, and a checkout's
     # bnpvi/ has no compiled kernels when the package is installed elsewhere (as CI installs it)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
                          cwd=tmp_path).stdout
-    assert out.strip() == (given or "PASSIVE")
+    assert out.split() == ["[]", str(given), given or "PASSIVE"]
 
 
 # ------------------------------------------------------------ quad_features
@@ -488,11 +453,11 @@ def test_quad_features_equals_reference(N, D, linear):
     rows, cols = np.triu_indices(D)  # the definition, independently of the reference
     np.testing.assert_array_equal(expected[:, :rows.size], Y[:, rows] * Y[:, cols])
     for nt in (1, 2, None):
-        got = kernels.quad_features(Y, linear, n_threads=nt)
+        got = mixture.quad_features(Y, linear, n_threads=nt)
         assert got.shape == expected.shape
         np.testing.assert_array_equal(got, expected)
     out = np.full(expected.shape, np.nan)
-    assert kernels.quad_features(Y, linear, out=out) is out
+    assert mixture.quad_features(Y, linear, out=out) is out
     np.testing.assert_array_equal(out, expected)
 
 
@@ -504,8 +469,8 @@ def test_quad_features_equals_reference(N, D, linear):
 def test_quad_features_rejects_bad_input(args, match):
     Y, *rest = args
     kwargs = {"linear": rest[0], "out": rest[1]} if rest else {}
-    with pytest.raises(kernels.KernelInputError, match=match):
-        kernels.quad_features(Y, **kwargs)
+    with pytest.raises(mixture.KernelInputError, match=match):
+        mixture.quad_features(Y, **kwargs)
 
 
 # ------------------------------------------------------------ pair_logdets
@@ -529,7 +494,7 @@ def test_pair_logdets_equals_reference(K, D, rank_one):
     M = base + X[a] + X[b] - (np.outer(Y[a] + Y[b], Y[a] + Y[b]) / s[0] if rank_one else 0.0)
     assert expected[0] == pytest.approx(np.linalg.slogdet(M)[1], rel=1e-12)
     for nt in (1, 2):
-        got = kernels.pair_logdets(base, X, pairs, Y, s, n_threads=nt)
+        got = mixture.pair_logdets(base, X, pairs, Y, s, n_threads=nt)
         np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-12)
         if nt == 2:
             np.testing.assert_array_equal(got, one_thread)
@@ -539,9 +504,9 @@ def test_pair_logdets_equals_reference(K, D, rank_one):
 def test_pair_logdets_marks_matrices_that_are_not_positive_definite():
     base, X, _ = make_scatters(4, 5)
     X[2] = -10.0 * np.eye(5)
-    got = kernels.pair_logdets(base, X, np.array([[0, 1], [0, 2], [1, 2]], dtype=np.int64))
+    got = mixture.pair_logdets(base, X, np.array([[0, 1], [0, 2], [1, 2]], dtype=np.int64))
     assert np.isfinite(got[0]) and np.isnan(got[1]) and np.isnan(got[2])
-    assert kernels.pair_logdets(base, X, np.zeros((0, 2), dtype=np.int64)).shape == (0,)
+    assert mixture.pair_logdets(base, X, np.zeros((0, 2), dtype=np.int64)).shape == (0,)
 
 
 @pytest.mark.parametrize("change, match", [
@@ -553,8 +518,8 @@ def test_pair_logdets_marks_matrices_that_are_not_positive_definite():
 def test_pair_logdets_rejects_bad_input(change, match):
     base, X, _ = make_scatters(4, 5)
     args = change(dict(base=base, X=X, pairs=np.array([[0, 1]], dtype=np.int64)))
-    with pytest.raises(kernels.KernelInputError, match=match):
-        kernels.pair_logdets(**args)
+    with pytest.raises(mixture.KernelInputError, match=match):
+        mixture.pair_logdets(**args)
 
 
 # ------------------------------------------------------------ quad_argmax
@@ -576,7 +541,7 @@ def test_quad_argmax_matches_reference(N, D, K, linear):
     Y, W, c = make_quad(N, D, K, linear)
     expected = ref.quad_argmax(Y, W, c)
     for nt in (1, 2):
-        labels, n_exact = kernels.quad_argmax(Y, W, c, n_threads=nt)
+        labels, n_exact = mixture.quad_argmax(Y, W, c, n_threads=nt)
         assert labels.dtype == np.int64 and labels.shape == (N,)
         np.testing.assert_array_equal(labels, expected)
         assert 0 <= n_exact <= N
@@ -590,7 +555,7 @@ def test_quad_argmax_decides_near_ties_in_float64():
     c = np.append(c, c[0])
     expected = ref.quad_argmax(Y, W, c)
     assert np.any(expected == 4) and np.any(expected == 0)
-    labels, n_exact = kernels.quad_argmax(Y, W, c)
+    labels, n_exact = mixture.quad_argmax(Y, W, c)
     np.testing.assert_array_equal(labels, expected)
     assert n_exact >= np.count_nonzero(np.isin(expected, [0, 4]))
 
@@ -598,7 +563,7 @@ def test_quad_argmax_decides_near_ties_in_float64():
 def test_quad_argmax_exact_ties_go_to_the_first():
     Y, W, c = make_quad(500, 4, 3, True, seed=4)
     W, c = np.hstack([W, W]), np.concatenate([c, c])
-    labels, _ = kernels.quad_argmax(Y, W, c)
+    labels, _ = mixture.quad_argmax(Y, W, c)
     np.testing.assert_array_equal(labels, ref.quad_argmax(Y, W, c))
     assert labels.max() < 3
 
@@ -606,14 +571,14 @@ def test_quad_argmax_exact_ties_go_to_the_first():
 def test_quad_argmax_shift_is_subtracted_first():
     Y, W, c = make_quad(2000, 5, 9, True, seed=6)
     shift = np.linspace(-300.0, 300.0, 5)
-    labels, _ = kernels.quad_argmax(Y + shift, W, c, shift)
+    labels, _ = mixture.quad_argmax(Y + shift, W, c, shift)
     np.testing.assert_array_equal(labels, ref.quad_argmax(Y + shift - shift, W, c))
 
 
 def test_quad_argmax_rows_too_large_for_float32():
     Y, W, c = make_quad(300, 4, 5, True, seed=5)
     Y[7] *= 1e18  # products 1e37·9: beyond float32's range, scored in float64
-    labels, n_exact = kernels.quad_argmax(Y, W, c)
+    labels, n_exact = mixture.quad_argmax(Y, W, c)
     np.testing.assert_array_equal(labels, ref.quad_argmax(Y, W, c))
     assert n_exact >= 1
 
@@ -628,5 +593,5 @@ def test_quad_argmax_rows_too_large_for_float32():
     (lambda Y, W, c: (Y, W, c, np.zeros(3)), r"shift must be a finite \(4,\) array"),
 ])
 def test_quad_argmax_rejects_bad_input(mutate, match):
-    with pytest.raises(kernels.KernelInputError, match=match):
-        kernels.quad_argmax(*mutate(*make_quad(20, 4, 5, True)))
+    with pytest.raises(mixture.KernelInputError, match=match):
+        mixture.quad_argmax(*mutate(*make_quad(20, 4, 5, True)))

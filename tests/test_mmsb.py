@@ -24,7 +24,7 @@ from bnpvi.learn.runner import initial_K
 from bnpvi.learn.vb import FullVB
 from bnpvi.moves import Edit
 from bnpvi.stats import ClusterIds, SuffStats
-from setups import run_laps
+from setups import RESUME_COMMON, assert_resume_is_exact, run_laps
 
 ALG = {"n_laps": 50, "converge_thr": 0.0}
 
@@ -474,8 +474,7 @@ def test_toy_acceptance_from_twenty_communities(compose_cfg, tmp_path, seed):
 def test_resume_mid_lap_from_twenty_communities_is_exact(compose_cfg, tmp_path):
     """The model's default start, K = 20, without moves: every θ_i has 21 entries, and NumPy sums 8 or more of
     them in an order that depends on the memory layout (the globals are kept in a checkpoint's layout)."""
-    from test_resume import COMMON, assert_resume_is_exact
-    cfg = compose_cfg(*COMMON, "model=hdp_mmsb", "moves=[]", "data=toy", "data.n_nodes=60", "data.n_batches=4",
+    cfg = compose_cfg(*RESUME_COMMON, "model=hdp_mmsb", "moves=[]", "data=toy", "data.n_nodes=60", "data.n_batches=4",
                       "init.K=20", "eval_every=2")
     assert_resume_is_exact(cfg, tmp_path)
 
@@ -486,8 +485,7 @@ def test_resume_mid_lap_with_merges_and_deletes_in_flight_is_exact(compose_cfg, 
     merge is accepted at its end (after its refinement laps), deletes are tracked under it; cut in lap 7: a merge
     and a delete are judged and rejected. The moves' log (their exact gains) is the same too. (The candidates'
     summaries are summed afresh at the lap's end, so they must have a checkpoint's memory layout.)"""
-    from test_resume import COMMON, assert_resume_is_exact
-    common = [o for o in COMMON if not o.startswith("alg.n_laps=")]
+    common = [o for o in RESUME_COMMON if not o.startswith("alg.n_laps=")]
     cfg = compose_cfg(*common, "alg.n_laps=7", "model=hdp_mmsb", "model.moves_start_lap=2", "data=toy",
                       "data.n_nodes=60", "data.n_batches=4", "init.K=8", "eval_every=2")
     _, trace = assert_resume_is_exact(cfg, tmp_path, lap=lap)

@@ -4,18 +4,14 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 import pytest
-import scipy.sparse as sp
 from omegaconf import OmegaConf
 from scipy.special import softmax
 
 from bnpvi.alloc import DPMixAlloc
-from bnpvi.data.batch import PointBatch, WordCountBatch
-from bnpvi.data.moments import DataMoments
 from bnpvi.data.store import BatchStore, write_points
 from bnpvi.learn import runner
 from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
-from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
 from bnpvi.moves.base import alloc_part
 from bnpvi.moves.birth import (FAINT_MASS, BirthMove, cleanup_order, fresh_weights, grouped, level_value,
@@ -23,65 +19,9 @@ from bnpvi.moves.birth import (FAINT_MASS, BirthMove, cleanup_order, fresh_weigh
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove, _merged_data_term, merge_scores
 from bnpvi.obs import make_obs
-from bnpvi.obs.tempered import Tempered
-from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
-from setups import settled_elbo
-
-FAMILIES = ["gauss", "diag_gauss", "zm_gauss", "mult", "bern"]
-BIRTH = {"start_lap": 2, "stop_lap": None, "max_per_lap": 3, "n_new": 8, "min_batch_mass": 10.0, "eps": 0.1,
-         "max_atoms": 5000, "kmeans_iters": 10, "refine_iters": 3, "refine_laps": 5, "Kmax": 200, "retry_change": 0.1,
-         "max_stuck": 10, "abundance": 0, "seeding": "kmeans", "group_size": 15}
-MERGE = {"start_lap": 2, "max_pairs": 100, "max_per_cluster": 5, "retry_change": 0.1}
-DELETE = {"start_lap": 2, "max_per_lap": 3, "max_fails": 2, "max_size_frac": 0.05, "absorb": 5, "retry_change": 0.1}
-
-
-def obs_cfg(name):
-    return {"name": name, "sF": 0.5, "prior_cov": "diag", "nu": None, "kappa": 1e-4, "mean": None,
-            "lam": 0.1, "lam1": 0.1, "lam0": 0.3}
-
-
-def moves_cfg(birth=False, merge=False, delete=False, **changes):
-    node = {"birth": BIRTH if birth else None, "merge": MERGE if merge else None, "delete": DELETE if delete else None}
-    cfg = OmegaConf.create(node)
-    for key, value in changes.items():
-        OmegaConf.update(cfg, key, value)
-    return cfg
-
-
-def four_clusters(n=800, seed=0):
-    rng = np.random.default_rng(seed)
-    centers = np.array([[0.0, 0.0, 0.0], [4.0, 4.0, 0.0], [-4.0, 3.0, 2.0], [1.0, -4.0, -3.0]])
-    labels = rng.integers(0, 4, size=n)
-    return centers[labels] + rng.normal(size=(n, 3)), labels
-
-
-def family_batch(family):
-    """Data from 4 clusters in the family's own kind: points, binary vectors or documents."""
-    X, labels = four_clusters()
-    if family == "bern":
-        rng = np.random.default_rng(5)
-        protos = rng.random((4, 12)) < 0.5
-        return PointBatch(((protos[labels] ^ (rng.random((X.shape[0], 12)) < 0.1))).astype(np.float64))
-    if family == "mult":
-        rng = np.random.default_rng(6)
-        topics = rng.dirichlet(np.full(20, 0.3), size=4)
-        docs = np.stack([rng.multinomial(rng.integers(5, 40), topics[z]) for z in labels]).astype(np.float64)
-        X = sp.csr_matrix(docs)
-        return WordCountBatch(X.indices.astype(np.int32), X.data, X.indptr.astype(np.int64), 20)
-    return PointBatch(X)
-
-
-def moments(X):
-    return DataMoments(X.shape[0], X.mean(axis=0), np.cov(X.T, bias=True))
-
-
-def brute_stats(model, batch, r):
-    """Summaries straight from dense responsibilities, the entropy as −Σ r ln r with 0 ln 0 = 0."""
-    r = np.ascontiguousarray(r)
-    H = -np.sum(np.where(r > 0, r * np.log(np.where(r > 0, r, 1.0)), 0.0), axis=0)
-    fields = {"N": r.sum(axis=0), "H": H, "n_atoms": float(batch.n_atoms)}
-    fields.update(model.obs.summarize(batch, Responsibilities(r, r.shape[1])))
-    return SuffStats(fields, {name: spec for name, (_, spec) in model.layout.items()})
+from bnpvi.stats import ClusterIds
+from setups import (BIRTH, DELETE, FAMILIES, MERGE, brute_stats, dense_resp, elbo_of, fitted, four_clusters, moves_cfg,
+                    obs_cfg, settled_elbo)
 
 
 def proposal_share(model, batch, r_target, N, fields):
@@ -104,31 +44,6 @@ def absorbed_columns(r_target, r_absorb, weights, into):
     faint = (r_target > 0) & ~scored
     after[faint, into] += r_target[faint]
     return after
-
-
-def elbo_of(model, stats):
-    return model.elbo(stats, model.global_step(stats))
-
-
-def dense_resp(resp: Responsibilities) -> np.ndarray:
-    return resp.values if not resp.is_sparse else resp.matrix().toarray()
-
-
-def fitted(family, K=6, iters=5, sparse_L=None, temperature=1.0):
-    """A model after a few full-VB steps on one batch: (model, batch, globals, log_lik, local, stats);
-    with ``sparse_L``, an L-sparse local step (Hughes 2016 thesis §7.1); with ``temperature`` > 1, the model
-    of a tempered lap (every data term divided by T, ``bnpvi.obs.tempered``)."""
-    batch = family_batch(family)
-    obs = make_obs(obs_cfg(family), batch.D, moments(batch.X) if isinstance(batch, PointBatch) else None)
-    model = Model(DPMixAlloc(2.0), obs if temperature == 1.0 else Tempered(obs, temperature))
-    model.alloc.use_sparse(sparse_L)
-    rng = np.random.default_rng(1)
-    globals_ = model.global_step(model.hard_stats(batch, rng.integers(0, K, batch.n_atoms), K))
-    for _ in range(iters):
-        globals_ = model.global_step(process_batch(model, globals_, batch).stats)
-    log_lik, local = model.local_step(batch, globals_)
-    assert local.resp.is_sparse == (sparse_L is not None and sparse_L < K)
-    return model, batch, globals_, log_lik, local, brute_stats(model, batch, dense_resp(local.resp))
 
 
 def assert_gain(predicted, brute):

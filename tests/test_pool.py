@@ -3,15 +3,9 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from bnpvi.data.store import write_points
 from bnpvi.learn import runner
-from bnpvi.learn.pool import BatchJob
-
-
-def wide_points(path, n=6000, D=16, n_batches=6):
-    """Points wide enough that OpenBLAS splits a batch's sums Rᵀ Y (1,000 atoms x K = 25 x D = 16) between threads."""
-    rng = np.random.default_rng(0)
-    return write_points(path, rng.normal(size=(n, D)) + 4 * rng.integers(0, 5, size=(n, 1)), n_batches=n_batches)
+from bnpvi.learn.work import BatchJob
+from setups import wide_points
 
 
 def test_batch_work_in_this_process_does_not_depend_on_blas_threads(compose_cfg, tmp_path):

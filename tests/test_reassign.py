@@ -16,8 +16,7 @@ from bnpvi.model import Model
 from bnpvi.moves.reassign import ReassignMove, exact_gains
 from bnpvi.obs import Mult
 from bnpvi.stats import ClusterIds, Responsibilities
-from test_moves import brute_stats, dense_resp, elbo_of, fitted
-from test_resume import assert_resume_is_exact
+from setups import assert_resume_is_exact, brute_stats, dense_resp, elbo_of, fitted
 
 REASSIGN = {"start_lap": 2, "max_atoms": 1000}
 REASSIGNING = ["mult", "gauss"]

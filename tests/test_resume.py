@@ -2,17 +2,12 @@
 stopped), and resumed from its checkpoint ends exactly where the uninterrupted run ends, for every
 algorithm and for an allocation model with its own globals; temporary files of a write cut short are
 removed at resume."""
-import json
-import signal
 
-import numpy as np
-import pandas as pd
 import pytest
 
-from bnpvi.io.model_file import read_model
 from bnpvi.learn import runner
+from setups import RESUME_COMMON, assert_resume_is_exact, stop_mid_lap
 
-COMMON = ["alg.n_laps=6", "alg.converge_thr=-1", "checkpoint_every=1", "seed=7"]
 CASES = {
     "vb": ["alg=vb", "init.K=6", "data.n_atoms=1500"],
     "sovb": ["alg=sovb", "init.K=6", "data.n_atoms=1500"],
@@ -32,69 +27,9 @@ CASES = {
 }
 
 
-def stop_mid_lap(run, lap, pos):
-    """Make ``run`` receive SIGINT right after the batch that leaves it at (lap, pos), as Ctrl-C would."""
-    step = run.alg.step
-
-    def step_then_signal():
-        result = step()
-        if (run.alg.lap, run.alg.pos) == (lap, pos):
-            signal.raise_signal(signal.SIGINT)
-        return result
-    run.alg.step = step_then_signal
-
-
-def outputs(run_dir):
-    model = read_model(run_dir / "model.h5")
-    summary = json.loads(model.pop("summary"))
-    summary.pop("elapsed_s")
-    trace = pd.read_csv(run_dir / "trace.csv").drop(columns=["elapsed_s"])
-    return model, summary, trace
-
-
-def assert_same_tree(a, b, where=""):
-    assert sorted(a) == sorted(b), where
-    for key in a:
-        if isinstance(a[key], dict):
-            assert_same_tree(a[key], b[key], f"{where}/{key}")
-        else:
-            np.testing.assert_array_equal(a[key], b[key], err_msg=f"{where}/{key}")
-
-
-def assert_resume_is_exact(cfg, tmp_path, lap=2):
-    """Run ``cfg`` whole in tmp_path/ref, and cut after batch 1 of lap ``lap`` then resumed in tmp_path/cut;
-    both must end with the same model, summary and trace. Returns the trace."""
-    runner.train(cfg, tmp_path / "ref")
-    cut = tmp_path / "cut"
-    cut.mkdir()
-    run = runner.Run(cfg, cut)
-    stop_mid_lap(run, lap, 1)
-    with pytest.raises(runner.Interrupted, match=f"lap {lap} batch 1"):
-        try:
-            run.train()
-        finally:
-            run.close()
-    interrupted = json.loads((cut / "summary.json").read_text())  # the files describe the run where it stopped
-    assert interrupted["stop_reason"].startswith(f"interrupted at lap {lap} batch 1")
-    assert interrupted["laps"] == lap and not interrupted["converged"]
-    assert read_model(cut / "model.h5")["uids"].tolist() == interrupted["uids"]
-    leftovers = [cut / "checkpoints" / ".latest.h5.x1y2.tmp", cut / ".model.h5.x1y2.tmp"]  # a kill mid-write
-    for path in leftovers:
-        path.write_bytes(b"partial")
-    runner.resume(cut, cfg)
-    assert not any(path.exists() for path in leftovers)
-
-    ref_model, ref_summary, ref_trace = outputs(tmp_path / "ref")
-    model, summary, trace = outputs(cut)
-    assert summary == ref_summary
-    pd.testing.assert_frame_equal(trace, ref_trace, check_exact=True)
-    assert_same_tree(model, ref_model)
-    return summary, trace
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, case):
-    summary, trace = assert_resume_is_exact(compose_cfg(*COMMON, *CASES[case]), tmp_path)
+    summary, trace = assert_resume_is_exact(compose_cfg(*RESUME_COMMON, *CASES[case]), tmp_path)
     if case in ("memo_moves", "hdp_hmm_births", "hdp_topic_births"):
         assert trace["birth_accepted"].sum() > 0
     if case == "hdp_hmm_moves":
@@ -102,8 +37,8 @@ def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, case):
 
 
 def test_checkpoints_false_writes_none_and_says_the_run_cannot_continue(compose_cfg, tmp_path):
-    cfg = compose_cfg(*COMMON, *CASES["memo_moves"], "checkpoints=false")
-    ref = runner.train(compose_cfg(*COMMON, *CASES["memo_moves"]), tmp_path / "ref")
+    cfg = compose_cfg(*RESUME_COMMON, *CASES["memo_moves"], "checkpoints=false")
+    ref = runner.train(compose_cfg(*RESUME_COMMON, *CASES["memo_moves"]), tmp_path / "ref")
     assert runner.train(cfg, tmp_path / "plain")["elbo"] == ref["elbo"]  # the same run, without checkpoints
     assert not (tmp_path / "plain" / "checkpoints").exists() and (tmp_path / "plain" / "model.h5").exists()
     (tmp_path / "cut").mkdir()

@@ -15,6 +15,7 @@ from bnpvi.io import plots
 from bnpvi.io.trace import CsvTable, clusters_holding_mass
 from bnpvi.learn import runner
 from bnpvi.report import plots as report_plots
+from setups import TOPICS
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +122,6 @@ def test_annealed_laps_are_marked_explained_once_and_settled(annealed_run):
 def test_the_settled_elbo_is_the_configured_models_as_a_run_stopped_there_saves_it(compose_cfg, tmp_path):
     """A topic run that ends while its prior is annealed saves the configured model (runner.finish): its ELBO is
     the last lap's elbo_settled."""
-    from test_annealing import TOPICS
 
     summary = runner.train(compose_cfg(*TOPICS, "alg.n_laps=2", "obs.anneal_laps=5"), tmp_path / "run")
     trace = pd.read_csv(tmp_path / "run" / "trace.csv", float_precision="round_trip")

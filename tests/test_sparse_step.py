@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp, softmax
 
-from bnpvi import kernels
+from bnpvi.kernels import mixture
 from bnpvi.kernels import KernelInputError
 from bnpvi.kernels import reference as ref
 from bnpvi.stats.resp import Responsibilities
-from test_kernels import KINDS, TINY, _bits, assert_close, make_weights
+from setups import KINDS, TINY, assert_close, bits_of, make_weights
 
 
 def densify(values, indices, K):
@@ -24,7 +24,7 @@ def densify(values, indices, K):
 
 def compiled_equals_reference(log_lik, log_prior, L):
     """The compiled top-L step against the NumPy reference: same indices, values, normalisers, entropy."""
-    got = kernels.sparse_local_step(log_lik, log_prior, L)
+    got = mixture.sparse_local_step(log_lik, log_prior, L)
     want = ref.sparse_local_step(log_lik, log_prior, L)
     np.testing.assert_array_equal(got[1], want[1], err_msg=f"indices, L={L}")
     assert_close(got[0], want[0], atol=TINY, what=f"values, L={L}")
@@ -48,7 +48,7 @@ def test_top_l_matches_a_stable_full_sort(N, K, kind):
 def test_ties_go_to_the_lower_index_and_inf_entries_only_fill():
     log_lik = np.array([[1.0, 2.0, 2.0, 0.5, 2.0],
                         [-np.inf, 0.0, -np.inf, -np.inf, -np.inf]])
-    values, indices, log_norm, _ = kernels.sparse_local_step(log_lik, np.zeros(5), 2)
+    values, indices, log_norm, _ = mixture.sparse_local_step(log_lik, np.zeros(5), 2)
     np.testing.assert_array_equal(indices, [[1, 2], [1, 0]])
     np.testing.assert_array_equal(values, [[0.5, 0.5], [1.0, 0.0]])
     assert_close(log_norm, [2.0 + np.log(2.0), 0.0])
@@ -57,14 +57,14 @@ def test_ties_go_to_the_lower_index_and_inf_entries_only_fill():
 @pytest.mark.parametrize("kind", KINDS)
 def test_l_equal_k_is_the_dense_step(kind):
     log_lik, log_prior = make_weights(500, 12, kind, seed=4)
-    values, indices, log_norm, entropy = kernels.sparse_local_step(log_lik, log_prior, 12)
-    resp, ln_dense, h_dense = kernels.dense_local_step(log_lik, log_prior)
+    values, indices, log_norm, entropy = mixture.sparse_local_step(log_lik, log_prior, 12)
+    resp, ln_dense, h_dense = mixture.dense_local_step(log_lik, log_prior)
     assert_close(densify(values, indices, 12), resp, atol=TINY)
     assert_close(log_norm, ln_dense)
     assert_close(entropy, h_dense, atol=1e-12 * max(1.0, float(np.abs(h_dense).max())))
     # through the container, L >= K is the dense step itself, bit for bit
     R = Responsibilities.from_weights(log_lik, log_prior, sparse_L=12)
-    assert not R.is_sparse and _bits((R.values, R.log_norm, R.entropy())) == _bits((resp, ln_dense, h_dense))
+    assert not R.is_sparse and bits_of((R.values, R.log_norm, R.entropy())) == bits_of((resp, ln_dense, h_dense))
 
 
 def test_top_l_is_optimal_among_l_sparse_responsibilities():
@@ -75,7 +75,7 @@ def test_top_l_is_optimal_among_l_sparse_responsibilities():
     W = log_lik + log_prior
     previous = np.full(N, -np.inf)
     for L in range(1, K + 1):
-        values, indices, log_norm, _ = kernels.sparse_local_step(log_lik, log_prior, L)
+        values, indices, log_norm, _ = mixture.sparse_local_step(log_lik, log_prior, L)
         picked = np.take_along_axis(W, indices.astype(np.intp), axis=1)
         assert_close(log_norm, logsumexp(picked, axis=1))
         assert np.all(log_norm >= previous - 1e-12), "the optimum must not fall as L grows"
@@ -91,7 +91,7 @@ def test_top_l_is_optimal_among_l_sparse_responsibilities():
 def test_distance_from_dense_is_twice_the_mass_outside_the_top_l(L):
     log_lik, log_prior = make_weights(1000, 40, "unit", seed=2)
     dense = softmax(log_lik + log_prior, axis=1)
-    values, indices, _, _ = kernels.sparse_local_step(log_lik, log_prior, L)
+    values, indices, _, _ = mixture.sparse_local_step(log_lik, log_prior, L)
     outside = 1.0 - np.take_along_axis(dense, indices.astype(np.intp), axis=1).sum(axis=1)
     distance = np.abs(densify(values, indices, 40) - dense).sum(axis=1)
     np.testing.assert_allclose(distance, 2.0 * outside, rtol=1e-9, atol=1e-12)
@@ -100,33 +100,33 @@ def test_distance_from_dense_is_twice_the_mass_outside_the_top_l(L):
 @pytest.mark.parametrize("N,K", [(1000, 257), (20000, 64)])
 def test_sparse_kernels_are_thread_count_free(N, K):
     log_lik, log_prior = make_weights(N, K, "unit", seed=3)
-    one = kernels.sparse_local_step(log_lik, log_prior, 4, n_threads=1)
-    two = kernels.sparse_local_step(log_lik, log_prior, 4, n_threads=2)
-    assert _bits(one) == _bits(two)
+    one = mixture.sparse_local_step(log_lik, log_prior, 4, n_threads=1)
+    two = mixture.sparse_local_step(log_lik, log_prior, 4, n_threads=2)
+    assert bits_of(one) == bits_of(two)
     pairs = np.array([[0, 1], [2, 5], [7, 3]], dtype=np.int64)
     args = (one[0], one[1], one[3], pairs)
-    assert _bits([kernels.sparse_pair_entropy(*args, n_threads=1)]) == \
-        _bits([kernels.sparse_pair_entropy(*args, n_threads=2)])
+    assert bits_of([mixture.sparse_pair_entropy(*args, n_threads=1)]) == \
+        bits_of([mixture.sparse_pair_entropy(*args, n_threads=2)])
 
 
 def test_sparse_pair_entropy_equals_the_densified_merge():
     log_lik, log_prior = make_weights(2000, 10, "unit", seed=6)
-    values, indices, _, entropy = kernels.sparse_local_step(log_lik, log_prior, 3)
+    values, indices, _, entropy = mixture.sparse_local_step(log_lik, log_prior, 3)
     a, b = np.triu_indices(10, 1)
     pairs = np.stack([a, b], axis=1).astype(np.int64)
     pairs = np.concatenate([pairs, pairs[::-1, ::-1], pairs[:3]])  # both orders and repeats
     dense = densify(values, indices, 10)
-    got = kernels.sparse_pair_entropy(values, indices, entropy, pairs)
+    got = mixture.sparse_pair_entropy(values, indices, entropy, pairs)
     assert_close(got, ref.pair_merge_entropy(dense, pairs), atol=1e-10)
     R = Responsibilities(values, 10, indices=indices)
     assert_close(R.pair_entropy(pairs), got)
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda ll, lp: kernels.sparse_local_step(ll, lp, 0), "L must be an int in"),
-    (lambda ll, lp: kernels.sparse_local_step(ll, lp, 9), "L must be an int in"),
-    (lambda ll, lp: kernels.sparse_local_step(ll, lp, 2.0), "L must be an int in"),
-    (lambda ll, lp: kernels.sparse_local_step(ll, lp[:3], 2), "log_prior must have shape"),
+    (lambda ll, lp: mixture.sparse_local_step(ll, lp, 0), "L must be an int in"),
+    (lambda ll, lp: mixture.sparse_local_step(ll, lp, 9), "L must be an int in"),
+    (lambda ll, lp: mixture.sparse_local_step(ll, lp, 2.0), "L must be an int in"),
+    (lambda ll, lp: mixture.sparse_local_step(ll, lp[:3], 2), "log_prior must have shape"),
 ])
 def test_sparse_step_rejects_bad_arguments(call, match):
     log_lik, log_prior = make_weights(5, 8, "unit")
@@ -142,12 +142,12 @@ def test_sparse_step_names_the_bad_row(bad, why):
     if bad == -np.inf:
         log_lik[1] = -np.inf
     with pytest.raises(KernelInputError, match=f"row 1 of the weights .* has {why}"):
-        kernels.sparse_local_step(log_lik, np.zeros(3), 2)
+        mixture.sparse_local_step(log_lik, np.zeros(3), 2)
 
 
 def test_underflowed_entries_are_zero_and_add_no_entropy():
     log_lik = np.array([[0.0, -800.0, -2000.0, -1.0]])
-    values, indices, _, entropy = kernels.sparse_local_step(log_lik, np.zeros(4), 3)
+    values, indices, _, entropy = mixture.sparse_local_step(log_lik, np.zeros(4), 3)
     np.testing.assert_array_equal(indices, [[0, 3, 1]])
     assert values[0, 2] == 0.0 and entropy[1] == 0.0 and np.all(np.isfinite(entropy))
 
@@ -196,9 +196,9 @@ def test_top_l_of_hard_rows_matches_a_stable_full_sort(K):
 @pytest.mark.parametrize("L", [1, 4, 16, 30])
 def test_top_l_of_hard_rows_is_thread_count_free(L):
     log_lik, log_prior = hard_weights(2000, 203, seed=1)
-    one = _bits(kernels.sparse_local_step(log_lik, log_prior, L, n_threads=1))
+    one = bits_of(mixture.sparse_local_step(log_lik, log_prior, L, n_threads=1))
     for nt in (2, 3, 4):
-        assert _bits(kernels.sparse_local_step(log_lik, log_prior, L, n_threads=nt)) == one, nt
+        assert bits_of(mixture.sparse_local_step(log_lik, log_prior, L, n_threads=nt)) == one, nt
 
 
 @pytest.mark.parametrize("bad,why", [(np.nan, "NaN"), (np.inf, r"\+inf")])
@@ -215,4 +215,4 @@ def test_sparse_step_finds_a_bad_weight_in_any_column(K, L, bad, why):
             weights[n, col] = bad
         for nt in (1, 2):
             with pytest.raises(KernelInputError, match=f"row 150 of the weights .* has {why} at column {col}"):
-                kernels.sparse_local_step(weights, log_prior, L, n_threads=nt)
+                mixture.sparse_local_step(weights, log_prior, L, n_threads=nt)

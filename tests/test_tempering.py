@@ -16,8 +16,7 @@ from bnpvi.learn import runner
 from bnpvi.model import Model
 from bnpvi.obs.tempered import Tempered
 from bnpvi.stats import Responsibilities
-from test_moves import FAMILIES, brute_stats, dense_resp, fitted
-from test_resume import assert_resume_is_exact
+from setups import FAMILIES, assert_resume_is_exact, brute_stats, dense_resp, fitted
 
 T = 3.0
 TOY = ["model=dp_mix", "obs=gauss", "data=toy", "data.n_atoms=2000", "alg=memo", "data.n_batches=4",

@@ -17,7 +17,7 @@ from bnpvi.data.tokens import TextSettings
 from bnpvi.errors import BnpviError
 from bnpvi.io.model_file import text_settings_of
 from bnpvi.learn import runner
-from test_apply import compose
+from setups import compose
 
 WORDS = ["café", "crème", "brûlée", "élève", "naïve", "garçon", "déjà", "façade", "noël", "über"]
 

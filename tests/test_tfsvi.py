@@ -10,7 +10,7 @@ from bnpvi.errors import BnpviError
 from bnpvi.io.model_file import read_model
 from bnpvi.learn import runner
 
-from test_resume import assert_resume_is_exact
+from setups import assert_resume_is_exact, corpus
 
 
 def hellinger(lam, truth):
@@ -61,7 +61,6 @@ def documents(tmp_path_factory):
     """240 documents, each from one of 3 topics over 30 words (40, 80 and 120 documents), in 2 batches."""
     from bnpvi.data.batch import WordCountBatch
     from bnpvi.data.bow import write_documents
-    from test_topic import corpus
 
     docs = WordCountBatch.concat([corpus(seed=s, n_docs=40 * (s + 1), K_true=1, length=(20, 60)) for s in range(3)])
     path = tmp_path_factory.mktemp("docs") / "docs.h5"

@@ -6,7 +6,7 @@ from scipy.special import gammaln
 from bnpvi.kernels import KernelInputError, gibbs
 from bnpvi.kernels import gibbs_reference as reference
 
-from test_topic import corpus
+from setups import corpus
 
 
 def dp_state(seed, K=3, Kcap=8, V=30, eta=0.1, a=1.0):

@@ -1,7 +1,7 @@
 """HDP topic model and LDA: summaries, the ELBO from summaries, the top-level bound, the global step."""
 import numpy as np
 import pytest
-from scipy.special import digamma, entr, gammaln
+from scipy.special import entr, gammaln
 
 from bnpvi.alloc import DPMixAlloc, HDPTopicAlloc, LDAAlloc, Local, hdp_top
 from bnpvi.data.batch import WordCountBatch
@@ -9,28 +9,8 @@ from bnpvi.errors import BnpviError
 from bnpvi.learn.work import process_batch
 from bnpvi.model import Globals, Model
 from bnpvi.obs import make_obs
-from bnpvi.special import c_beta, c_dir
 from bnpvi.stats import Responsibilities
-
-
-def corpus(seed=0, n_docs=12, V=30, K_true=3, length=(5, 40)):
-    """Documents drawn from K_true random topics (a few documents empty of some words)."""
-    rng = np.random.default_rng(seed)
-    topics = rng.dirichlet(np.full(V, 0.2), size=K_true)
-    ids, counts, offsets = [], [], [0]
-    for _ in range(n_docs):
-        pi = rng.dirichlet(np.full(K_true, 0.5))
-        x = rng.multinomial(rng.integers(*length), pi @ topics)
-        nz = np.flatnonzero(x)
-        ids.append(nz)
-        counts.append(x[nz])
-        offsets.append(offsets[-1] + nz.size)
-    return WordCountBatch(np.concatenate(ids).astype(np.int32), np.concatenate(counts).astype(np.float64),
-                          np.array(offsets, dtype=np.int64), V)
-
-
-def make_model(alloc, V=30):
-    return Model(alloc, make_obs({"name": "mult", "lam": 0.1}, V, None))
+from setups import corpus, dense_local, direct_allocation_terms, make_model
 
 
 def random_globals(model, K, seed=1):
@@ -42,46 +22,6 @@ def random_globals(model, K, seed=1):
     else:
         alloc = model.alloc.global_step(stats)
     return Globals(stats, alloc, obs)
-
-
-def dense_local(model, batch, g, **options):
-    """The local step on the dense (entries, K) log-likelihood, which keeps the responsibilities."""
-    log_lik = model.obs.expected_log_lik(g.obs, model.alloc.atoms(batch))
-    return log_lik, model.alloc.local_step(batch, log_lik, g.alloc, **options)
-
-
-def direct_allocation_terms(alloc, batch, local, params):
-    """L_ent + L_doc (+ L_top) document by document from (r, θ_d) (Hughes 2016 thesis Eq. 5.26-5.28, 5.25),
-    under ``params`` (not necessarily those of the local step)."""
-    N_d = local.tables["doc_counts"]
-    prior, rest = local.tables["prior"], float(local.tables["prior_rest"])
-    theta = N_d + prior
-    r, c = local.resp.values, batch.word_counts
-    with np.errstate(divide="ignore", invalid="ignore"):
-        H = -np.sum(c[:, None] * np.where(r > 0, r * np.log(r), 0.0))
-    D, K = N_d.shape
-    if isinstance(alloc, HDPTopicAlloc):
-        beta, alpha = hdp_top.stick_means(params["rho"]), alloc.concentration(params)
-        now, now_rest = alpha * beta[:-1], alpha * beta[-1]
-    else:
-        now, now_rest = np.asarray(params["doc_prior"]), 0.0
-    total = 0.0
-    for d in range(D):
-        full = np.append(theta[d], rest) if rest > 0 else theta[d]
-        E = digamma(full) - digamma(full.sum())
-        total += -float(c_dir(full)) + np.sum((N_d[d] + now - theta[d]) * E[:K])
-        if rest > 0:
-            total += (now_rest - rest) * E[K]
-    if isinstance(alloc, HDPTopicAlloc):  # thesis Eq. 5.25, written out
-        rho, omega, gamma = params["rho"], params["omega"], alloc.gamma
-        a, b = rho * omega, (1 - rho) * omega
-        k = np.arange(1, K + 1)
-        top = (D * K * np.log(alpha) + np.sum(np.log(gamma) - c_beta(a, b))
-               + np.sum((D + 1 - a) * (digamma(a) - digamma(omega)))
-               + np.sum((D * (K + 1 - k) + gamma - b) * (digamma(b) - digamma(omega))))
-    else:
-        top = D * float(c_dir(now))
-    return H + total + top
 
 
 @pytest.mark.parametrize("alloc", [HDPTopicAlloc(gamma=5.0, alpha=0.7), LDAAlloc(alpha=1.5)], ids=["hdp", "lda"])

@@ -13,9 +13,7 @@ from bnpvi.learn import runner
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.moves.topic_birth import TopicBirthMove, target_documents
 from bnpvi.stats import ClusterIds
-from test_moves import BIRTH
-from test_topic import corpus, dense_local, direct_allocation_terms, make_model
-from test_topic_runs import hellinger_to_truth
+from setups import BIRTH, corpus, dense_local, direct_allocation_terms, hellinger_to_truth, make_model
 
 
 def test_split_params_share_the_target_stick_and_keep_the_rest():

@@ -12,47 +12,19 @@ import dataclasses
 
 import numpy as np
 import pytest
-import scipy.sparse
-from scipy.special import digamma, entr, gammaln, logsumexp
+from scipy.special import digamma, gammaln, logsumexp
 
 from bnpvi.kernels import KernelInputError
 from bnpvi.kernels import reference as ref
 from bnpvi.kernels import topic
+from setups import (ALL_FIELDS, FIELDS, assert_same_bits, assert_summaries, doc_range_of, make_batch, make_table_batch,
+                    mixed_lengths, noise, some_pairs)
 
 RTOL = 1e-10
-FIELDS = ["resp", "doc_counts", "iters", "objective", "restarts_accepted"]
-ALL_FIELDS = FIELDS + ["entropy", "word_topic", "pair_entropy"]
 ROOT = 1.4616321449683623  # the positive root of ψ
 
 
 # ---------------------------------------------------------------------- inputs
-def doc_range_of(lengths) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-
-
-def make_batch(lengths, K, rng, alpha=2.0, rest=True, scale=1.0):
-    """(log_lik, counts, doc_range, prior, prior_rest) like a topic model's local step sees.
-
-    C_uk = E ln φ_{k,v} of Dirichlet topic posteriors (spread by ``scale``), counts of 1-5
-    tokens (some halved, as after weighting), prior α β̂ with β̂ ~ Dir(1) over K + 1 entries.
-    """
-    nnz = int(np.sum(lengths))
-    lam = rng.gamma(0.3, 2.0, (nnz, K)) + 0.01
-    C = scale * (digamma(lam) - digamma(lam.sum(axis=1, keepdims=True) + 50.0))
-    counts = rng.integers(1, 6, nnz) * rng.choice([1.0, 0.5], nnz)
-    beta = rng.dirichlet(np.ones(K + 1))
-    prior_rest = alpha * beta[K] if rest else 0.0
-    return np.ascontiguousarray(C), counts, doc_range_of(lengths), alpha * beta[:K], prior_rest
-
-
-def mixed_lengths(rng, D=40):
-    """Document lengths with empty, one-row and long documents."""
-    lengths = list(rng.integers(2, 40, size=D))
-    lengths[:6] = [0, 1, 0, 90, 1, 0]
-    lengths[-1] = 0
-    return lengths
-
-
 def as_dict(res) -> dict:
     if isinstance(res, topic.DocTopicResult):
         return {f: getattr(res, f) for f in FIELDS}
@@ -129,7 +101,7 @@ def test_digamma_matches_scipy():
         ROOT + np.array([-1e-3, -1e-7, -1e-12, 0.0, 1e-12, 1e-7, 1e-3, 0.25, -0.25, 0.2500001, -0.2500001]),
         np.arange(1.0, 40.0), np.arange(0.5, 40.0), [9.999999999, 10.0, 10.000000001],
     ])
-    got = topic._ext._digamma_array(np.ascontiguousarray(x))
+    got = topic._dense._digamma_array(np.ascontiguousarray(x))
     want = digamma(x)
     rel = np.abs(got - want) / np.abs(want)
     assert rel.max() < 1e-12, (x[np.argmax(rel)], rel.max())
@@ -137,7 +109,7 @@ def test_digamma_matches_scipy():
     # seven asymptotic terms would give ~3e-13
     assert rel.max() < 1e-13, (x[np.argmax(rel)], rel.max())
     assert got[np.flatnonzero(x == 1.0)[0]] == pytest.approx(-np.euler_gamma, rel=1e-15)
-    assert topic._ext._digamma_array(np.array([0.0]))[0] == -np.inf
+    assert topic._dense._digamma_array(np.array([0.0]))[0] == -np.inf
 
 
 @pytest.mark.parametrize("n", [1, 3, 4, 7, 1001])
@@ -150,8 +122,8 @@ def test_digamma_four_at_a_time_is_the_scalar_digamma_bit_for_bit(n):
                            np.arange(0.5, 12.0, 0.5), rng.uniform(0.0, 20.0, 2000)])
     for _ in range(20):
         x = np.ascontiguousarray(rng.choice(pool, size=n))
-        got = topic._ext._digamma_weights_array(x)
-        want = topic._ext._digamma_array(x)
+        got = topic._dense._digamma_weights_array(x)
+        want = topic._dense._digamma_array(x)
         assert np.array_equal(got, want, equal_nan=True), x[got != want]
 
 
@@ -365,54 +337,6 @@ def test_result_is_frozen():
 
 
 # ------------------------------------------------------- table mode and summaries
-def make_table_batch(lengths, K, rng, V=60, scale=1.0, rest=True, alpha=2.0):
-    """(table, word_ids, counts, doc_range, prior, prior_rest): make_batch's log-likelihoods
-    as a (V, K) table read through word ids (types repeat within and across documents; some
-    types are never used)."""
-    table, _, _, prior, prior_rest = make_batch([V], K, rng, alpha=alpha, rest=rest, scale=scale)
-    nnz = int(np.sum(lengths))
-    word_ids = rng.integers(0, V - 3, nnz).astype(np.int64)
-    counts = rng.integers(1, 6, nnz) * rng.choice([1.0, 0.5], nnz)
-    return table, word_ids, counts, doc_range_of(lengths), prior, prior_rest
-
-
-def some_pairs(K, rng, M=30):
-    a, b = rng.integers(0, K, (2, 4 * M))
-    keep = a != b
-    return np.ascontiguousarray(np.stack([a[keep], b[keep]], axis=1)[:M])
-
-
-def direct_summaries(res, counts, word_ids=None, pairs=None, V=None):
-    """entropy, word_topic and pair_entropy of the returned r, straight from their formulas."""
-    r = res.resp
-    out = {"entropy": counts @ entr(r)}
-    if word_ids is not None:
-        X = scipy.sparse.csr_matrix((counts, (np.arange(counts.size), word_ids)), shape=(counts.size, V))
-        out["word_topic"] = X.T @ r
-    if pairs is not None:
-        out["pair_entropy"] = counts @ entr(r[:, pairs[:, 0]] + r[:, pairs[:, 1]])
-    return out
-
-
-def noise(field, counts) -> float:
-    """Absolute tolerance of a summary: a pair holding all of a row's mass has t = 1 ± 2⁻⁵², and
-    t ln t is rounding noise (|t ln t| ≤ 2⁻⁵² per token) that no relative tolerance covers."""
-    return 1e-15 * counts.sum() if field == "pair_entropy" else 0.0
-
-
-def assert_summaries(res, counts, word_ids=None, pairs=None, V=None, what=""):
-    for f, want in direct_summaries(res, counts, word_ids, pairs, V).items():
-        np.testing.assert_allclose(getattr(res, f), want, rtol=1e-12, atol=noise(f, counts), err_msg=f"{what}: {f}")
-
-
-def assert_same_bits(got, want, fields, what=""):
-    for f in fields:
-        a, b = getattr(got, f), getattr(want, f)
-        assert (a is None) == (b is None), f"{what}: {f}"
-        if a is not None:
-            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), f"{what}: {f}"
-
-
 @pytest.mark.parametrize("scale", [1.0, 300.0])
 @pytest.mark.parametrize("restarts", [0, 4])
 @pytest.mark.parametrize("warm", [False, True])
@@ -502,7 +426,7 @@ def test_summaries_where_r_is_one_or_zero():
 def test_keep_resp_false_and_threads_change_no_bit(K, restarts, table_mode):
     # ~1300 documents of ~0-60 rows (three blocks of <= 512 documents), then one document
     # longer than a block's rows (alone in its block)
-    block_docs, block_rows = topic._ext.BLOCK
+    block_docs, block_rows = topic._dense.BLOCK
     rng = np.random.default_rng([K, restarts, table_mode, 12])
     lengths = list(rng.integers(0, 60, size=int(2.5 * block_docs))) + [block_rows + 7, 0, 5]
     table, wid, counts, dr, prior, rest = make_table_batch(lengths, K, rng, V=400, alpha=0.7)

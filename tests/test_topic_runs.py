@@ -10,7 +10,7 @@ from bnpvi.io.model_file import read_model
 from bnpvi.learn import runner
 from bnpvi.moves import merge
 
-from test_topic import corpus
+from setups import corpus, hellinger_to_truth
 
 
 @pytest.fixture(scope="module")
@@ -107,14 +107,6 @@ def test_the_default_toy_set_of_a_topic_model_is_the_bars_corpus(compose_cfg, tm
 def test_store_round_trip_of_the_fixture(documents):
     with BatchStore.open(documents[3]) as store:
         assert store.kind == "bow" and store.n_batches == 3 and store.n_atoms == 300
-
-
-def hellinger_to_truth(run_dir, true_topics):
-    """Each true topic's Hellinger distance to its closest learned topic (E[φ_k])."""
-    from bnpvi.io.model_file import read_model
-    lam = read_model(run_dir / "model.h5")["posterior"]["lam"]
-    phi = lam / lam.sum(axis=1, keepdims=True)
-    return np.sqrt(0.5 * ((np.sqrt(phi[:, None, :]) - np.sqrt(true_topics[None, :, :])) ** 2).sum(axis=-1)).min(axis=0)
 
 
 @pytest.mark.parametrize("sparse", [[], ["alg.sparse_L=4"]], ids=["dense", "L=4"])

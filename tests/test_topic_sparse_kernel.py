@@ -13,8 +13,7 @@ import tracemalloc
 import numpy as np
 import pytest
 from scipy.special import entr
-from test_topic_kernels import (ALL_FIELDS, assert_same_bits, assert_summaries, make_table_batch,
-                                mixed_lengths, some_pairs)
+from setups import ALL_FIELDS, assert_same_bits, assert_summaries, make_table_batch, mixed_lengths, some_pairs
 
 from bnpvi.kernels import KernelInputError
 from bnpvi.kernels import reference as ref
@@ -190,7 +189,7 @@ def test_pruned_topics_leave_the_documents():
 @pytest.mark.parametrize("table_mode", [False, True])
 @pytest.mark.parametrize("warm", [False, True])
 def test_threads_and_keep_resp_change_no_bit(warm, table_mode):
-    block_docs, block_rows = topic._ext.BLOCK
+    block_docs, block_rows = topic._sparse.BLOCK
     rng = np.random.default_rng([warm, table_mode, 13])
     lengths = list(rng.integers(0, 50, size=int(1.3 * block_docs))) + [block_rows + 5, 0, 3]
     args, kw, counts, V = batch(20, rng, table_mode, warm, lengths=lengths, alpha=0.7)

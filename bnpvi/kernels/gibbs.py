@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi.kernels import KernelInputError, _check_array, compiled
+from bnpvi.kernels._checks import KernelInputError, check_array, compiled
 
 _ext = compiled("_gibbs", "Gibbs sweeps")
 
@@ -37,7 +37,7 @@ def _check_state(arrays: dict, specs: dict) -> None:
     """Each array of ``arrays`` has the dtype and number of dimensions ``specs`` gives, is C-contiguous and
     writeable where it is state."""
     for name, (ndim, dtype, writes) in specs.items():
-        a = _check_array(arrays[name], name, ndim, dtype)
+        a = check_array(arrays[name], name, ndim, dtype)
         if writes and not a.flags.writeable:
             raise KernelInputError(f"{name} is read-only")
 

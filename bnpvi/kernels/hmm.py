@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bnpvi.kernels import KernelInputError, _check_array, _row_preview, _threads, compiled
+from bnpvi.kernels._checks import KernelInputError, check_array, compiled, row_preview, thread_count
 from bnpvi.kernels.blas import blas_single_thread
 
 _ext = compiled("_hmm", "HMM kernels")
@@ -70,10 +70,10 @@ class ForwardBackward:
 
 # --------------------------------------------------------------------------- checks
 def _check_inputs(log_lik, seq_range, log_start, log_trans) -> tuple[int, int, int]:
-    _check_array(log_lik, "log_lik", 2)
-    _check_array(seq_range, "seq_range", 1, np.int64)
-    _check_array(log_start, "log_start", 1)
-    _check_array(log_trans, "log_trans", 2)
+    check_array(log_lik, "log_lik", 2)
+    check_array(seq_range, "seq_range", 1, np.int64)
+    check_array(log_start, "log_start", 1)
+    check_array(log_trans, "log_trans", 2)
     T, K = log_lik.shape
     if K < 1:
         raise KernelInputError(f"log_lik must have at least one column (state), got shape {log_lik.shape}")
@@ -119,7 +119,7 @@ def _raise_bad_sequence(log_lik, seq_range, log_trans, d: int, code: int):
             why = f"+inf at column {int(np.flatnonzero(np.isposinf(row))[0])}"
         else:
             why = "no finite entry (every state has probability 0)"
-        raise KernelInputError(f"log_lik row {t0 + t} (sequence {d}) has {why}: {_row_preview(row)}")
+        raise KernelInputError(f"log_lik row {t0 + t} (sequence {d}) has {why}: {row_preview(row)}")
     if code == 2:
         raise KernelInputError(
             f"sequence {d} (rows {t0}:{t1}) has probability 0 under log_start, log_trans and log_lik "
@@ -197,7 +197,7 @@ def forward_backward(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.n
     rows = T if keep_messages else 0
     out = ForwardBackward(np.empty((T, K)), np.empty(K), np.empty((K, K)), np.empty(K),
                           np.empty((K, K)), np.empty(S), np.empty((rows, K)), np.empty((rows, K)))
-    nt = _threads(n_threads, T * K * K)
+    nt = thread_count(n_threads, T * K * K)
     use_blas = _use_blas(K)
     with blas_single_thread(use_blas):
         bad, code = _ext.forward_backward(log_lik, seq_range, log_start, log_trans, out.resp, out.start_counts,
@@ -300,7 +300,7 @@ def viterbi(log_lik: np.ndarray, seq_range: np.ndarray, log_start: np.ndarray,
     """
     T, K, S = _check_inputs(log_lik, seq_range, log_start, log_trans)
     path = np.empty(T, dtype=np.int64)
-    nt = _threads(n_threads, T * K * K)
+    nt = thread_count(n_threads, T * K * K)
     bad, code = _ext.viterbi(log_lik, seq_range, log_start, log_trans, path, nt)
     if bad >= 0:
         _raise_bad_sequence(log_lik, seq_range, log_trans, bad, code)

@@ -17,14 +17,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bnpvi.kernels import _mmsb, _threads
+from bnpvi.kernels import _mmsb
+from bnpvi.kernels._checks import thread_count
 
 CHUNKS = 16
 """The nodes j (receivers) are cut into at most this many fixed chunks, worked on in parallel; a chunk's rows of
 U are its own, and its sender sums are added up in chunk order (results do not depend on the thread count)."""
 
 DIGAMMA_WORK = 16
-"""A digamma counted as this many multiply-adds when deciding whether threads pay (``_threads``)."""
+"""A digamma counted as this many multiply-adds when deciding whether threads pay (``thread_count``)."""
 
 CHUNK_NODES = 16
 """No chunk holds fewer nodes than this (but one), so small graphs take fewer chunks."""
@@ -58,7 +59,7 @@ def expected_log_memberships(theta: np.ndarray, n_out: int | None = None, n_thre
     if not 0 <= n_out <= theta.shape[1]:
         raise ValueError(f"n_out={n_out} outside 0..{theta.shape[1]}")
     out = np.empty((theta.shape[0], n_out))
-    _mmsb.expected_log_memberships(theta, out, _threads(n_threads, DIGAMMA_WORK * theta.size))
+    _mmsb.expected_log_memberships(theta, out, thread_count(n_threads, DIGAMMA_WORK * theta.size))
     return out
 
 
@@ -85,5 +86,5 @@ def pair_step(P: np.ndarray, E_log_phi: np.ndarray, E_log_1mphi: np.ndarray, eps
                             np.ascontiguousarray(batch.indices, dtype=np.int32),
                             np.ascontiguousarray(batch.held_indptr, dtype=np.int64),
                             np.ascontiguousarray(batch.held_indices, dtype=np.int32), U, S, E,
-                            n_chunks(N), _threads(n_threads, batch.n_src * N * K))
+                            n_chunks(N), thread_count(n_threads, batch.n_src * N * K))
     return PairSums(U, S, E, float(log_z))

@@ -1,10 +1,9 @@
 """NumPy references of the compiled local-step kernels.
 
-Plain vectorised NumPy with the same formulas as ``csrc/local_step.pyx`` and
-``csrc/hmm.pyx``; the tests compare the compiled kernels against these, and
-``bnpvi.kernels`` falls back to them when the extension is not built. No input
-validation here (that is the job of ``bnpvi.kernels``); invalid rows come out
-with a non-finite ``log_norm`` / entropy instead of raising.
+Plain vectorised NumPy with the same formulas as ``csrc/local_step.pyx``, ``csrc/topic_*.pyx`` and
+``csrc/hmm.pyx``; the tests compare the compiled kernels against these. No input validation here (that is
+the job of the faces :mod:`bnpvi.kernels.mixture`, :mod:`~bnpvi.kernels.topic` and :mod:`~bnpvi.kernels.hmm`);
+invalid rows come out with a non-finite ``log_norm`` / entropy instead of raising.
 """
 from __future__ import annotations
 
@@ -352,7 +351,7 @@ def doc_topic_step(log_lik: np.ndarray, counts: np.ndarray, doc_range: np.ndarra
     """Document-level local step of the HDP topic model / LDA, one document at a time.
 
     Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46, written straight from the equations
-    (``csrc/topic_step.pyx`` uses the efficient form of the same updates). For document d
+    (``csrc/topic_dense.pyx`` uses the efficient form of the same updates). For document d
     (rows u of C = log_lik, or of C = log_lik[word_ids] when word_ids is given; counts c,
     a = prior, a_> = prior_rest):
 
@@ -536,8 +535,8 @@ def mult_reassign_gains(X, R: np.ndarray, lam: np.ndarray, total: np.ndarray, la
                         prior_total: float) -> np.ndarray:
     """(N, K) change of Σ_k L_data,k* of a Dirichlet-multinomial mixture when document n's responsibilities
     r_n (rows of ``R``) become a one-hot on cluster j: documents ``X`` (CSR counts), λ = ``lam`` (K, V) the
-    posterior pseudo-counts with row sums ``total``, λ̄ = ``lam0`` and Vλ̄ = ``prior_total`` (see ``bnpvi.kernels.mult_reassign_gains``),
-    in blocks of rows of at most 2²¹ (entry, cluster) values."""
+    posterior pseudo-counts with row sums ``total``, λ̄ = ``lam0`` and Vλ̄ = ``prior_total`` (see
+    ``bnpvi.kernels.mixture.mult_reassign_gains``), in blocks of rows of at most 2²¹ (entry, cluster) values."""
     out = np.empty(R.shape)
     step = max(1, (1 << 21) // max(1, lam.shape[0] * max(1, X.nnz // max(1, X.shape[0]))))
     for lo in range(0, X.shape[0], step):

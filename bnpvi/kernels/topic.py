@@ -1,4 +1,4 @@
-"""Python face of the compiled topic-model local step (csrc/topic_step.pyx).
+"""Python face of the compiled topic-model local step (csrc/topic_dense.pyx, csrc/topic_sparse.pyx).
 
 :func:`doc_topic_step` is the document-level local step of the HDP topic model and of
 LDA (Hughes 2016 thesis, Alg. 5.1 / Eq. 5.44-5.46), with the sparse restarts of
@@ -28,16 +28,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bnpvi.kernels import KernelInputError, _check_array, _row_preview, _threads, compiled
+from bnpvi.kernels._checks import KernelInputError, check_array, compiled, row_preview, thread_count
 
-_ext = compiled("_topic_step", "topic-model kernels")
+_dense = compiled("_topic_dense", "topic-model kernels")
+_sparse = compiled("_topic_sparse", "topic-model kernels")
 
 __all__ = ["DocTopicResult", "doc_topic_step"]
 
 INT_MAX = 2**31 - 1
 
 RESTART_MIN_GAIN = 1e-12
-"""A restart is accepted when L_d grows by more than this times 1 + |L_d| (csrc/topic_step.pyx)."""
+"""A restart is accepted when L_d grows by more than this times 1 + |L_d| (csrc/topic_common.pxd)."""
 
 
 @dataclass(frozen=True)
@@ -104,10 +105,10 @@ def _first_bad(a: np.ndarray, bad: np.ndarray):
 
 def _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts,
                   word_ids) -> tuple[int, int, int, float]:
-    _check_array(log_lik, "log_lik", 2)
-    _check_array(counts, "counts", 1)
-    _check_array(doc_range, "doc_range", 1, np.int64)
-    _check_array(prior, "prior", 1)
+    check_array(log_lik, "log_lik", 2)
+    check_array(counts, "counts", 1)
+    check_array(doc_range, "doc_range", 1, np.int64)
+    check_array(prior, "prior", 1)
     rows, K = log_lik.shape
     if K < 1:
         raise KernelInputError(f"log_lik must have at least one column (topic), got shape {log_lik.shape}")
@@ -117,7 +118,7 @@ def _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts,
             raise KernelInputError(f"counts must have shape ({nnz},) to match log_lik {log_lik.shape}, "
                                    f"got {counts.shape}")
     else:
-        _check_array(word_ids, "word_ids", 1, np.int64)
+        check_array(word_ids, "word_ids", 1, np.int64)
         nnz, what = counts.shape[0], "the entries of counts and word_ids"
         if word_ids.shape != (nnz,):
             raise KernelInputError(f"word_ids must have shape ({nnz},) to match counts {counts.shape}, "
@@ -143,7 +144,7 @@ def _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts,
     bad = ~np.isfinite(log_lik)
     if bad.any():
         (u, k), what = _first_bad(log_lik, bad)
-        raise KernelInputError(f"log_lik has {what} at ({u}, {k}) (row {u}: {_row_preview(log_lik[u])}); "
+        raise KernelInputError(f"log_lik has {what} at ({u}, {k}) (row {u}: {row_preview(log_lik[u])}); "
                                "every entry must be finite")
     bad = ~(counts > 0.0) | ~np.isfinite(counts)
     if bad.any():
@@ -156,7 +157,7 @@ def _check_inputs(log_lik, counts, doc_range, prior, prior_rest, init_counts,
     rest = _check_real(prior_rest, "prior_rest", 0.0)
     D = doc_range.shape[0] - 1
     if init_counts is not None:
-        _check_array(init_counts, "init_counts", 2)
+        check_array(init_counts, "init_counts", 2)
         if init_counts.shape != (D, K):
             raise KernelInputError(f"init_counts must have shape ({D}, {K}) (documents, topics), "
                                    f"got {init_counts.shape}")
@@ -171,7 +172,7 @@ def _check_pairs(pairs, K: int) -> np.ndarray:
     """pairs as given (validated), or an empty (0, 2) array for None."""
     if pairs is None:
         return np.empty((0, 2), dtype=np.int64)
-    _check_array(pairs, "pairs", 2, np.int64)
+    check_array(pairs, "pairs", 2, np.int64)
     if pairs.shape[1] != 2:
         raise KernelInputError(f"pairs must have shape (M, 2) (pairs of topics), got {pairs.shape}")
     bad = (pairs < 0) | (pairs >= K)
@@ -350,7 +351,7 @@ def _doc_topic_step(log_lik, counts, doc_range, prior, prior_rest, *, init_count
     sparse = sparse_L is not None and (sparse_L < K or force_sparse)
     M = pair_list.shape[0]
     width = min(int(sparse_L), K) if sparse else K
-    nt = _threads(n_threads, nnz * (width * max(1, max_iters) + M))
+    nt = thread_count(n_threads, nnz * (width * max(1, max_iters) + M))
     table = word_ids is not None
     out = DocTopicResult((np.zeros if sparse else np.empty)((nnz, K)) if keep_resp else None, np.empty((D, K)),
                          np.empty(D, dtype=np.int64), np.empty(D), np.empty(D, dtype=np.int64), np.zeros(K),
@@ -363,9 +364,9 @@ def _doc_topic_step(log_lik, counts, doc_range, prior, prior_rest, *, init_count
             out.objective, out.restarts_accepted, out.entropy, out.word_topic if table else none,
             out.pair_entropy if pairs is not None else np.zeros(0), nt)
     if sparse:
-        _ext.doc_topic_step_sparse(*args, int(sparse_L), active_eps, bool(select_always))
+        _sparse.doc_topic_step_sparse(*args, int(sparse_L), active_eps, bool(select_always))
     else:
-        _ext.doc_topic_step(*args)
+        _dense.doc_topic_step(*args)
     bad = ~np.isfinite(out.objective)
     if bad.any():
         d = int(np.flatnonzero(bad)[0])

@@ -10,7 +10,7 @@ checkpoints folder; a checkpoint seals it (flushed, synced, renamed ``caches.G.h
 in which generation each batch's cache is, and the next write starts generation G + 1. A sealed
 file is never written again, so the files a checkpoint names are whole whatever happens after
 its rename; a live file left by a killed run is a temporary file, removed on resume with the
-other partial writes (:func:`bnpvi.io.checkpoint.remove_partial_writes`); files that the latest
+other partial writes (:func:`bnpvi.io.run_dir.remove_partial_writes`); files that the latest
 checkpoint no longer names are removed after it (:meth:`DiskCaches.committed`).
 """
 from __future__ import annotations

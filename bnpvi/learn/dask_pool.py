@@ -32,8 +32,7 @@ from threadpoolctl import threadpool_limits
 from bnpvi.errors import BnpviError
 from bnpvi.kernels.blas import blas_single_thread
 from bnpvi.learn.allocator import reuse_freed_memory
-from bnpvi.learn.pool import BatchJob
-from bnpvi.learn.work import BatchResult, process_batch
+from bnpvi.learn.work import BatchJob, BatchResult, process_batch
 
 log = logging.getLogger("bnpvi")
 

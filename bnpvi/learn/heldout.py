@@ -43,7 +43,7 @@ from bnpvi.alloc.topic import TopicAlloc
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.data.heldout import MODES, check_seed, completion_split
 from bnpvi.errors import BnpviError, check_int, check_number
-from bnpvi.kernels import dense_local_step
+from bnpvi.kernels.mixture import dense_local_step
 from bnpvi.kernels import topic as topic_kernel
 
 __all__ = ["completion_loglik", "completion_score", "check_split", "evaluates_heldout", "point_bounds", "points_loglik"]

@@ -12,8 +12,7 @@ from bnpvi.data.base import piece_range
 from bnpvi.errors import check_int
 from bnpvi.learn.base import Algorithm
 from bnpvi.learn.cache import MemoryCaches
-from bnpvi.learn.pool import BatchJob
-from bnpvi.learn.work import BatchResult
+from bnpvi.learn.work import BatchJob, BatchResult
 from bnpvi.moves import Edit, MoveSchedule
 from bnpvi.stats import SuffStats
 

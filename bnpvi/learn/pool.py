@@ -11,23 +11,9 @@ in the last bits.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from bnpvi.errors import BnpviError, check_int
 from bnpvi.kernels.blas import blas_single_thread
-from bnpvi.learn.work import BatchResult, process_batch
-
-
-@dataclass(frozen=True)
-class BatchJob:
-    """One batch's work: the batch, what the moves track in it (``MoveSchedule.batch_plans``) and where its
-    local step starts (``Algorithm.warm_for``); with ``piece`` = (i, n), only part i of the batch cut into n
-    (``BatchStore.read_batch``)."""
-
-    b: int
-    plans: dict = field(default_factory=dict)
-    warm: object = None
-    piece: tuple[int, int] | None = None
+from bnpvi.learn.work import BatchJob, BatchResult, process_batch
 
 
 class LocalPool:

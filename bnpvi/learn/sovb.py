@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from bnpvi.errors import BnpviError
 from bnpvi.learn.base import Algorithm
-from bnpvi.learn.pool import BatchJob
+from bnpvi.learn.work import BatchJob
 
 
 class StochasticVB(Algorithm):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from bnpvi.learn.base import Algorithm
-from bnpvi.learn.pool import BatchJob
+from bnpvi.learn.work import BatchJob
 from bnpvi.stats import SuffStats
 
 

@@ -1,4 +1,4 @@
-"""The work done on one batch: a pure function of (model, globals, move plans, batch).
+"""The work done on one batch (:class:`BatchJob`): a pure function of (model, globals, move plans, batch).
 
 Local step, summaries, and whatever the planned moves track. It changes nothing;
 the driver alone applies its result to the memo caches and the aggregate, so the
@@ -9,6 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bnpvi.stats import SuffStats
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """One batch's work: the batch, what the moves track in it (``MoveSchedule.batch_plans``) and where its
+    local step starts (``Algorithm.warm_for``); with ``piece`` = (i, n), only part i of the batch cut into n
+    (``BatchStore.read_batch``)."""
+
+    b: int
+    plans: dict = field(default_factory=dict)
+    warm: object = None
+    piece: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, eq=False)

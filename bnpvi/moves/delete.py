@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bnpvi import kernels
+from bnpvi.kernels import mixture as kernels
 from bnpvi.alloc.base import Local
 from bnpvi.moves.base import (FAINT_MASS, VANISHING_MASS, Move, accepts, accepts_removal, faint_stats, ordered_sum,
                               per_lap)

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from scipy.special import digamma
 
 from bnpvi.errors import BnpviError
-from bnpvi.kernels import pair_logdets, quad_argmax, quad_features
+from bnpvi.kernels.mixture import pair_logdets, quad_argmax, quad_features
 from bnpvi.special import LOG_2PI, multigammaln
 
 LOG_2 = float(np.log(2.0))
@@ -43,7 +43,7 @@ _CHUNK_ELEMS = 1 << 22
 _CHUNK_ELEMS_SMALL = 1 << 20
 """The same for the per-cluster weighted rows of ``weighted_outer_sum`` (8 MB: faster, measured)."""
 _CHUNK_ELEMS_FEATURES = 1 << 18
-"""The same for a block of :func:`~bnpvi.kernels.quad_features` (2 MB, near the cache: 1,024 rows at D = 16)."""
+"""The same for a block of :func:`~bnpvi.kernels.mixture.quad_features` (2 MB, near the cache: 1,024 rows at D = 16)."""
 
 
 # ====================================================================== config
@@ -259,7 +259,7 @@ def logdet_chol(L: np.ndarray) -> np.ndarray:
 def merged_logdets(base: np.ndarray, X: np.ndarray, pairs: np.ndarray, Y: np.ndarray | None = None,
                    s: np.ndarray | None = None) -> np.ndarray:
     """(P,) ln|B̂| of the merged scale matrices sym(base + X_a + X_b − u uᵀ/s_p), u = Y_a + Y_b, of cluster
-    pairs (:func:`bnpvi.kernels.pair_logdets`, one Cholesky per pair, no (P, D, D) array); a pair whose
+    pairs (:func:`bnpvi.kernels.mixture.pair_logdets`, one Cholesky per pair, no (P, D, D) array); a pair whose
     matrix is not numerically positive definite gets :func:`chol_spd`'s ridge, as a posterior would."""
     X = np.ascontiguousarray(X, dtype=np.float64)
     pairs = np.ascontiguousarray(pairs, dtype=np.int64)
@@ -341,7 +341,7 @@ def quad_weights(P: np.ndarray, m: np.ndarray | None, scale: np.ndarray | None =
     """((F, K) weights, (K,) constants) with c_k + s_k (y − m_k)ᵀP_k(y − m_k) = f(y)·w_k + c'_k for symmetric
     (K, D, D) P_k, (K, D) centers m_k and (K,) scales s and offsets c (1 and 0 when not given):
     yᵀP_k y − 2 yᵀP_k m_k + m_kᵀP_k m_k over the F = D(D+1)/2 + D features of
-    :func:`~bnpvi.kernels.quad_features`; centers None: 0, and the D(D+1)/2 products alone."""
+    :func:`~bnpvi.kernels.mixture.quad_features`; centers None: 0, and the D(D+1)/2 products alone."""
     K, D = P.shape[:2]
     rows, cols = np.triu_indices(D)
     quad = P[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
@@ -361,7 +361,7 @@ def quad_forms(Y: np.ndarray, P: np.ndarray, m: np.ndarray | None = None, scale:
                offset: np.ndarray | None = None) -> np.ndarray:
     """(N, K) c_k + s_k (y_n − m_k)ᵀP_k(y_n − m_k) for symmetric (K, D, D) P_k (s = 1, c = 0 when not given):
     one (n × F)·(F × K) BLAS product per block of n rows over the F = D(D+1)/2 + D features of
-    :func:`~bnpvi.kernels.quad_features` (half the multiplications of y ↦ L_k⁻¹y, and no (N, K, D) temporary)."""
+    :func:`~bnpvi.kernels.mixture.quad_features` (half the multiplications of y ↦ L_k⁻¹y, and no (N, K, D) temporary)."""
     N, D = Y.shape
     weights, const = quad_weights(P, m, scale, offset)
     out = np.empty((N, P.shape[0]))
@@ -398,7 +398,7 @@ def weighted_outer_sum(resp, Y: np.ndarray) -> np.ndarray:
     ``resp`` is an (N, K) ndarray or sparse matrix (``Responsibilities.matrix()``).
 
     Dense, K ≥ D: (resp_cᵀ) @ [y_nd y_ne]_{d ≤ e} over chunks of atoms, the D(D+1)/2 distinct
-    products of :func:`~bnpvi.kernels.quad_features` (half the multiplications of the full y_n ⊗ y_n). Measured at
+    products of :func:`~bnpvi.kernels.mixture.quad_features` (half the multiplications of the full y_n ⊗ y_n). Measured at
     one thread: D=16, K=25, N=10⁵ 0.051 s against 0.079 s for the full outer products; D=64, K=200,
     N=9,000 0.16 s against 0.27 s. Dense, K < D: :func:`_weighted_outer_sum_by_cluster`.
 
@@ -525,7 +525,7 @@ def wishart_best_clusters(X: np.ndarray, post, D: int, log_weights: np.ndarray, 
     """(N,) argmax_k log_weights_k + E_q log N(y_n | m_k, Λ_k⁻¹) at y_n = x_n − shift
     (:func:`wishart_expected_log_lik`; ties to the first). Where the features pay, the expectation is
     f(y)·W_k + c_k (:func:`quad_weights` of B̂_k⁻¹, scaled by −½ν̂_k and offset by the constants and the
-    log weights) and the argmax is one compiled pass (:func:`bnpvi.kernels.quad_argmax`), without the (N, K) scores."""
+    log weights) and the argmax is one compiled pass (:func:`bnpvi.kernels.mixture.quad_argmax`), without the (N, K) scores."""
     log_weights = np.asarray(log_weights, dtype=np.float64)
     if not (_features_pay(D, len(log_weights)) and np.all(np.isfinite(log_weights))):
         scores = wishart_expected_log_lik(X if shift is None else X - shift, post, D, mu, kappa)

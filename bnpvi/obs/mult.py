@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
 from bnpvi.errors import BnpviError, check_int, check_number
-from bnpvi.kernels import mult_reassign_gains
+from bnpvi.kernels.mixture import mult_reassign_gains
 from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
 from bnpvi.special import dirichlet_log_density, dirichlet_mode
 from bnpvi.stats.resp import Responsibilities
@@ -222,7 +222,7 @@ class Mult(ObsFamily):
 
         the second part the Pólya-urn predictive log probability of the document's words
         under cluster j without it. Only the document's own words enter, so the cost is
-        O(nnz · K), compiled (``bnpvi.kernels.mult_reassign_gains``). N is not used.
+        O(nnz · K), compiled (``bnpvi.kernels.mixture.mult_reassign_gains``). N is not used.
         """
         S = stats["S"]
         words, compact = self._compact_counts(batch)  # only these columns of λ are read

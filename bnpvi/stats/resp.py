@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from bnpvi import kernels
+from bnpvi.kernels import mixture
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,9 +68,9 @@ class Responsibilities:
     def from_weights(cls, log_lik, log_prior, sparse_L: int | None = None, **kernel_kw) -> "Responsibilities":
         """Local step: r_nk ∝ exp(log_lik_nk + log_prior_k) (Hughes 2016 thesis Eq. 3.47-3.49).
 
-        Dense by default (the compiled :func:`bnpvi.kernels.dense_local_step`); with
+        Dense by default (the compiled :func:`bnpvi.kernels.mixture.dense_local_step`); with
         ``sparse_L`` = L < K, the L-sparse optimum (thesis Eq. 7.4-7.5,
-        :func:`bnpvi.kernels.sparse_local_step`) in the sparse form. L ≥ K is the dense
+        :func:`bnpvi.kernels.mixture.sparse_local_step`) in the sparse form. L ≥ K is the dense
         step. Both kernels also return the log normalisers and the entropies.
         ``log_lik`` (N, K) and ``log_prior`` (K,) are converted to C-contiguous float64
         (no copy when they already are).
@@ -79,9 +79,9 @@ class Responsibilities:
         log_prior = np.ascontiguousarray(log_prior, dtype=np.float64)
         K = log_prior.shape[0]
         if sparse_L is not None and sparse_L < K:
-            values, indices, log_norm, entropy = kernels.sparse_local_step(log_lik, log_prior, sparse_L, **kernel_kw)
+            values, indices, log_norm, entropy = mixture.sparse_local_step(log_lik, log_prior, sparse_L, **kernel_kw)
             return cls(values, K, indices=indices, log_norm=log_norm, entropy_sums=entropy)
-        resp, log_norm, entropy = kernels.dense_local_step(log_lik, log_prior, **kernel_kw)
+        resp, log_norm, entropy = mixture.dense_local_step(log_lik, log_prior, **kernel_kw)
         return cls(resp, K, log_norm=log_norm, entropy_sums=entropy)
 
     @classmethod
@@ -134,7 +134,7 @@ class Responsibilities:
         if self.entropy_sums is not None:
             return self.entropy_sums
         if self.indices is None:
-            return kernels.entropy_of(np.ascontiguousarray(self.values))
+            return mixture.entropy_of(np.ascontiguousarray(self.values))
         v = self.values
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = np.where(v > 0, -v * np.log(np.where(v > 0, v, 1.0)), 0.0)
@@ -171,8 +171,8 @@ class Responsibilities:
     def pair_entropy(self, pairs) -> np.ndarray:
         """Merged-column entropies −Σ_n (r_na + r_nb) ln(r_na + r_nb) for (M, 2) pairs.
 
-        Compiled for both forms (Hughes 2016 thesis §4.1.2): :func:`bnpvi.kernels.pair_merge_entropy`
-        (dense) and :func:`bnpvi.kernels.sparse_pair_entropy` (one pass over the stored entries).
+        Compiled for both forms (Hughes 2016 thesis §4.1.2): :func:`bnpvi.kernels.mixture.pair_merge_entropy`
+        (dense) and :func:`bnpvi.kernels.mixture.sparse_pair_entropy` (one pass over the stored entries).
         """
         pairs = np.asarray(pairs)
         if pairs.size == 0:
@@ -180,6 +180,6 @@ class Responsibilities:
         elif pairs.dtype.kind in "iu":  # anything else is left for the kernel to reject
             pairs = np.ascontiguousarray(pairs, dtype=np.int64)
         if self.indices is None:
-            return kernels.pair_merge_entropy(np.ascontiguousarray(self.values), pairs)
-        return kernels.sparse_pair_entropy(np.ascontiguousarray(self.values), np.ascontiguousarray(self.indices),
+            return mixture.pair_merge_entropy(np.ascontiguousarray(self.values), pairs)
+        return mixture.sparse_pair_entropy(np.ascontiguousarray(self.values), np.ascontiguousarray(self.indices),
                                           self.entropy(), pairs)
