@@ -103,10 +103,17 @@ def recorded(case: str) -> None:
     print(f"{'':<9} target: {TARGETS[case]}", flush=True)
 
 
+def missing(case: str, source: Path) -> bool:
+    """Whether the case's data file is absent (said in one line)."""
+    if source.is_file():
+        return False
+    print(f"{case}: skipped ({source} not found)")
+    return True
+
+
 def case_bars(data: Path, tmp: Path) -> None:
     source = data / "bars_one_per_doc" / "dataset.npz"
-    if not source.is_file():
-        print(f"bars: skipped ({source} not found)")
+    if missing("bars", source):
         return
     path = convert(source, tmp / "bars.h5", "--batches", "4")
     wall, _, summary, trace = run_train(["model=hdp_topic", "init.K=1", "moves=[birth,merge,delete]",
@@ -117,8 +124,7 @@ def case_bars(data: Path, tmp: Path) -> None:
 
 def case_wiki(data: Path, tmp: Path) -> None:
     source = data / "wiki" / "train.ldac"
-    if not source.is_file():
-        print(f"wiki: skipped ({source} not found)")
+    if missing("wiki", source):
         return
     path = convert(source, tmp / "wiki.h5", "--vocab", str(data / "wiki" / "vocab.txt"), "--batches", "5",
                    "--heldout", "0.1")
@@ -130,8 +136,7 @@ def case_wiki(data: Path, tmp: Path) -> None:
 
 def case_mocap6(data: Path, tmp: Path) -> None:
     source = data / "mocap6" / "dataset.npz"
-    if not source.is_file():
-        print(f"mocap6: skipped ({source} not found)")
+    if missing("mocap6", source):
         return
     path = convert(source, tmp / "mocap6.h5", "--sequences", "doc_range", "--labels", "TrueZ")
     wall, _, summary, trace = run_train(["model=hdp_hmm", "obs=ar_gauss", "init.K=1", f"data.path={path}",
