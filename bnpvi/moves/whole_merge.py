@@ -95,6 +95,7 @@ class WholeMergeMove(MergeMove):
             a, b = (int(p) for p in run.ids.positions(pair))
             sources = merge_sources(run.globals.K, a, b)
             proposals.append(Proposal(self.name, "+".join(str(int(u)) for u in pair), sources,
+                                      # made_under is read when the edit is applied: the refinement's last
                                       lambda i, cache, m=m: self._batch_summaries(run, i, m, made_under),
                                       changes=set(self.plan_uids.tolist())))
             results.append(run.evaluate(self.tracked.sums[m], sources))
