@@ -390,6 +390,15 @@ class BirthConfig:
 
 
 @dataclass
+class SplitConfig:
+    """Sub-cluster splits (mixtures; bnpvi.moves.split): every cluster carries two sub-clusters refined in every
+    lap, and its split into them is judged by the exact whole-data ELBO at every lap's end."""
+
+    start_lap: int = key("first lap with splits")
+    Kmax: int = key("no splits beyond this many clusters")
+
+
+@dataclass
 class MergeConfig:
     """Merge proposals (thesis §4.1): pairs chosen by m-score at lap start, exact test at lap end."""
 
@@ -425,6 +434,7 @@ class ReassignConfig:
 class MovesConfig:
     """Proposal moves, switched on by listing them: ``moves=[birth,merge,delete]`` (alg=memo only)."""
 
+    split: Optional[SplitConfig] = None
     birth: Optional[BirthConfig] = None
     merge: Optional[MergeConfig] = None
     delete: Optional[DeleteConfig] = None
@@ -474,7 +484,7 @@ SCHEMAS = {
     "alg": {"vb": VBConfig, "memo": MemoConfig, "sovb": SOVBConfig, "em": EMConfig, "tfsvi": TFSVIConfig},
     "init": {"kmeanspp": KmeansppConfig, "random": RandomInitConfig, "from_run": FromRunConfig},
     "data": {"toy": ToyConfig, "hdf5": HDF5Config},
-    "moves": {"birth": BirthConfig, "merge": MergeConfig, "delete": DeleteConfig, "reassign": ReassignConfig},
+    "moves": {"split": SplitConfig, "birth": BirthConfig, "merge": MergeConfig, "delete": DeleteConfig, "reassign": ReassignConfig},
 }
 """Group -> option -> schema; each is stored as ``schema/<group>/<option>``."""
 

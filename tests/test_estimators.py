@@ -97,12 +97,12 @@ def test_clone_pipeline_and_grid_search(X):
 def test_bad_keywords_are_type_errors_naming_them(X):
     with pytest.raises(TypeError, match="'n_lapz'"):
         DPMixture(n_lapz=3)
-    with pytest.raises(TypeError, match="'Kmax'"):
-        FiniteMixture(Kmax=3)  # a finite mixture has no moves
+    with pytest.raises(TypeError, match="'birth_Kmax'"):
+        FiniteMixture(birth_Kmax=3)  # a finite mixture has no moves
     with pytest.raises(TypeError, match="lam1 sets obs.lam1, which obs=gauss does not have"):
         DPMixture(lam1=1.0).fit(X)
-    with pytest.raises(TypeError, match="Kmax sets moves.birth.Kmax, but the birth move is off"):
-        DPMixture(alg="vb", Kmax=10).fit(X)
+    with pytest.raises(TypeError, match="birth_Kmax sets moves.birth.Kmax, but the birth move is off"):
+        DPMixture(alg="vb", birth_Kmax=10).fit(X)
     with pytest.raises(ValueError, match="gamma='many'"):
         DPMixture(gamma="many").fit(X)
     with pytest.raises(ValueError, match="obs='mult' is not one of"):

@@ -113,8 +113,8 @@ def test_clone_params_and_grid_search(docs, seqs):
 def test_bad_keywords_are_type_errors_naming_them(docs, seqs):
     with pytest.raises(TypeError, match="'sticky_kappa'"):
         HDPTopicModel(sticky_kappa=1.0)
-    with pytest.raises(TypeError, match="'Kmax'"):
-        LDA(Kmax=3)  # a finite model has no moves
+    with pytest.raises(TypeError, match="'birth_Kmax'"):
+        LDA(birth_Kmax=3)  # a finite model has no moves
     with pytest.raises(TypeError, match="'reassign_max_atoms'"):
         HDPHMM(reassign_max_atoms=3)  # reassign is a mixture's move
     with pytest.raises(ValueError, match="obs='gauss' is not one of \\['mult'\\]"):

@@ -76,7 +76,7 @@ def test_every_model_follows_the_protocols_of_the_moves_it_offers(compose_cfg):
         alloc = make_alloc(cfg)
         if not alloc.moves:
             continue
-        every = compose_cfg(f"model={model}", "moves=[birth,merge,delete,reassign]").moves
+        every = compose_cfg(f"model={model}", "moves=[split,birth,merge,delete,reassign]").moves
         schedule = MoveSchedule({name: every[name] for name in alloc.moves}, None, alloc.birth_kind, alloc.merge_kind)
         assert {move.name for move in schedule.moves} == set(alloc.moves), model
         schedule.check_offers(alloc)

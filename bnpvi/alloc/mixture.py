@@ -39,7 +39,7 @@ class MixtureAlloc(AllocModel):
     """
 
     has_sparse_step = True
-    moves = ("birth", "merge", "delete", "reassign")
+    moves = ("split", "birth", "merge", "delete", "reassign")
 
     def __init__(self, gamma: float, temperature: float | None = 1.0, temperature_laps: int = 0):
         self.gamma = check_number(gamma, "model.gamma")

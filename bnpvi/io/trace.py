@@ -11,7 +11,7 @@ import numpy as np
 from bnpvi.data.writes import writing
 from bnpvi.moves.base import VANISHING_MASS
 
-MOVES = ("birth", "merge", "delete", "reassign")
+MOVES = ("split", "birth", "merge", "delete", "reassign")
 MOVE_COUNTS = [f"{move}_{what}" for move in MOVES for what in ("tried", "accepted")]
 TRACE_COLUMNS = ["lap", "batches_seen", "elapsed_s", "elbo", "K", "K_total", *MOVE_COUNTS, "waiting_for_moves",
                  "elbo_per_atom"]

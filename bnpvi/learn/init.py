@@ -40,10 +40,10 @@ def sample_atoms(store, n_samples: int, rng: np.random.Generator):
 
 
 def fixed_K_start(alloc, moves) -> bool:
-    """Whether a run starts from the clusters it keeps: a finite model, or a mixture without births (``moves``:
-    the run's moves node, or None), whose merges and deletes cannot part a cluster that took two groups. Such a
-    start is its seeds' cells (:func:`initial_stats`), kept through memo's first lap (``full_first_pass``)."""
-    return alloc.finite or (isinstance(alloc, MixtureAlloc) and (moves is None or "birth" not in moves))
+    """Whether a run starts from the clusters it keeps: a finite model, or a mixture without births or splits
+    (``moves``: the run's moves node, or None), whose merges and deletes cannot part a cluster that took two
+    groups. Such a start is its seeds' cells (:func:`initial_stats`), kept through memo's first lap (``full_first_pass``)."""
+    return alloc.finite or (isinstance(alloc, MixtureAlloc) and (moves is None or not {"birth", "split"} & set(moves)))
 
 
 def initial_stats(model, store, cfg, rng: np.random.Generator, K: int, cells: bool = False) -> SuffStats:

@@ -157,6 +157,8 @@ class MemoizedVB(Algorithm):
         return [joined([next(results) for _ in range(count)]) for count in counts]
 
     def apply(self, edit: Edit) -> None:
+        if self.moves is not None:
+            self.moves.before_edit(self, edit)
         super().apply(edit)
         self.aggregate = self.globals.stats
 

@@ -155,11 +155,11 @@ def needs_lag(store: BatchStore, family) -> bool:
 
 
 def initial_K(cfg: DictConfig, moves=None, alloc=None) -> int:
-    """``init.K``, or when it is null: 1 if births are on (they find K), else the model's
+    """``init.K``, or when it is null: 1 if births or splits are on (they find K), else the model's
     ``abundant_K`` (8; 50 for topic models, whose merges and deletes then remove the extra topics)."""
     if cfg.init.get("K") is not None:
         return int(cfg.init.K)
-    if (moves or {}).get("birth") is not None:
+    if any((moves or {}).get(name) is not None for name in ("birth", "split")):
         return 1
     return alloc.abundant_K if alloc is not None else 8
 

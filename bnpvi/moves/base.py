@@ -79,6 +79,8 @@ class Edit:
     warm: Callable | None = None
     """(b, warm start) -> batch b's new warm start (``AllocModel.warm_state``); by default its columns are
     remapped as ``sources`` says (a new cluster's column is the sum of its sources', 0 for a fresh one)."""
+    changed: frozenset = frozenset()
+    """Ids of the kept clusters whose summaries the edit changes (a sort or a drop changes none)."""
 
 
 @dataclass
@@ -194,6 +196,10 @@ class Move(Saved, ABC):
     @abstractmethod
     def collect(self, run, schedule, b: int, tracked) -> None:
         """Keep what batch ``b``'s work tracked (driver)."""
+
+    def before_edit(self, run, edit: Edit) -> None:
+        """Called just before ``edit`` is applied (the caches, ids and globals still the current ones): a move
+        that keeps state per cluster carries it through (none by default)."""
 
     def after_batch(self, run, schedule, b: int) -> bool:
         """Decisions a move takes in the middle of a lap (none by default); returns whether it

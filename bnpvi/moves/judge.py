@@ -90,7 +90,7 @@ def weigh(run, proposal: Proposal, current: float) -> Verdict:
 def install(run, schedule, proposal: Proposal, verdict: Verdict) -> None:
     """Apply an accepted proposal to every memo cache, the aggregate, the ids and the globals (``run.apply``);
     its clusters are marked changed for the rest of the lap (``schedule`` None: no lap to mark)."""
-    run.apply(Edit(proposal.sources, proposal.rewrite, verdict.globals, proposal.warm))
+    run.apply(Edit(proposal.sources, proposal.rewrite, verdict.globals, proposal.warm, frozenset(proposal.changes)))
     if schedule is not None:
         schedule.changed |= set(proposal.changes)
 

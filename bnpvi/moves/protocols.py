@@ -34,6 +34,15 @@ class MixtureBirths(Protocol):
 
 
 @runtime_checkable
+class SubclusterSplits(Protocol):
+    """Splits of a cluster into the two sub-clusters it carries (bnpvi.moves.split)."""
+
+    def restricted_local_step(self, mass: np.ndarray, log_lik: np.ndarray, log_prior: np.ndarray) -> Local:
+        """Atom n's ``mass[n]`` shared between the two sub-clusters by softmax_j(log_lik_nj + log_prior_j)
+        (Hughes 2016 thesis Eq. 4.12-4.16)."""
+
+
+@runtime_checkable
 class TopicBirths(Protocol):
     """Births of topics judged by re-inferring the documents that use the target (thesis §5.5.3)."""
 

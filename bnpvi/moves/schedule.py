@@ -26,9 +26,10 @@ from bnpvi.moves.protocols import check_offers
 from bnpvi.moves.whole_merge import WholeMergeMove
 from bnpvi.moves.reassign import ReassignMove
 from bnpvi.moves.seq_birth import SequenceBirthMove
+from bnpvi.moves.split import SplitMove
 from bnpvi.moves.topic_birth import TopicBirthMove
 
-MOVES = {cls.name: cls for cls in (MergeMove, DeleteMove, BirthMove, ReassignMove)}
+MOVES = {cls.name: cls for cls in (SplitMove, MergeMove, DeleteMove, BirthMove, ReassignMove)}
 """Every move, in the order they plan and decide (:meth:`MoveSchedule.planning_order`)."""
 
 MERGES = {"tracked": MergeMove, "whole": WholeMergeMove}
@@ -125,6 +126,11 @@ class MoveSchedule:
         return {move.name: move.track(model, globals_, batch, log_lik, local, plans[move.name],
                                       **({"stats": stats} if move.uses_batch_stats else {}))
                 for move in self.moves if move.name in plans}
+
+    def before_edit(self, run, edit) -> None:
+        """Let every move carry its per-cluster state through ``edit`` (``Move.before_edit``)."""
+        for move in self.moves:
+            move.before_edit(run, edit)
 
     def after_batch(self, run, b: int, tracked: dict) -> bool:
         """Keep batch ``b``'s tracked data and take the mid-lap decisions; returns whether one of them
