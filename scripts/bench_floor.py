@@ -14,9 +14,10 @@ Per case and thread count:
   bookkeeping): laps 2-6's time minus their batches' ``process_batch`` time, per batch.
 
 Cases (``--cases``): ``patches`` (60,000 real 8×8 patches, zero-mean Gaussian, 4 batches, K = 25,
-no moves and the default moves), ``points`` (2,000,000 × 16 points from ``bench_moves.make_data``,
+no moves, births with merges and deletes, sub-cluster splits alone (their tracking's cost) and with merges
+and deletes), ``points`` (2,000,000 × 16 points from ``bench_moves.make_data``,
 full Gaussian, 200 batches, K = 25, no moves; ``--quick``: 200,000 and 20 batches), ``patches200``
-(the first 36,000 patches, zero-mean Gaussian, 4 batches, K = 200, no moves and the default moves).
+(the first 36,000 patches, zero-mean Gaussian, 4 batches, K = 200, the same four move sets).
 Threads: BLAS and OpenMP alike (threadpoolctl), ``--threads 1 2``.
 
 Usage: python scripts/bench_floor.py [--quick] [--threads 1 2] [--cases patches points patches200]
@@ -127,7 +128,7 @@ def case_files(name: str, tmp: Path, quick: bool) -> tuple[Path, str, int, list[
         X = X[:36_000]
     K = 200 if name == "patches200" else 25
     path = write_points(tmp / f"{name}.h5", X, n_batches=4, source="patches.npy")
-    return path, "zm_gauss", K, ["[]", "[birth,merge,delete]"]
+    return path, "zm_gauss", K, ["[]", "[birth,merge,delete]", "[split]", "[split,merge,delete]"]
 
 
 def main() -> None:
@@ -155,11 +156,11 @@ def main() -> None:
                 with threadpool_limits(limits=threads):
                     rate = gemm_rate(n_batch, D, K, rng)
                     gemm_s = 4.0 * N * K * D ** 2 / rate
-                    for moves in move_sets:
+                    for m, moves in enumerate(move_sets):
                         cfg = config(path, f"obs={obs}", f"init.K={K}", f"alg.n_laps={LAPS}", f"moves={moves}",
                                      "alg.converge_thr=0")
                         lik, summ, init_s = kernel_rates(cfg, K)
-                        run_dir = tmp / f"{name}-{threads}-{len(moves)}"
+                        run_dir = tmp / f"{name}-{threads}-{m}"
                         with batch_times() as times:
                             runner.train(cfg, run_dir)
                         lap = seconds_per_lap(run_dir)
