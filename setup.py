@@ -26,7 +26,8 @@ def kernel(name: str) -> Extension:
                      define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
 
 
-extensions = [kernel(name) for name in ("local_step", "hmm", "topic_dense", "topic_sparse", "mmsb", "gibbs")]
+extensions = [kernel(name) for name in ("local_step", "hmm", "topic_dense", "topic_sparse", "mmsb", "gibbs",
+                                               "hdp_sticks")]
 
 setup(
     ext_modules=cythonize(

@@ -11,7 +11,7 @@ from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.vb import FullVB
 from bnpvi.metrics import hamming_distance
 from bnpvi.model import Globals
-from bnpvi.special import c_beta, c_dir
+from bnpvi.special import c_dir
 
 import setups
 from setups import run_laps, toy_sequence_file
@@ -88,20 +88,6 @@ def test_surrogate_gradient_equals_finite_differences(K, sticky):
                     - hdp_top.surrogate(rho, omega - h * e, c, T, 2.5)) / (2 * h)
         assert d_rho[k] == pytest.approx(fd_rho, rel=1e-6, abs=1e-6)
         assert d_omega[k] == pytest.approx(fd_omega, rel=1e-6, abs=1e-6)
-
-
-@pytest.mark.parametrize("K", [1, 3, 12, 60])
-@pytest.mark.parametrize("sticky", [False, True])
-def test_optimizer_value_and_gradient_are_the_surrogate_and_its_gradient_bit_for_bit(K, sticky):
-    rng = np.random.default_rng(K + 100 * sticky)
-    c = np.append(np.full(K, float(K)), K + 1.0) if sticky else np.full(K + 1, 7165.0)
-    T = -rng.uniform(1.0, 1e5, size=K + 1)
-    rho, omega = rng.uniform(1e-6, 0.99, size=K), np.exp(rng.uniform(-3.0, 12.0, size=K))
-    P1, P0 = hdp_top._coefficients(c, 2.5)
-    value, d_rho, d_omega = hdp_top._value_and_grad(rho, omega, P1, P0, T, float(c_beta(1.0, 2.5)))
-    assert value == hdp_top.surrogate(rho, omega, c, T, 2.5)
-    expected_rho, expected_omega = hdp_top.surrogate_grad(rho, omega, c, T, 2.5)
-    assert np.array_equal(d_rho, expected_rho) and np.array_equal(d_omega, expected_omega)
 
 
 def test_stick_means_round_trip_and_optimizer_never_worsens():
