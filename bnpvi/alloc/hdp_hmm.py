@@ -34,7 +34,6 @@ from bnpvi.alloc import hdp_top
 from bnpvi.alloc.base import Params
 from bnpvi.alloc.hmm import HMMAlloc, expected_log_probs
 from bnpvi.errors import check_number
-from bnpvi.kernels.blas import blas_single_thread
 from bnpvi.special import c_dir
 from bnpvi.stats import SuffStats
 
@@ -130,15 +129,14 @@ class HDPHMMAlloc(HMMAlloc):
             return {"rho": rho, "omega": omega, "theta_start": theta_start, "theta_trans": theta_trans}
         c = self._row_weights(K)
         theta_start, theta_trans = self._theta(start, trans, rho)
-        with blas_single_thread():  # L-BFGS-B's tiny BLAS calls only slow down on several threads
-            for _ in range(rounds):
-                T = self._linear(expected_log_probs(theta_start), expected_log_probs(theta_trans))
-                new_rho, omega = hdp_top.optimize(c, T, self.gamma, rho, omega)
-                moved = float(np.max(np.abs(new_rho - rho)))
-                rho = new_rho
-                theta_start, theta_trans = self._theta(start, trans, rho)
-                if moved < 1e-8:
-                    break
+        for _ in range(rounds):
+            T = self._linear(expected_log_probs(theta_start), expected_log_probs(theta_trans))
+            new_rho, omega = hdp_top.optimize(c, T, self.gamma, rho, omega)
+            moved = float(np.max(np.abs(new_rho - rho)))
+            rho = new_rho
+            theta_start, theta_trans = self._theta(start, trans, rho)
+            if moved < 1e-8:
+                break
         return {"rho": rho, "omega": omega, "theta_start": theta_start, "theta_trans": theta_trans}
 
     def quick_params(self, start: np.ndarray, trans: np.ndarray, params: Params, sources) -> dict:

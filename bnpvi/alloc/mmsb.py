@@ -55,7 +55,7 @@ EDIT_ROUNDS = 3
 TOP_EVERY = 10
 """Warm-started global steps at the same communities optimise q(u) once in this many (the others update θ
 alone, itself an exact coordinate step, so the ELBO still never drops): the top level sums over all N nodes
-and barely moves between two batches, while its digammas and L-BFGS cost as much as a small batch's pairs."""
+and barely moves between two batches, while its digammas and Newton steps cost as much as a small batch's pairs."""
 
 INIT_SHAPE, INIT_SCALE = 5.0, 2.0
 """θ_iℓ ~ Gamma(5, scale 2) at the start (Stephenson 2015 §7.2 "Gamma(5, 2)"; the scale reading is ours)."""

@@ -398,7 +398,7 @@ class HDPTopicAlloc(TopicAlloc):
         return np.full(stats.K + 1, float(stats["n_docs"])), alpha * self._doc_sums(stats)
 
     def global_step(self, stats: SuffStats, warm: Params | None = None) -> dict:
-        """(ρ, ω) by L-BFGS-B on the surrogate (thesis §5.3.2), warm-started when the topics are the same;
+        """(ρ, ω) by a Newton method on the surrogate (thesis §5.3.2; ``hdp_top.optimize``), warm-started when the topics are the same;
         with ``learn_alpha``, alternated with α's closed-form maximiser (:meth:`best_alpha`), each step
         raising the ELBO. The initial globals (no warm start, no document summarised yet) keep near-uniform
         sticks, β̂_k = (1 − min(0.05, 1/K))/K, as the reference implementation starts: the optimum on no

@@ -24,7 +24,7 @@ from bnpvi.stats import SuffStats
 SCREEN_RTOL = 1e-4
 """A merge candidate whose gain at the warm-start global parameters (``AllocModel.warm_start``: the merged
 sticks of the current ones) is below −SCREEN_RTOL |L| is rejected without its own global step (an
-L-BFGS fit of the sticks), and logged with that gain, a lower bound (``exact`` False). Fitting the
+Newton fit of the sticks, ``hdp_top.optimize``), and logged with that gain, a lower bound (``exact`` False). Fitting the
 sticks raised the gain by 0.4 nats (median) and 69 nats at most over 749 candidates of the HDP topic
 model on the wiki corpus (|L| = 2.0e7, so the threshold is 2,000 nats), where the rejected candidates'
 gains were −100 to −40,000 nats. Only for allocation models whose ``warm_start`` gives complete global
