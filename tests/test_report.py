@@ -11,7 +11,7 @@ import pytest
 
 from bnpvi.cli.report import main
 from bnpvi.report.runs import read_run
-from setups import cli_env, train_command
+from setups import cli_env
 
 SWEEP_ARGS = ["-m", "model.gamma=1,10", "seed=1,2", "alg.n_laps=50", "alg.converge_thr=-1", "checkpoint_every=2",
               "plots=false", "data.n_atoms=2000"]
@@ -122,13 +122,11 @@ def test_a_run_given_twice_is_one_row_and_not_missing_from_its_sweep(sweep, tmp_
     assert read_table(tmp_path / "report.csv")["run"].tolist() == ["0", "1", "2", "3"]
 
 
-def test_a_sweep_job_that_could_not_start_is_named(tmp_path, env, capsys):
+def test_a_sweep_job_that_could_not_start_is_named(tmp_path, bnpvi_train, capsys):
     """bnpvi-train removes the directory of a run that fails at start-up (gamma -1), and the sweep stops there:
     the report finds both jobs from the sweep's multirun.yaml."""
-    proc = subprocess.run([sys.executable, "-m", "bnpvi.cli.train", "-m", "model.gamma=1,-1,5", "alg.n_laps=2",
-                           "plots=false", "hydra.sweep.dir=sweep"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 2 and "model.gamma must be a number > 0" in proc.stderr
+    status, _, err = bnpvi_train("-m", "model.gamma=1,-1,5", "alg.n_laps=2", "plots=false", "hydra.sweep.dir=sweep")
+    assert status == 2 and "model.gamma must be a number > 0" in err
     sweep_dir = tmp_path / "sweep"
     code, out, err = report(capsys, sweep_dir)
     assert code == 0
@@ -190,10 +188,11 @@ def test_bad_input_is_one_line_and_writes_nothing(sweep, tmp_path, capsys, case)
     assert not out_dir.exists()
 
 
-def test_a_resumed_run_is_reported_with_the_settings_of_its_resume(sweep, tmp_path, env, capsys):
+def test_a_resumed_run_is_reported_with_the_settings_of_its_resume(sweep, tmp_path, bnpvi_train, capsys):
     """A killed sweep job continued with resume=RUN_DIR and more laps: finished, with the new alg.n_laps."""
     run = shutil.copytree(sweep / "3", tmp_path / "3")
-    train_command([f"resume={run}", "alg.n_laps=52"], tmp_path, env)
+    status, _, err = bnpvi_train(f"resume={run}", "alg.n_laps=52")
+    assert status == 0, err
     code, out, err = report(capsys, run)
     assert code == 0 and err == []
     row = read_table(run / "report" / "report.csv").iloc[0]
