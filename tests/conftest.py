@@ -7,6 +7,12 @@ import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
+LONGEST_FIRST = ("test_readme.py", "test_dask.py", "test_birth_refinement.py", "test_cli.py", "test_em.py",
+                 "test_resume.py", "test_topic_runs.py", "test_disk_cache.py")
+"""The test files that take longest, collected first in this order: xdist (``--dist loadfile
+--no-loadscope-reorder``) hands files to its workers in collection order, so the two workers start on the
+long files and finish together, on short ones."""
+
 
 def pytest_configure(config):
     """Byte-compile the package under test once, in the main pytest process (not in each xdist worker): the
@@ -19,6 +25,12 @@ def pytest_configure(config):
     import bnpvi
 
     compileall.compile_dir(Path(bnpvi.__file__).parent, quiet=2)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests of the :data:`LONGEST_FIRST` files first; every file's tests stay together and in order."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 @pytest.fixture
