@@ -1,6 +1,7 @@
 """What several test modules share, as plain functions and constants (fixtures: conftest.py), by what they
 test: runs stopped and resumed, bnpvi-train and bnpvi-apply in a process, mixtures and their moves, batch work,
 the kernels, hidden Markov models, discrete observations, topic models."""
+import io
 import itertools
 import json
 import os
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Iterator
 
@@ -123,10 +124,13 @@ def assert_same_tree(a, b, where=""):
             np.testing.assert_array_equal(a[key], b[key], err_msg=f"{where}/{key}")
 
 
-def assert_resume_is_exact(cfg, tmp_path, lap=2):
-    """Run ``cfg`` whole in tmp_path/ref, and cut after batch 1 of lap ``lap`` then resumed in tmp_path/cut;
-    both must end with the same model, summary and trace. Returns the trace."""
-    runner.train(cfg, tmp_path / "ref")
+def assert_resume_is_exact(cfg, tmp_path, lap=2, ref=None):
+    """Run ``cfg`` whole in tmp_path/ref (or take ``ref``, a finished run of ``cfg`` that several cuts share),
+    and cut after batch 1 of lap ``lap`` then resumed in tmp_path/cut; both must end with the same model,
+    summary and trace. Returns the summary and the trace."""
+    if ref is None:
+        ref = tmp_path / "ref"
+        runner.train(cfg, ref)
     cut = tmp_path / "cut"
     cut.mkdir()
     run = runner.Run(cfg, cut)
@@ -146,7 +150,7 @@ def assert_resume_is_exact(cfg, tmp_path, lap=2):
     runner.resume(cut, cfg)
     assert not any(path.exists() for path in leftovers)
 
-    ref_model, ref_summary, ref_trace = outputs(tmp_path / "ref")
+    ref_model, ref_summary, ref_trace = outputs(ref)
     model, summary, trace = outputs(cut)
     assert summary == ref_summary
     pd.testing.assert_frame_equal(trace, ref_trace, check_exact=True)
@@ -156,20 +160,40 @@ def assert_resume_is_exact(cfg, tmp_path, lap=2):
 
 # ----------------------------------------------------------- bnpvi-apply
 def compose(*overrides):
+    """The bnpvi-train config of ``overrides``, with ``plots=false`` unless they set ``plots``: drawing a run's
+    figures costs a second or more, so they are drawn where a test looks at them (plots=true)."""
     from hydra import compose as hydra_compose, initialize_config_module
 
     from bnpvi.config import register_configs
 
     register_configs()
+    if not any(o.split("=", 1)[0].lstrip("+~") == "plots" for o in overrides):
+        overrides = (*overrides, "plots=false")
     with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
         return hydra_compose(config_name="train", overrides=list(overrides))
 
 
-def apply_cli(*args):
+def apply_command(*args):
     """bnpvi-apply in a child process, started outside the source tree (whose bnpvi/ has no compiled kernels
-    when the package is installed elsewhere, as in CI); the paths are absolute."""
+    when the package is installed elsewhere, as in CI); the paths are absolute. The console command end to end,
+    for one test per family: :func:`apply_cli` checks the rest in this process."""
     return subprocess.run([sys.executable, "-m", "bnpvi.cli.apply", *(str(Path(a).resolve()) for a in args)],
                           capture_output=True, text=True, timeout=300, cwd=tempfile.gettempdir())
+
+
+def apply_cli(*args) -> subprocess.CompletedProcess:
+    """bnpvi-apply run in this process (``bnpvi.cli.apply.main``): its exit status and what it printed, as
+    :func:`apply_command` returns them."""
+    from bnpvi.cli import apply
+
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            status = apply.main(argv)
+        except SystemExit as stop:  # argparse's usage errors
+            status = stop.code
+    return subprocess.CompletedProcess(["bnpvi-apply", *argv], status, out.getvalue(), err.getvalue())
 
 
 def read_h5(path):
@@ -343,7 +367,7 @@ def train(args, cwd, env, check=True):
     return proc
 
 
-RESUME_ARGS = ["moves=[]", "data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=30", "alg.converge_thr=-1",
+RESUME_ARGS = ["moves=[]", "data.n_atoms=20000", "data.n_batches=20", "alg.n_laps=10", "alg.converge_thr=-1",
                "checkpoint_every=5", "seed=4"]
 
 

@@ -13,7 +13,8 @@ from bnpvi.data.convert import convert
 from bnpvi.data.store import write_points, write_sequences
 from bnpvi.io.model_file import read_model
 from bnpvi.learn import runner
-from setups import apply_cli, assert_one_line_error, assert_reproduces, compose, moved_away, one_line_error, read_h5
+from setups import apply_cli, apply_command, assert_one_line_error, assert_reproduces, compose, moved_away, \
+    one_line_error, read_h5
 
 N, N_HELDOUT = 600, 60
 
@@ -89,9 +90,10 @@ def test_predict_rejects_bad_input_on_one_line(trained, X, problem):
 
 
 def test_bnpvi_apply_on_the_training_file_reproduces_the_run(trained, tmp_path):
+    """The console command in a process (the other tests run it in this one)."""
     run_dir, data, _ = trained
     summary = json.loads((run_dir / "summary.json").read_text())
-    proc = apply_cli(run_dir, data, tmp_path / "out.h5")
+    proc = apply_command(run_dir, data, tmp_path / "out.h5")
     assert proc.returncode == 0, proc.stderr
     assert_reproduces(tmp_path / "out.h5", run_dir / "assignments.h5")
     assert f"heldout_loglik {summary['heldout_loglik']:.6f}" in proc.stdout

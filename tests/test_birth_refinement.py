@@ -13,7 +13,7 @@ from bnpvi.moves.base import ordered_sum
 from bnpvi.moves import topic_birth
 from bnpvi.moves.birth import BirthMove, LapBirths
 
-from setups import assert_resume_is_exact
+from setups import assert_resume_is_exact, compose
 
 # 6,000 short documents from 10 topics: with seed 2, births of lap 3 are rejected and carried into lap 4
 SEED = 2
@@ -158,33 +158,10 @@ TOPIC_ARGS = ["model=hdp_topic", "obs.anneal_laps=0", "alg.n_batches=5", "init.K
               "moves.birth.abundance=0"]  # births of n_new pieces, which are carried; not one split into many
 
 
-def test_rejected_topic_births_are_judged_again_while_the_topics_stay(compose_cfg, tmp_path, docs, monkeypatch):
-    """An HDP topic model from one topic: a lap whose births all lose carries them into the next lap, as long as
-    they would win within refine_laps laps at their pace; the ELBO never decreases."""
-    carried = recorded_carries(monkeypatch)
-    cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=10", "moves.birth.refine_laps=5", *TOPIC_ARGS)
-    runner.train(cfg, tmp_path / "run")
-    assert carried
-    assert_carried_at_pace(pd.read_csv(tmp_path / "run" / "moves.csv"), 5, longest=2, carried=carried)
-    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
-    assert np.all(np.diff(trace.elbo.to_numpy()) >= -1e-9 * np.abs(trace.elbo.to_numpy()[1:]))
-
-
-def test_resume_with_carried_topic_births_in_flight_is_exact(compose_cfg, tmp_path, docs):
-    """Cut in lap 4, whose carried proposals were put on the topics as the sort of lap 3 reordered them."""
-    cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=6", "alg.converge_thr=-1",
-                      "checkpoint_every=1", *TOPIC_ARGS)
-    assert_resume_is_exact(cfg, tmp_path, lap=4)
-    moves = pd.read_csv(tmp_path / "ref" / "moves.csv")
-    assert any(c[0][0] == 3 and len(c) > 1 for c in chains(moves)), "no topic birth carried from lap 3 into lap 4"
-
-
-def test_carried_topic_births_outlive_a_change_of_the_topics_and_gain_exactly(compose_cfg, tmp_path, docs,
-                                                                             monkeypatch):
-    """A carried topic proposal whose model's topics changed (reordered by the lap's sort, or another
-    proposal accepted) is put on the current topics: the current topics with the target's row replaced by
-    its refined first piece and its other pieces appended. Such a proposal is judged again and accepted in
-    some lap, with a logged gain equal to the ELBO difference."""
+def transplant_recorders(monkeypatch):
+    """Record, as a run goes, every carried topic proposal put on changed topics (checking that it is put on
+    the current topics: their target row replaced by its refined first piece, its other pieces appended) and
+    the (logged gain, ELBO difference) of each lap that accepts such a proposal. Returns (moved, accepted)."""
     moved, accepted = [], []
     transplanted, decide = topic_birth.transplanted, topic_birth.TopicBirthMove.decide
 
@@ -211,18 +188,13 @@ def test_carried_topic_births_outlive_a_change_of_the_topics_and_gain_exactly(co
 
     monkeypatch.setattr(topic_birth, "transplanted", recording)
     monkeypatch.setattr(topic_birth.TopicBirthMove, "decide", recording_decide)
-    cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=5", "alg.converge_thr=-1", *TOPIC_ARGS)
-    runner.train(cfg, tmp_path / "run")
-    assert moved, "no carried proposal was put on changed topics"
-    assert accepted, "no carried proposal on changed topics was accepted"
-    gain, difference = accepted[0]
-    assert gain > 0 and gain == pytest.approx(difference, rel=1e-9)
+    return moved, accepted
 
 
-def test_carried_topic_births_are_refined_batch_by_batch(compose_cfg, tmp_path, docs, monkeypatch):
-    """Through the lap after it was carried, a topic proposal's pieces are memoized: at the lap's end their
+def refinement_checks(monkeypatch) -> list:
+    """Check, at the end of every lap after a topic proposal was carried, that its pieces were memoized: their
     aggregate is the sum of that lap's summaries of the pieces (no batch of the previous lap left), and the
-    candidate's pieces are made from it; the ELBO never decreases."""
+    candidate's pieces are made from it. Returns the laps checked, filled as a run goes."""
     checked = []
     decide = topic_birth.TopicBirthMove.decide
 
@@ -240,8 +212,61 @@ def test_carried_topic_births_are_refined_batch_by_batch(compose_cfg, tmp_path, 
         decide(self, run, schedule)
 
     monkeypatch.setattr(topic_birth.TopicBirthMove, "decide", checking_decide)
-    cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=6", "alg.converge_thr=-1", *TOPIC_ARGS)
-    runner.train(cfg, tmp_path / "run")
+    return checked
+
+
+@pytest.fixture(scope="module")
+def topic_run(tmp_path_factory, docs):
+    """One 10-lap HDP topic run from one topic (TOPIC_ARGS, refine_laps 5) watched by every recorder of the topic
+    tests below, which read it: (run directory, carried, moved, accepted, checked)."""
+    tmp = tmp_path_factory.mktemp("topic-run")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        carried = recorded_carries(monkeypatch)
+        moved, accepted = transplant_recorders(monkeypatch)
+        checked = refinement_checks(monkeypatch)
+        cfg = compose("data=hdf5", f"data.path={docs}", "alg.n_laps=10", "alg.converge_thr=-1",
+                      "moves.birth.refine_laps=5", *TOPIC_ARGS)
+        runner.train(cfg, tmp / "run")
+    return tmp / "run", carried, moved, accepted, checked
+
+
+def test_rejected_topic_births_are_judged_again_while_the_topics_stay(topic_run):
+    """An HDP topic model from one topic: a lap whose births all lose carries them into the next lap, as long as
+    they would win within refine_laps laps at their pace; the ELBO never decreases."""
+    run_dir, carried = topic_run[:2]
+    assert carried
+    assert_carried_at_pace(pd.read_csv(run_dir / "moves.csv"), 5, longest=2, carried=carried)
+    trace = pd.read_csv(run_dir / "trace.csv")
+    assert np.all(np.diff(trace.elbo.to_numpy()) >= -1e-9 * np.abs(trace.elbo.to_numpy()[1:]))
+
+
+@pytest.mark.slow  # 3 runs, ~50 s; the default suite resumes carried births of mixtures (above) and topic models'
+# births (test_resume)
+def test_resume_with_carried_topic_births_in_flight_is_exact(compose_cfg, tmp_path, docs):
+    """Cut in lap 4, whose carried proposals were put on the topics as the sort of lap 3 reordered them."""
+    cfg = compose_cfg("data=hdf5", f"data.path={docs}", "alg.n_laps=6", "alg.converge_thr=-1",
+                      "checkpoint_every=1", *TOPIC_ARGS)
+    assert_resume_is_exact(cfg, tmp_path, lap=4)
+    moves = pd.read_csv(tmp_path / "ref" / "moves.csv")
+    assert any(c[0][0] == 3 and len(c) > 1 for c in chains(moves)), "no topic birth carried from lap 3 into lap 4"
+
+
+def test_carried_topic_births_outlive_a_change_of_the_topics_and_gain_exactly(topic_run):
+    """A carried topic proposal whose model's topics changed (reordered by the lap's sort, or another
+    proposal accepted) is put on the current topics: the current topics with the target's row replaced by
+    its refined first piece and its other pieces appended (checked as the run went). Such a proposal is judged
+    again and accepted in some lap, with a logged gain equal to the ELBO difference."""
+    moved, accepted = topic_run[2:4]
+    assert moved, "no carried proposal was put on changed topics"
+    assert accepted, "no carried proposal on changed topics was accepted"
+    gain, difference = accepted[0]
+    assert gain > 0 and gain == pytest.approx(difference, rel=1e-9)
+
+
+def test_carried_topic_births_are_refined_batch_by_batch(topic_run):
+    """Through the lap after it was carried, a topic proposal's pieces are memoized (checked as the run went:
+    :func:`refinement_checks`); the ELBO never decreases."""
+    run_dir, checked = topic_run[0], topic_run[4]
     assert checked, "no carried topic proposal was refined"
-    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    trace = pd.read_csv(run_dir / "trace.csv")
     assert np.all(np.diff(trace.elbo.to_numpy()) >= -1e-9 * np.abs(trace.elbo.to_numpy()[1:]))

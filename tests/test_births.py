@@ -9,13 +9,11 @@ cluster, held there by their own rare words, must be reassigned one by one.
 """
 import numpy as np
 import pytest
-from hydra import compose, initialize_config_module
 
-from bnpvi.config import register_configs
 from bnpvi.data.generate import gaussian_clusters, topic_documents
 from bnpvi.data.store import write_documents, write_points
 from bnpvi.learn import runner
-from setups import BIRTH, moments, obs_cfg
+from setups import BIRTH, compose, moments, obs_cfg
 
 SEEDS = [1, 2, 3, 4, 5]
 
@@ -50,21 +48,15 @@ def test_points_from_one_cluster_reach_the_best_abundant_start(compose_cfg, tmp_
         assert elbo > best - 0.1, (seed, elbo, best, K)
 
 
-def compose_train(*overrides):
-    register_configs()
-    with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
-        return compose(config_name="train", overrides=list(overrides))
-
-
 def document_runs_of(root, data, seeds):
     """(ELBO per document, K, clusters holding more than 1 % of the documents) of ``seeds`` from K = 1
     (alg=memo's default moves) and from K = 50 with merges and deletes."""
-    return {start: [final(compose_train, root, data, start, seed, big=True) for seed in seeds] for start in (1, 50)}
+    return {start: [final(compose, root, data, start, seed, big=True) for seed in seeds] for start in (1, 50)}
 
 
 @pytest.fixture(scope="module")
 def document_runs(tmp_path_factory, data_sets):
-    """Seeds 1 and 2 (``document_runs_of``); seeds 3-5 run in the slow suite."""
+    """Seeds 1 and 2 (``document_runs_of``)."""
     return document_runs_of(tmp_path_factory.mktemp("document_runs"), data_sets["docs"], SEEDS[:2])
 
 
@@ -79,6 +71,8 @@ def check_documents(runs):
     assert np.max(gaps) < 0.1, gaps
 
 
+@pytest.mark.slow  # 4 runs, ~40 s; the default suite keeps documents' births from one cluster (test_discrete_runs),
+# deletes (test_moves) and reassignments (test_reassign)
 def test_documents_from_one_cluster_find_the_ten_topics_and_reach_the_abundant_start(document_runs):
     check_documents(document_runs)
 

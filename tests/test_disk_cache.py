@@ -16,7 +16,7 @@ from bnpvi.learn import runner
 from bnpvi.learn.cache import DiskCaches, MemoryCaches, sealed_generations
 from bnpvi.stats import SuffStats
 from bnpvi.stats.suffstats import PER_CLUSTER, TOTAL
-from setups import assert_same_run, start_and_stop, train
+from setups import assert_same_run, start_and_stop
 
 COMMON = ["alg.n_laps=5", "alg.converge_thr=-1", "seed=2", "checkpoint_every=2"]
 CASES = {"dp_mix": ["init.K=1", "data.n_atoms=2000"],
@@ -104,13 +104,15 @@ def test_a_resume_may_move_the_caches_between_memory_and_disk(compose_cfg, tmp_p
         assert len(cache_files(cut)) == (then == "disk")  # one sealed file, or none
 
 
-def test_sigkill_during_a_disk_cache_run_then_resume_is_exact(tmp_path, env):
+def test_sigkill_during_a_disk_cache_run_then_resume_is_exact(tmp_path, env, bnpvi_train):
+    """The killed run is the console command in a process; the reference and the resume run in this one."""
     args = ["data.n_atoms=10000", "data.n_batches=20", "alg.n_laps=12", "alg.converge_thr=-1", "checkpoint_every=3",
             "seed=4", "init.K=1", "alg.cache=disk", "plots=false"]
-    train([*args, "hydra.run.dir=ref"], tmp_path, env)
+    assert bnpvi_train(*args, "hydra.run.dir=ref")[0] == 0
     run, code, _, _ = start_and_stop(tmp_path, env, "killed", signal.SIGKILL, args)
     assert code == -signal.SIGKILL, "the run finished before it could be killed"
-    train([f"resume={run}"], tmp_path, env)
+    status, _, err = bnpvi_train(f"resume={run}")
+    assert status == 0, err
     assert_same_run(tmp_path / "ref", run)
     assert [p for p in cache_files(run) if p.startswith(".")] == []
 

@@ -49,7 +49,7 @@ def test_fit_equals_the_bnpvi_train_run_of_the_same_config_and_batches(X, tmp_pa
     data = write_points(tmp_path / "points.h5", X, n_batches=3)
     cfg = compose_cfg("data=hdf5", f"data.path={data}", "model.gamma=5", "model.temperature=1", "alg.n_laps=8",
                       "alg.n_batches=3",
-                      "moves.birth.max_per_lap=2", "seed=3")
+                      "moves.birth.max_per_lap=2", "seed=3", "plots=true")  # (bnpvi-train's default)
     composed = est.train_config()
     composed.data.path = str(data)
     assert OmegaConf.to_container(composed) == OmegaConf.to_container(cfg)

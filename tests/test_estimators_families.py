@@ -43,7 +43,7 @@ def cli_run(est, source, tmp_path, **convert_options) -> tuple[dict, object]:
 def test_topic_fit_equals_the_bnpvi_train_run_of_the_same_config_and_batches(docs, tmp_path, compose_cfg):
     est = HDPTopicModel(n_laps=5, n_batches=3, alpha=0.4, birth_max_per_lap=2, random_state=2).fit(docs)
     cfg = compose_cfg("model=hdp_topic", "data=hdf5", "model.alpha=0.4", "alg.n_laps=5", "alg.n_batches=3",
-                      "moves.birth.max_per_lap=2", "seed=2")
+                      "moves.birth.max_per_lap=2", "seed=2", "plots=true")  # (bnpvi-train's default)
     composed = est.train_config()
     composed.data.path = cfg.data.path = "x.h5"
     assert OmegaConf.to_container(composed) == OmegaConf.to_container(cfg)

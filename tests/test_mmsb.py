@@ -20,11 +20,12 @@ from bnpvi.learn.build import build_model
 from bnpvi.learn.init import initial_stats
 from bnpvi.learn.links import evaluate_links, link_probabilities
 from bnpvi.learn.memo import MemoizedVB
+from bnpvi.learn import runner
 from bnpvi.learn.runner import initial_K
 from bnpvi.learn.vb import FullVB
 from bnpvi.moves import Edit
 from bnpvi.stats import ClusterIds, SuffStats
-from setups import RESUME_COMMON, assert_resume_is_exact, run_laps
+from setups import RESUME_COMMON, assert_resume_is_exact, compose, run_laps
 
 ALG = {"n_laps": 50, "converge_thr": 0.0}
 
@@ -333,7 +334,7 @@ def test_training_run_writes_the_graph_outputs(compose_cfg, tmp_path, caplog):
 
     from bnpvi.learn.runner import train
     cfg = compose_cfg("model=hdp_mmsb", "data=toy", "data.n_nodes=60", "data.n_batches=3", "alg.n_laps=4",
-                      "eval_every=2", "init.K=5")
+                      "eval_every=2", "init.K=5", "plots=true")
     with caplog.at_level(logging.INFO, logger="bnpvi"):
         summary = train(cfg, tmp_path / "run")
     (done,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("done:")]
@@ -479,20 +480,33 @@ def test_resume_mid_lap_from_twenty_communities_is_exact(compose_cfg, tmp_path):
     assert_resume_is_exact(cfg, tmp_path)
 
 
+@pytest.fixture(scope="module")
+def moves_run(tmp_path_factory):
+    """(config, finished run directory) of the default moves (merge, delete) from lap 2 on, from K = 8: the
+    uninterrupted run that every cut of the test below must end at."""
+    tmp = tmp_path_factory.mktemp("mmsb-moves")
+    common = [o for o in RESUME_COMMON if not o.startswith("alg.n_laps=")]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("BNPVI_CACHE", str(tmp / "cache"))
+        cfg = compose(*common, "alg.n_laps=7", "model=hdp_mmsb", "model.moves_start_lap=2", "data=toy",
+                      "data.n_nodes=60", "data.n_batches=4", "init.K=8", "eval_every=2")
+        runner.train(cfg, tmp / "ref")
+    return cfg, tmp / "ref"
+
+
 @pytest.mark.parametrize("lap", [2, 6])
-def test_resume_mid_lap_with_merges_and_deletes_in_flight_is_exact(compose_cfg, tmp_path, lap):
+def test_resume_mid_lap_with_merges_and_deletes_in_flight_is_exact(moves_run, tmp_path, monkeypatch, lap):
     """The default moves (merge, delete) from lap 2 on (``model.moves_start_lap=2``), from K = 8. Cut in lap 3: a
     merge is accepted at its end (after its refinement laps), deletes are tracked under it; cut in lap 7: a merge
     and a delete are judged and rejected. The moves' log (their exact gains) is the same too. (The candidates'
     summaries are summed afresh at the lap's end, so they must have a checkpoint's memory layout.)"""
-    common = [o for o in RESUME_COMMON if not o.startswith("alg.n_laps=")]
-    cfg = compose_cfg(*common, "alg.n_laps=7", "model=hdp_mmsb", "model.moves_start_lap=2", "data=toy",
-                      "data.n_nodes=60", "data.n_batches=4", "init.K=8", "eval_every=2")
-    _, trace = assert_resume_is_exact(cfg, tmp_path, lap=lap)
+    cfg, ref = moves_run
+    monkeypatch.setenv("BNPVI_CACHE", str(ref.parent / "cache"))  # the reference run's toy graph
+    _, trace = assert_resume_is_exact(cfg, tmp_path, lap=lap, ref=ref)
     cut = trace.iloc[lap]  # the lap the run was cut in
     if lap == 2:
         assert cut["merge_accepted"] == 1 and cut["delete_tried"] == 0  # the delete's candidates were dropped
     else:
         assert cut["merge_tried"] > 0 and cut["delete_tried"] > 0
-    pd.testing.assert_frame_equal(*(pd.read_csv(tmp_path / run / "moves.csv") for run in ("ref", "cut")),
+    pd.testing.assert_frame_equal(*(pd.read_csv(run / "moves.csv") for run in (ref, tmp_path / "cut")),
                                   check_exact=True)

@@ -11,12 +11,13 @@ import pytest
 
 from bnpvi.cli.report import main
 from bnpvi.report.runs import read_run
-from setups import cli_env, train_command
+from setups import cli_env
 
-SWEEP_ARGS = ["-m", "model.gamma=1,10", "seed=1,2", "alg.n_laps=50", "alg.converge_thr=-1", "checkpoint_every=2",
+LAPS = 20
+SWEEP_ARGS = ["-m", "model.gamma=1,10", "seed=1,2", f"alg.n_laps={LAPS}", "alg.converge_thr=-1", "checkpoint_every=2",
               "plots=false", "data.n_atoms=2000"]
-"""Four jobs in Hydra's order: (gamma 1, seed 1), (1, 2), (10, 1), (10, 2); 50 laps each, none converging early
-(2,000 toy points: about 2 s a job, time enough to kill the last one between its third lap and its end)."""
+"""Four jobs in Hydra's order: (gamma 1, seed 1), (1, 2), (10, 1), (10, 2); LAPS laps each, none converging early
+(2,000 toy points: about a second a job, time enough to kill the last one between its third lap and its end)."""
 
 
 @pytest.fixture(scope="module")
@@ -64,17 +65,17 @@ def test_a_sweep_with_a_killed_run_gives_the_table_the_csv_and_the_plots(sweep, 
     assert table["status"].tolist() == ["finished", "finished", "finished", "incomplete"]
     assert table["model.gamma"].tolist() == [1.0, 1.0, 10.0, 10.0] and table["seed"].tolist() == [1, 2, 1, 2]
     assert "alg.n_laps" not in table  # the same in every run: named in the footer instead
-    assert ("the same in every run: alg.n_laps=50 alg.converge_thr=-1.0 checkpoint_every=2 plots=False "
+    assert (f"the same in every run: alg.n_laps={LAPS} alg.converge_thr=-1.0 checkpoint_every=2 plots=False "
             "data.n_atoms=2000") in out
     for job in range(3):  # a finished run: its summary
         summary = json.loads((sweep / str(job) / "summary.json").read_text())
         row = table.iloc[job]
-        assert (row["elbo"], row["K"], row["laps"], row["seconds"]) == (summary["elbo"], summary["K"], 50,
+        assert (row["elbo"], row["K"], row["laps"], row["seconds"]) == (summary["elbo"], summary["K"], LAPS,
                                                                          summary["elapsed_s"])
-        assert row["ari"] == summary["ari"] and row["stop_reason"] == "lap limit alg.n_laps=50 reached"
+        assert row["ari"] == summary["ari"] and row["stop_reason"] == f"lap limit alg.n_laps={LAPS} reached"
     trace = pd.read_csv(sweep / "3" / "trace.csv")  # the killed run: its trace so far
     killed = table.iloc[3]
-    assert 3 <= killed["laps"] == trace["lap"].iloc[-1] < 50 and killed["elbo"] == trace["elbo"].iloc[-1]
+    assert 3 <= killed["laps"] == trace["lap"].iloc[-1] < LAPS and killed["elbo"] == trace["elbo"].iloc[-1]
     assert pd.isna(killed["stop_reason"]) and pd.isna(killed["ari"])
     # the broken run is named on stderr, with the way to continue it
     assert err == [f"bnpvi-report: incomplete run {sweep / '3'}: no summary.json, trace.csv at lap {killed['laps']}: "
@@ -122,13 +123,11 @@ def test_a_run_given_twice_is_one_row_and_not_missing_from_its_sweep(sweep, tmp_
     assert read_table(tmp_path / "report.csv")["run"].tolist() == ["0", "1", "2", "3"]
 
 
-def test_a_sweep_job_that_could_not_start_is_named(tmp_path, env, capsys):
+def test_a_sweep_job_that_could_not_start_is_named(tmp_path, bnpvi_train, capsys):
     """bnpvi-train removes the directory of a run that fails at start-up (gamma -1), and the sweep stops there:
     the report finds both jobs from the sweep's multirun.yaml."""
-    proc = subprocess.run([sys.executable, "-m", "bnpvi.cli.train", "-m", "model.gamma=1,-1,5", "alg.n_laps=2",
-                           "plots=false", "hydra.sweep.dir=sweep"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 2 and "model.gamma must be a number > 0" in proc.stderr
+    status, _, err = bnpvi_train("-m", "model.gamma=1,-1,5", "alg.n_laps=2", "plots=false", "hydra.sweep.dir=sweep")
+    assert status == 2 and "model.gamma must be a number > 0" in err
     sweep_dir = tmp_path / "sweep"
     code, out, err = report(capsys, sweep_dir)
     assert code == 0
@@ -147,26 +146,26 @@ def test_what_a_run_directory_holds_gives_its_status(sweep, tmp_path, state):
     run = shutil.copytree(sweep / "0", tmp_path / "run", symlinks=True)
     summary = json.loads((run / "summary.json").read_text())
     if state == "interrupted":
-        summary.update(laps=50, stop_reason="interrupted at lap 50 batch 2 (signal 2); continue with: ...")
+        summary.update(laps=LAPS, stop_reason=f"interrupted at lap {LAPS} batch 2 (signal 2); continue with: ...")
     elif state == "resumed then killed":
-        summary.update(laps=40)
+        summary.update(laps=LAPS - 10)
     else:
         for name in ("summary.json", "trace.csv"):
             (run / name).unlink()
     if (run / "summary.json").exists():
         (run / "summary.json").write_text(json.dumps(summary))
     record = read_run(run)
-    expected = {"interrupted": ("interrupted", "interrupted at lap 50 batch 2 (signal 2); continue it with "
+    expected = {"interrupted": ("interrupted", f"interrupted at lap {LAPS} batch 2 (signal 2); continue it with "
                                                f"bnpvi-train resume={run}"),
-                "resumed then killed": ("incomplete", "resumed after lap 40, no summary.json since, trace.csv at "
-                                                      "lap 50: killed, crashed or still running; continue it with "
-                                                      f"bnpvi-train resume={run}"),
+                "resumed then killed": ("incomplete", f"resumed after lap {LAPS - 10}, no summary.json since, "
+                                                      f"trace.csv at lap {LAPS}: killed, crashed or still running; "
+                                                      f"continue it with bnpvi-train resume={run}"),
                 "failed": ("failed", "no trace.csv: the job stopped (or is still starting) before its first lap; "
                                      "see its train.log")}[state]
     assert (record.status, record.problem) == expected
-    assert record.overrides == {"model.gamma": 1.0, "seed": 1, "alg.n_laps": 50, "alg.converge_thr": -1.0,
+    assert record.overrides == {"model.gamma": 1.0, "seed": 1, "alg.n_laps": LAPS, "alg.converge_thr": -1.0,
                                 "checkpoint_every": 2, "plots": False, "data.n_atoms": 2000}
-    assert record.results.get("laps") == {"interrupted": 50, "resumed then killed": 50, "failed": None}[state]
+    assert record.results.get("laps") == {"interrupted": LAPS, "resumed then killed": LAPS, "failed": None}[state]
 
 
 @pytest.mark.parametrize("case", ["no such path", "a file", "no runs", "unknown sort column", "unknown group key",
@@ -190,13 +189,15 @@ def test_bad_input_is_one_line_and_writes_nothing(sweep, tmp_path, capsys, case)
     assert not out_dir.exists()
 
 
-def test_a_resumed_run_is_reported_with_the_settings_of_its_resume(sweep, tmp_path, env, capsys):
+def test_a_resumed_run_is_reported_with_the_settings_of_its_resume(sweep, tmp_path, bnpvi_train, capsys):
     """A killed sweep job continued with resume=RUN_DIR and more laps: finished, with the new alg.n_laps."""
     run = shutil.copytree(sweep / "3", tmp_path / "3")
-    train_command([f"resume={run}", "alg.n_laps=52"], tmp_path, env)
+    status, _, err = bnpvi_train(f"resume={run}", f"alg.n_laps={LAPS + 2}")
+    assert status == 0, err
     code, out, err = report(capsys, run)
     assert code == 0 and err == []
     row = read_table(run / "report" / "report.csv").iloc[0]
-    assert (row["status"], row["laps"], row["stop_reason"]) == ("finished", 52, "lap limit alg.n_laps=52 reached")
-    assert read_run(run).overrides["alg.n_laps"] == 52
+    assert (row["status"], row["laps"], row["stop_reason"]) == ("finished", LAPS + 2,
+                                                                f"lap limit alg.n_laps={LAPS + 2} reached")
+    assert read_run(run).overrides["alg.n_laps"] == LAPS + 2
     assert f"1 run under {tmp_path}: 1 finished" in out

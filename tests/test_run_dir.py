@@ -1,7 +1,6 @@
 """A run directory is one run's: a refused start changes nothing in it, a resume goes on with the config its
 checkpoint was made with, two runs never share it, and signals, a replaced data file or an unwritable location
 stop with one line and leave nothing that looks like a result (bnpvi-train in this process)."""
-import logging
 import os
 import signal
 import subprocess
@@ -23,32 +22,6 @@ from bnpvi.learn.stop import StopRequest
 SMALL = ["data.n_atoms=400", "alg.n_laps=3"]
 
 
-@pytest.fixture
-def cli(tmp_path, monkeypatch, capsys):
-    """``cli(*args)`` -> (exit status, stdout, stderr) of bnpvi-train run in this process from ``tmp_path``."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("BNPVI_CACHE", str(tmp_path / "cache"))
-
-    def run(*args):
-        capsys.readouterr()
-        root, bnpvi_log = logging.getLogger(), logging.getLogger("bnpvi")
-        kept = [(log, log.handlers[:], log.level, log.propagate) for log in (root, bnpvi_log)]
-        try:
-            train_cli.main(list(args))
-            status = 0
-        except SystemExit as stop:
-            status = stop.code
-        finally:  # Hydra's job logging writes to this test's captured streams and run directories: undo it
-            for log, handlers, level, propagate in kept:
-                for handler in log.handlers:
-                    if handler not in handlers:
-                        handler.close()
-                log.handlers[:], log.level, log.propagate = handlers, level, propagate
-        out, err = capsys.readouterr()
-        return status, out, err
-    return run
-
-
 def one_line_error(status, err, *fragments):
     lines = [line for line in err.splitlines() if line.strip()]
     assert status == 2 and len(lines) == 1, (status, err)
@@ -62,43 +35,43 @@ def snapshot(folder: Path) -> dict:
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_a_refused_start_changes_nothing_of_the_run_and_its_resume_trains_the_same_model(cli, tmp_path):
-    status, _, err = cli(*SMALL, "model.gamma=10", "hydra.run.dir=runs/a")
+def test_a_refused_start_changes_nothing_of_the_run_and_its_resume_trains_the_same_model(bnpvi_train, tmp_path):
+    status, _, err = bnpvi_train(*SMALL, "model.gamma=10", "hydra.run.dir=runs/a")
     assert status == 0, err
     run = tmp_path / "runs" / "a"
     before = snapshot(run)
     for override in ("model.gamma=1", "seed=5"):
-        status, _, err = cli(*SMALL, override, "hydra.run.dir=runs/a")
+        status, _, err = bnpvi_train(*SMALL, override, "hydra.run.dir=runs/a")
         one_line_error(status, err, "already holds a run", "resume=")
         assert snapshot(run) == before
-    status, _, err = cli("resume=runs/a", "alg.n_laps=5")
+    status, _, err = bnpvi_train("resume=runs/a", "alg.n_laps=5")
     assert status == 0, err
     assert OmegaConf.load(run / ".hydra" / "config.yaml").model.gamma == 10
 
 
-def test_a_resume_refuses_a_saved_config_that_differs_from_its_checkpoints(cli, tmp_path):
-    assert cli(*SMALL, "model.gamma=10", "hydra.run.dir=runs/a")[0] == 0
+def test_a_resume_refuses_a_saved_config_that_differs_from_its_checkpoints(bnpvi_train, tmp_path):
+    assert bnpvi_train(*SMALL, "model.gamma=10", "hydra.run.dir=runs/a")[0] == 0
     saved = tmp_path / "runs" / "a" / ".hydra" / "config.yaml"
     saved.write_text(saved.read_text().replace("gamma: 10.0", "gamma: 1.0"))
     before = snapshot(tmp_path / "runs" / "a")
-    status, _, err = cli("resume=runs/a", "alg.n_laps=5")
+    status, _, err = bnpvi_train("resume=runs/a", "alg.n_laps=5")
     one_line_error(status, err, "model.gamma=1.0", "model.gamma=10.0", "checkpoint")
     assert snapshot(tmp_path / "runs" / "a") == before  # no .hydra/resumed-* left
 
 
-def test_a_claimed_directory_refuses_a_second_run_and_is_left_untouched(cli, tmp_path):
+def test_a_claimed_directory_refuses_a_second_run_and_is_left_untouched(bnpvi_train, tmp_path):
     run = tmp_path / "runs" / "b"
     claim = RunDirLock.claim(run)
     try:
         (run / "train.log").write_text("the other run's log\n")
         before = snapshot(run)
-        status, _, err = cli(*SMALL, "hydra.run.dir=runs/b")
+        status, _, err = bnpvi_train(*SMALL, "hydra.run.dir=runs/b")
         one_line_error(status, err, "in use by another bnpvi run", f"process {os.getpid()}")
         assert snapshot(run) == before
     finally:
         claim.release()
     assert not (run / LOCK).exists()
-    assert cli(*SMALL, "hydra.run.dir=runs/b")[0] == 0
+    assert bnpvi_train(*SMALL, "hydra.run.dir=runs/b")[0] == 0
 
 
 def test_a_lock_is_held_by_one_claim_at_a_time(tmp_path):
@@ -126,7 +99,7 @@ def test_a_killed_process_leaves_no_claim(tmp_path):
     RunDirLock.claim(tmp_path / "d").release()
 
 
-def test_a_run_killed_before_its_first_checkpoint_starts_again_in_place(cli, tmp_path):
+def test_a_run_killed_before_its_first_checkpoint_starts_again_in_place(bnpvi_train, tmp_path):
     run = tmp_path / "runs" / "c"
     (run / ".hydra").mkdir(parents=True)
     (run / ".hydra" / "config.yaml").write_text("seed: 3\n")
@@ -134,10 +107,10 @@ def test_a_run_killed_before_its_first_checkpoint_starts_again_in_place(cli, tmp
     (run / "checkpoints").mkdir()
     (run / "checkpoints" / ".latest.h5.x1.tmp").write_bytes(b"partial")
     assert run_state(run) is RunState.UNFINISHED
-    status, _, err = cli("resume=runs/c")
+    status, _, err = bnpvi_train("resume=runs/c")
     one_line_error(status, err, "stopped before its first checkpoint", "start it again in place")
     assert not (run / "checkpoints" / ".latest.h5.x1.tmp").exists()  # the refused resume removed it
-    status, _, err = cli(*SMALL, "hydra.run.dir=runs/c")
+    status, _, err = bnpvi_train(*SMALL, "hydra.run.dir=runs/c")
     assert status == 0, err
     assert "starting it again in place" in err
     assert OmegaConf.load(run / ".hydra" / "config.yaml").seed == 0
@@ -214,15 +187,15 @@ def test_a_second_signal_ends_a_command_at_once():
 
 
 @pytest.mark.parametrize("fresh", [True, False])
-def test_an_interrupt_before_training_leaves_nothing(cli, tmp_path, monkeypatch, fresh):
+def test_an_interrupt_before_training_leaves_nothing(bnpvi_train, tmp_path, monkeypatch, fresh):
     if not fresh:
-        assert cli(*SMALL, "hydra.run.dir=runs/a")[0] == 0
+        assert bnpvi_train(*SMALL, "hydra.run.dir=runs/a")[0] == 0
         before = snapshot(tmp_path / "runs" / "a")
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
     monkeypatch.setattr(runner, "start" if fresh else "reopen", interrupted)
-    status, _, err = cli(*SMALL, "hydra.run.dir=runs/a") if fresh else cli("resume=runs/a", "alg.n_laps=5")
+    status, _, err = bnpvi_train(*SMALL, "hydra.run.dir=runs/a") if fresh else bnpvi_train("resume=runs/a", "alg.n_laps=5")
     assert status == 130
     assert err.strip() == "bnpvi-train: interrupted before the run started; nothing was kept"
     if fresh:
@@ -231,40 +204,40 @@ def test_an_interrupt_before_training_leaves_nothing(cli, tmp_path, monkeypatch,
         assert snapshot(tmp_path / "runs" / "a") == before
 
 
-def test_an_output_location_that_cannot_be_written_is_one_line(cli, tmp_path, monkeypatch):
+def test_an_output_location_that_cannot_be_written_is_one_line(bnpvi_train, tmp_path, monkeypatch):
     (tmp_path / "afile").write_text("x")
-    one_line_error(*cli(*SMALL, "hydra.run.dir=afile/run")[::2], "is a file, not a folder")
+    one_line_error(*bnpvi_train(*SMALL, "hydra.run.dir=afile/run")[::2], "is a file, not a folder")
     monkeypatch.setattr(train_cli.os, "access", lambda path, mode: False)  # as on a read-only mount
-    one_line_error(*cli(*SMALL, "hydra.run.dir=ro/run")[::2], "cannot write", "read-only")
-    one_line_error(*cli(*SMALL)[::2], "cannot write")
+    one_line_error(*bnpvi_train(*SMALL, "hydra.run.dir=ro/run")[::2], "cannot write", "read-only")
+    one_line_error(*bnpvi_train(*SMALL)[::2], "cannot write")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
 
 
-def test_a_relative_data_path_resumes_from_another_directory(cli, tmp_path, monkeypatch):
+def test_a_relative_data_path_resumes_from_another_directory(bnpvi_train, tmp_path, monkeypatch):
     work = tmp_path / "work"
     work.mkdir()
     write_points(work / "pts.h5", np.random.default_rng(1).normal(size=(200, 2)), n_batches=2)
     monkeypatch.chdir(work)
-    assert cli("data.path=pts.h5", "alg.n_laps=2", "hydra.run.dir=run")[0] == 0
+    assert bnpvi_train("data.path=pts.h5", "alg.n_laps=2", "hydra.run.dir=run")[0] == 0
     assert load_checkpoint(work / "run")["meta"]["data_path"] == str(work / "pts.h5")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    status, _, err = cli(f"resume={work / 'run'}", "alg.n_laps=3")
+    status, _, err = bnpvi_train(f"resume={work / 'run'}", "alg.n_laps=3")
     assert status == 0, err
 
 
-def test_a_sweep_says_where_its_runs_went_without_logging(cli, tmp_path):
-    status, out, err = cli("-m", *SMALL, "seed=1,2", "hydra/job_logging=disabled", "hydra.sweep.dir=sw")
+def test_a_sweep_says_where_its_runs_went_without_logging(bnpvi_train, tmp_path):
+    status, out, err = bnpvi_train("-m", *SMALL, "seed=1,2", "hydra/job_logging=disabled", "hydra.sweep.dir=sw")
     assert status == 0, err
     for job in ("0", "1"):
         assert f"run directory: {tmp_path / 'sw' / job}" in out
 
 
-def test_a_foreign_checkpoint_is_refused_for_its_model(cli, tmp_path):
-    assert cli(*SMALL, "hydra.run.dir=runs/gauss")[0] == 0
-    assert cli(*SMALL, "obs=diag_gauss", "hydra.run.dir=runs/diag")[0] == 0
+def test_a_foreign_checkpoint_is_refused_for_its_model(bnpvi_train, tmp_path):
+    assert bnpvi_train(*SMALL, "hydra.run.dir=runs/gauss")[0] == 0
+    assert bnpvi_train(*SMALL, "obs=diag_gauss", "hydra.run.dir=runs/diag")[0] == 0
     latest = checkpoint_path(tmp_path / "runs" / "gauss")
     latest.write_bytes(checkpoint_path(tmp_path / "runs" / "diag").read_bytes())
-    status, _, err = cli("resume=runs/gauss", "alg.n_laps=5")
+    status, _, err = bnpvi_train("resume=runs/gauss", "alg.n_laps=5")
     one_line_error(status, err, "obs.", "checkpoint was made with")

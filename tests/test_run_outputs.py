@@ -15,7 +15,7 @@ from bnpvi.io import plots
 from bnpvi.io.trace import CsvTable, clusters_holding_mass
 from bnpvi.learn import runner
 from bnpvi.report import plots as report_plots
-from setups import TOPICS
+from setups import TOPICS, compose
 
 
 @pytest.fixture(scope="module")
@@ -77,13 +77,7 @@ def test_a_trace_from_a_checkpoint_before_K_total_takes_it_from_K():
 @pytest.fixture(scope="module")
 def annealed_run(blobs, tmp_path_factory):
     """The default mixture run (births from one cluster, annealed from T = 30 over 10 laps), with its log."""
-    from hydra import compose, initialize_config_module
-
-    from bnpvi.config import register_configs
-
-    register_configs()
-    with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
-        cfg = compose(config_name="train", overrides=["data=hdf5", f"data.path={blobs}", "alg.n_laps=20"])
+    cfg = compose("data=hdf5", f"data.path={blobs}", "alg.n_laps=20")
     run_dir = tmp_path_factory.mktemp("annealed") / "run"
     records = []
     handler = logging.Handler()

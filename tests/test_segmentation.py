@@ -21,22 +21,13 @@ from bnpvi.io.model_file import read_model
 from bnpvi.io.segmentation import (MAX_PLOTTED, Segmentation, _bars, colour_codes, plot_segmentation, plot_title,
                                    write_segmentation_csv, write_transitions)
 from bnpvi.learn import runner
+from setups import compose
 
 # 240 time steps of a 3-state HMM whose states overlap (so Viterbi and marginal-MAP paths
 # differ), cut into 11 sequences, three of length 1
 LENGTHS = [30, 1, 29, 1, 1, 28, 30, 30, 30, 30, 30]
 K = 3
 N_LAPS, EVAL_EVERY = 4, 2
-
-
-def compose(*overrides):
-    from hydra import compose as hydra_compose, initialize_config_module
-
-    from bnpvi.config import register_configs
-
-    register_configs()
-    with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
-        return hydra_compose(config_name="train", overrides=list(overrides))
 
 
 def train_on(tmp_path, labelled: bool):
@@ -48,7 +39,7 @@ def train_on(tmp_path, labelled: bool):
     path = tmp_path / "seqs.h5"
     write_sequences(path, X, seq_range, n_batches=3, labels=labels if labelled else None)
     cfg = compose("model=finite_hmm", f"init.K={K}", "data=hdf5", f"data.path={path}", f"alg.n_laps={N_LAPS}",
-                  "alg.converge_thr=-1", f"eval_every={EVAL_EVERY}")
+                  "alg.converge_thr=-1", f"eval_every={EVAL_EVERY}", "plots=true")
     run_dir = tmp_path / "run"
     runner.train(cfg, run_dir)
     return run_dir, cfg, seq_range, labels
