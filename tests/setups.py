@@ -31,6 +31,7 @@ from bnpvi.data.toy import make_toy_sequences
 from bnpvi.io.model_file import read_model
 from bnpvi.learn import runner
 from bnpvi.learn.init import initial_stats
+from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
 from bnpvi.obs import make_obs
@@ -666,3 +667,15 @@ def assert_same_bits(got, want, fields, what=""):
         assert (a is None) == (b is None), f"{what}: {f}"
         if a is not None:
             assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), f"{what}: {f}"
+
+
+def memo_run(path, K, moves, seed=0):
+    """(store, memoized VB) of a DP mixture of full Gaussians on the points file ``path`` from K k-means++ seeds,
+    with the ``moves`` node."""
+    store = BatchStore.open(path)
+    obs = make_obs(obs_cfg("gauss"), store.D, store.moments())
+    model = Model(DPMixAlloc(2.0), obs)
+    rng = np.random.default_rng(seed)
+    init = OmegaConf.create({"name": "kmeanspp", "K": K, "n_samples": 1000, "n_trials": None, "kmeans_iters": 0})
+    stats = initial_stats(model, store, init, rng, K)
+    return store, MemoizedVB(model, store, {}, rng, model.global_step(stats), ClusterIds.first(K), moves=moves)

@@ -7,21 +7,17 @@ import pytest
 from omegaconf import OmegaConf
 from scipy.special import softmax
 
-from bnpvi.alloc import DPMixAlloc
-from bnpvi.data.store import BatchStore, write_points
+from bnpvi.data.store import write_points
 from bnpvi.learn import runner
-from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
-from bnpvi.model import Model
 from bnpvi.moves.base import alloc_part
 from bnpvi.moves.birth import (FAINT_MASS, BirthMove, cleanup_order, fresh_weights, grouped, level_value,
                                partitions_membership, seed_birth, split, transfer)
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove, _merged_data_term, merge_scores
-from bnpvi.obs import make_obs
 from bnpvi.stats import ClusterIds
-from setups import (BIRTH, DELETE, FAMILIES, MERGE, brute_stats, dense_resp, elbo_of, fitted, four_clusters, moves_cfg,
-                    obs_cfg, settled_elbo)
+from setups import (BIRTH, DELETE, FAMILIES, MERGE, brute_stats, dense_resp, elbo_of, fitted, four_clusters, memo_run,
+                    moves_cfg, obs_cfg, settled_elbo)
 
 
 def proposal_share(model, batch, r_target, N, fields):
@@ -252,16 +248,6 @@ def test_every_level_of_a_birth_cleanup_gains_what_brute_force_says(family):
 
 
 # ------------------------------------------------------------- runs with moves
-def memo_run(path, K, moves, seed=0):
-    store = BatchStore.open(path)
-    obs = make_obs(obs_cfg("gauss"), store.D, store.moments())
-    model = Model(DPMixAlloc(2.0), obs)
-    rng = np.random.default_rng(seed)
-    init = OmegaConf.create({"name": "kmeanspp", "K": K, "n_samples": 1000, "n_trials": None, "kmeans_iters": 0})
-    stats = initial_stats(model, store, init, rng, K)
-    return store, MemoizedVB(model, store, {}, rng, model.global_step(stats), ClusterIds.first(K), moves=moves)
-
-
 def rebuild_caches(alg, store, visits, lap_events, moves_state):
     """Each batch's responsibilities rebuilt from scratch and edited by the lap's accepted moves, column by column.
 

@@ -7,18 +7,13 @@ import pytest
 from omegaconf import OmegaConf
 from scipy.special import softmax
 
-from bnpvi.alloc import DPMixAlloc
-from bnpvi.data.store import BatchStore, write_points
-from bnpvi.learn.init import initial_stats
+from bnpvi.data.store import write_points
 from bnpvi.learn.memo import MemoizedVB
-from bnpvi.model import Model
 from bnpvi.moves.base import FAINT_MASS, Edit
 from bnpvi.moves.birth import fresh_weights, seed_birth, split
 from bnpvi.moves.split import SEEDING, SplitMove, SplitPlan
-from bnpvi.obs import make_obs
-from bnpvi.stats import ClusterIds
 from setups import (DELETE, FAMILIES, MERGE, assert_resume_is_exact, brute_stats, dense_resp, elbo_of, fitted,
-                    four_clusters, obs_cfg)
+                    four_clusters, memo_run)
 
 SPLIT = {"start_lap": 2, "Kmax": 200}
 
@@ -70,15 +65,6 @@ def test_a_split_proposal_is_the_brute_force_split_of_its_cluster(family, sparse
 def atom_rows(batch) -> np.ndarray:
     """Each atom of a batch as one dense row (points; documents by their counts)."""
     return batch.X if hasattr(batch, "X") else batch.csr().toarray()
-
-
-def memo_run(path, K, moves, seed=0):
-    store = BatchStore.open(path)
-    model = Model(DPMixAlloc(2.0), make_obs(obs_cfg("gauss"), store.D, store.moments()))
-    rng = np.random.default_rng(seed)
-    init = OmegaConf.create({"name": "kmeanspp", "K": K, "n_samples": 1000, "n_trials": None, "kmeans_iters": 0})
-    stats = initial_stats(model, store, init, rng, K)
-    return store, MemoizedVB(model, store, {}, rng, model.global_step(stats), ClusterIds.first(K), moves=moves)
 
 
 def split_of(alg) -> SplitMove:
