@@ -47,18 +47,24 @@ RECORDED = {
     # case: [(commit, seconds, laps, K, quality, note)]; seconds are the command's training seconds (trace)
     "bars": [("(issue 21 era)", 2.2, None, 6, None, "fast: 1.6-2.2 s"),
              ("c199991", 34.0, None, 6, None, "issue 49's measure"),
-             ("e01c663", 50.3, 56, 6, None, "alone; 04232ab the same, A/B in one session")],
+             ("e01c663", 50.3, 56, 6, None, "alone; 04232ab the same, A/B in one session"),
+             ("764279b", 27.9, 55, 6, None, "alone; the compiled Newton stick solver")],
     "wiki": [("76badd5", 36.3, 20, None, -7.830, "254 MiB"),
              ("c199991", 106.0, 20, None, -7.800, "287 MB"),
-             ("e01c663", 133.3, 20, 41, -7.8002, "260 MiB")],
+             ("e01c663", 133.3, 20, 41, -7.8002, "260 MiB"),
+             ("764279b", 116.7, 20, 41, -7.8005, "249 MiB; the Newton stick solver")],
     "mocap6": [("f79a3d0^", 3.1, None, None, 0.43, "Hamming"),
                ("c199991", 51.7, 100, None, 0.34, "stopped at the lap limit"),
-               ("e01c663", 66.7, 100, 13, 0.3367, "stopped at the lap limit")],
+               ("e01c663", 66.7, 100, 13, 0.3367, "stopped at the lap limit"),
+               ("764279b", 39.1, 100, 13, 0.3367, "the Newton stick solver; still at the lap limit")],
     "toy": [("(earlier)", None, 33, 8, 0.9997, "ARI"),
             ("c199991", None, 42, 8, 0.9997, "ARI"),
-            ("e01c663", 4.4, 42, 8, 0.9997, "ARI")],
+            ("e01c663", 4.4, 42, 8, 0.9997, "ARI"),
+            ("764279b", 1.3, 13, 8, 0.9997, "ARI; moves=[split,merge,delete], not the default")],
     "points32": [("c199991", 54.5, None, 16, 1.0, "NMI; GaussianMixture(16) 3.2 s"),
-                 ("e01c663", 91.5, None, 16, 1.0, "NMI; GaussianMixture(16) 4.0 s, both on 1 thread")],
+                 ("e01c663", 91.5, None, 16, 1.0, "NMI; GaussianMixture(16) 4.0 s, both on 1 thread"),
+                 ("764279b", 11.3, 15, 16, 1.0, "NMI; moves=[split,merge,delete] (not the default: 90.9 s), "
+                  "GaussianMixture(16) 3.9 s: 2.9×")],
 }
 
 TARGETS = {
