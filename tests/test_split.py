@@ -11,7 +11,7 @@ from bnpvi.data.store import write_points
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.moves.base import FAINT_MASS, Edit
 from bnpvi.moves.birth import fresh_weights, seed_birth, split
-from bnpvi.moves.split import SEEDING, SplitMove, SplitPlan
+from bnpvi.moves.split import SEEDING, SplitMove, SubclusterPlan
 from setups import (DELETE, FAMILIES, MERGE, assert_resume_is_exact, brute_stats, dense_resp, elbo_of, fitted,
                     four_clusters, memo_run)
 
@@ -40,7 +40,7 @@ def test_a_split_proposal_is_the_brute_force_split_of_its_cluster(family, sparse
     assert sub is not None
     move = SplitMove(OmegaConf.create(SPLIT))
     subs = [sub if k == target else None for k in range(stats.K)]
-    tracked = move.track(model, globals_, batch, log_lik, local, SplitPlan(subs, 50, 3), stats=stats)
+    tracked = move.track(model, globals_, batch, log_lik, local, SubclusterPlan(subs, 50, 3), stats=stats)
     part, sample = tracked[target]
     share = split_share(model, r[:, target], batch, *sub)
     new = np.concatenate([r, r[:, [target]] * share], axis=1)

@@ -19,8 +19,9 @@ such cluster is judged at the lap's end, one after the other against the state t
 left, so K can double in a lap. (DPMMSubClusters lets a cluster propose only once its sub-clusters have
 settled over a burn-in; here every proposal is judged by its exact gain, and sub-clusters seeded from a
 sample of every batch cut the whole cluster from the start: waiting for a 1 % change of the gain held
-splits back for laps on real data, where each split moves the clusters around it.) A merge keeps its pair as the merged cluster's sub-clusters (their
-summaries are the pair's own, exactly), so a later split can undo it.
+splits back for laps on real data, where each split moves the clusters around it.) A merge keeps its
+pair as the merged cluster's sub-clusters (their summaries are the pair's own, exactly), so a later
+split can undo it.
 
 New sub-clusters come from a sample of the cluster's atoms drawn from every batch (``SAMPLE_ATOMS``): a
 Bregman 2-means of it (thesis Alg. 2.1-2.2), refined by restricted steps on the sample. Every lap each
@@ -162,7 +163,7 @@ def seeded(model, sample: AtomSample, column: int, rng: np.random.Generator) -> 
 
 
 @dataclass(frozen=True, eq=False)
-class SplitPlan:
+class SubclusterPlan:
     """What a batch tracks: per cluster (by position), its sub-clusters' (N, fields), or None where it has none
     yet; how many atoms of each cluster the batch samples; the seed of the sampling."""
 
@@ -204,12 +205,12 @@ class SplitMove(Move):
         self.tries = {uid: n for uid, n in self.tries.items() if uid in self.subs or uid in self.resting}
         return set()
 
-    def batch_plan(self, run, b: int) -> SplitPlan:
+    def batch_plan(self, run, b: int) -> SubclusterPlan:
         subs = [None if (s := self.subs.get(int(uid))) is None else s.posterior_stats(run.model, run.n_batches)
                 for uid in run.ids.uids]
-        return SplitPlan(subs, -(-SAMPLE_ATOMS // run.n_batches), self.seed + b)
+        return SubclusterPlan(subs, -(-SAMPLE_ATOMS // run.n_batches), self.seed + b)
 
-    def track(self, model, globals_, batch, log_lik, local, plan: SplitPlan, stats=None) -> list:
+    def track(self, model, globals_, batch, log_lik, local, plan: SubclusterPlan, stats=None) -> list:
         """Per cluster: its sub-clusters' summaries over the batch (None where it has none), and a sample of its
         atoms weighted by r_nk s_n (by r_nk where it has no sub-clusters)."""
         rng = np.random.default_rng(plan.seed)
@@ -280,8 +281,9 @@ class SplitMove(Move):
     def decide(self, run, schedule) -> None:
         """Judge the split of every cluster whose sub-clusters are valid, largest first, each against the
         state the earlier acceptances left (``level_value``: only the two pieces' data terms are computed;
-        an acceptance is confirmed by the candidate's own global step). The children of an accepted split, and the clusters without
-        sub-clusters, get them from this lap's samples."""
+        an acceptance is confirmed by the candidate's own global step). The children of an accepted split,
+        and the clusters without sub-clusters, get them from this lap's samples; a lost split whose gain
+        stopped rising is retried with new ones (``RESEEDS``)."""
         if not self.active(schedule.lap):
             return
         rng = np.random.default_rng(self.seed)
