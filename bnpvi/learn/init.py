@@ -18,6 +18,7 @@ from bnpvi.alloc.mixture import MixtureAlloc
 from bnpvi.config import schema_of
 from bnpvi.errors import BnpviError
 from bnpvi.io.model_file import read_model_to_apply
+from bnpvi.moves.base import finds_K
 from bnpvi.obs.bregman import hard_summaries, kmeans, kmeanspp_seeds
 from bnpvi.stats import ClusterIds, SuffStats
 
@@ -42,8 +43,9 @@ def sample_atoms(store, n_samples: int, rng: np.random.Generator):
 def fixed_K_start(alloc, moves) -> bool:
     """Whether a run starts from the clusters it keeps: a finite model, or a mixture without births or splits
     (``moves``: the run's moves node, or None), whose merges and deletes cannot part a cluster that took two
-    groups. Such a start is its seeds' cells (:func:`initial_stats`), kept through memo's first lap (``full_first_pass``)."""
-    return alloc.finite or (isinstance(alloc, MixtureAlloc) and (moves is None or not {"birth", "split"} & set(moves)))
+    groups. Such a start is its seeds' cells (:func:`initial_stats`), kept through memo's first lap
+    (``full_first_pass``)."""
+    return alloc.finite or (isinstance(alloc, MixtureAlloc) and not finds_K(moves))
 
 
 def initial_stats(model, store, cfg, rng: np.random.Generator, K: int, cells: bool = False) -> SuffStats:

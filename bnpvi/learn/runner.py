@@ -60,6 +60,7 @@ from bnpvi.learn.tfsvi import TruncationFreeSVI
 from bnpvi.learn.vb import FullVB
 from bnpvi.metrics import adjusted_rand_index_of_counts
 from bnpvi.model import Model
+from bnpvi.moves.base import finds_K
 from bnpvi.moves.reassign import supported as reassign_supported
 from bnpvi.obs import FAMILIES
 from bnpvi.stats import ClusterIds, SuffStats
@@ -159,7 +160,7 @@ def initial_K(cfg: DictConfig, moves=None, alloc=None) -> int:
     ``abundant_K`` (8; 50 for topic models, whose merges and deletes then remove the extra topics)."""
     if cfg.init.get("K") is not None:
         return int(cfg.init.K)
-    if any((moves or {}).get(name) is not None for name in ("birth", "split")):
+    if finds_K(moves):
         return 1
     return alloc.abundant_K if alloc is not None else 8
 

@@ -50,6 +50,16 @@ def alloc_part(model, stats: SuffStats) -> SuffStats:
     return SuffStats(stats.select(names), {name: stats.specs[name] for name in names})
 
 
+FINDS_K = ("split", "birth")
+"""The moves that add clusters: a run with any of them starts from one cluster (``init.K`` null) and from its
+seeds' hard summaries rather than their cells (``bnpvi.learn.init.fixed_K_start``)."""
+
+
+def finds_K(moves) -> bool:
+    """Whether the run's ``moves`` node (or None) switches on a move that adds clusters (``FINDS_K``)."""
+    return moves is not None and any(moves.get(name) is not None for name in FINDS_K)
+
+
 def per_lap(limit, cap: int | None) -> int:
     """A move's proposals per lap: its config's ``limit``, at most the allocation model's ``cap`` (None: no cap)."""
     return int(limit) if cap is None else min(int(limit), cap)

@@ -89,6 +89,9 @@ not keep a settled run going (``pending``)."""
 RESEED_CHANGE = 0.1
 """The change of a resting cluster's mass, as a fraction, after which it gets new sub-clusters."""
 
+RESTING = "resting"
+"""A resting cluster's entry in a batch's plan (``SubclusterPlan.subs``)."""
+
 BATCH_KINDS = {cls.__name__: cls for cls in (PointBatch, WordCountBatch)}
 
 
@@ -164,8 +167,9 @@ def seeded(model, sample: AtomSample, column: int, rng: np.random.Generator) -> 
 
 @dataclass(frozen=True, eq=False)
 class SubclusterPlan:
-    """What a batch tracks: per cluster (by position), its sub-clusters' (N, fields), or None where it has none
-    yet; how many atoms of each cluster the batch samples; the seed of the sampling."""
+    """What a batch tracks: per cluster (by position), its sub-clusters' (N, fields), None where it has none yet,
+    or ``RESTING`` (nothing: its sample would not be used); how many atoms of each cluster the batch samples;
+    the seed of the sampling."""
 
     subs: list
     sample_size: int
@@ -206,16 +210,19 @@ class SplitMove(Move):
         return set()
 
     def batch_plan(self, run, b: int) -> SubclusterPlan:
-        subs = [None if (s := self.subs.get(int(uid))) is None else s.posterior_stats(run.model, run.n_batches)
-                for uid in run.ids.uids]
+        subs = [RESTING if int(uid) in self.resting else None if (s := self.subs.get(int(uid))) is None
+                else s.posterior_stats(run.model, run.n_batches) for uid in run.ids.uids]
         return SubclusterPlan(subs, -(-SAMPLE_ATOMS // run.n_batches), self.seed + b)
 
     def track(self, model, globals_, batch, log_lik, local, plan: SubclusterPlan, stats=None) -> list:
         """Per cluster: its sub-clusters' summaries over the batch (None where it has none), and a sample of its
-        atoms weighted by r_nk s_n (by r_nk where it has no sub-clusters)."""
+        atoms weighted by r_nk s_n (by r_nk where it has no sub-clusters); None for a resting cluster."""
         rng = np.random.default_rng(plan.seed)
         tracked = []
         for k, sub in enumerate(plan.subs):
+            if isinstance(sub, str):  # RESTING (a plan may have been pickled: compared by type)
+                tracked.append(None)
+                continue
             r = local.resp.column(k)
             rows = draw(batch, r, plan.sample_size, rng)
             atoms = batch.take(rows)
@@ -230,7 +237,10 @@ class SplitMove(Move):
 
     def collect(self, run, schedule, b: int, tracked) -> None:
         """Each cluster's sub-clusters take batch b's part, and its sample joins the lap's."""
-        for uid, (part, sample) in zip(run.ids.uids, tracked):
+        for uid, made in zip(run.ids.uids, tracked):
+            if made is None:  # resting
+                continue
+            part, sample = made
             uid = int(uid)
             subs = self.subs.get(uid)
             if part is not None and subs is not None:
