@@ -241,6 +241,8 @@ class AlgConfig:
                                   "(workers x threads <= cores); may change on resume")
     scheduler: Optional[str] = key("ADDRESS (tcp://host:8786) of a running Dask scheduler whose workers do the "
                                    "batches' work, instead of alg.workers; may change on resume")
+    n_init: int = key("restarts: R runs from seeds seed..seed+R-1, the one of highest final ELBO kept (each in "
+                      "restarts/seed-S/); with alg.workers > 1 or alg.scheduler, the workers run the restarts")
 
 
 @dataclass

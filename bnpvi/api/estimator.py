@@ -3,7 +3,7 @@
 A family's ``fit`` checks its data and hands :meth:`Estimator.train_on` a writer of the data's
 batch file; ``train_on`` composes the ``train`` config of ``model=<the estimator's option>`` with
 the estimator's keywords (:mod:`bnpvi.api.keywords`), writes the file (``n_batches`` batches, 1
-when unset), trains with :func:`bnpvi.learn.runner.train` and loads the run's model with
+when unset), trains with :func:`bnpvi.learn.restarts.train` and loads the run's model with
 :func:`bnpvi.api.load`, so a fit is the ``bnpvi-train`` run of the same config on the same file, to
 the last bit. In memory (a temporary directory removed after) unless ``output_dir`` is given,
 quiet unless ``verbose`` (then a progress bar over each lap's batches and one log line per lap, on stderr).
@@ -25,7 +25,7 @@ from bnpvi.api.keywords import MODEL_KINDS, compose_train, keyword_paths, model_
 from bnpvi.config import SCHEMAS
 from bnpvi.errors import BnpviError
 from bnpvi.learn.progress import Progress
-from bnpvi.learn.runner import train
+from bnpvi.learn.restarts import train
 
 DATA_FILE = "data.h5"
 """The name of the training data's batch file in a run directory made by ``fit``."""

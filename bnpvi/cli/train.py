@@ -266,7 +266,7 @@ def _prepare_fresh(run_dir: Path) -> None:
 def _open(cfg: DictConfig, run_dir: Path, hydra_cfg):
     """Claim ``run_dir``, write the config record, and open the run (fresh, or resumed from its checkpoint);
     anything that stops it undoes what was written and fails on one line."""
-    from bnpvi.learn import runner
+    from bnpvi.learn import restarts
 
     start = START.begin(run_dir, cfg.resume is None)
     try:
@@ -277,11 +277,11 @@ def _open(cfg: DictConfig, run_dir: Path, hydra_cfg):
         if start.fresh:
             _prepare_fresh(run_dir)
             start.record = _write_record(run_dir / RUN_RECORD, cfg, hydra_cfg)
-            return runner.start(cfg, run_dir, start.claim)
+            return restarts.start(cfg, run_dir, start.claim, list(hydra_cfg.overrides.task))
         saved = resumed_config(run_dir, cfg, list(hydra_cfg.overrides.task))
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
         start.record = _write_record(run_dir / RUN_RECORD / f"resumed-{stamp}", cfg, hydra_cfg)
-        return runner.reopen(run_dir, saved, start.claim)
+        return restarts.reopen(run_dir, saved, start.claim, _saved_overrides(run_dir))
     except Exception as err:
         message = _one_line(err)
         start.undo()
@@ -301,6 +301,12 @@ def _train(run) -> None:
         print(f"{PROG}: {err}", file=sys.stderr)
         raise SystemExit(130)
     print(f"run directory: {run.run_dir}", flush=True)
+
+
+def _saved_overrides(run_dir: Path) -> list[str]:
+    """The overrides a run was started with (``.hydra/overrides.yaml``; none when absent)."""
+    path = run_dir / RUN_RECORD / "overrides.yaml"
+    return [str(line) for line in OmegaConf.load(path)] if path.is_file() else []
 
 
 def resumed_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> DictConfig:

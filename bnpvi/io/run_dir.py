@@ -23,6 +23,8 @@ LATEST = "latest.h5"
 RUN_RECORD = ".hydra"
 """The folder of the config a run was started with (written by ``bnpvi-train`` once it holds the claim)."""
 LOG = "train.log"
+RESTARTS = "restarts"
+"""The folder of a run's restarts (``alg.n_init`` > 1, :mod:`bnpvi.learn.restarts`), one run directory each."""
 PROGRESS_FILES = ("trace.csv", "clusters.csv", "moves.csv")
 """The files a run writes from its first lap on, before its first checkpoint."""
 
@@ -55,13 +57,20 @@ class RunState(Enum):
 def run_state(run_dir: Path) -> RunState:
     """The :class:`RunState` of ``run_dir``."""
     run_dir = Path(run_dir)
-    if checkpoint_path(run_dir).is_file():
+    if checkpoint_path(run_dir).is_file() or any(checkpoint_path(folder).is_file()
+                                                 for folder in _restart_folders(run_dir)):
         return RunState.RESUMABLE
     if (run_dir / "summary.json").is_file():
         return RunState.FINISHED
     if any((run_dir / name).exists() for name in PROGRESS_FILES) or (run_dir / RUN_RECORD / "config.yaml").is_file():
         return RunState.UNFINISHED
     return RunState.EMPTY
+
+
+def _restart_folders(run_dir: Path) -> list[Path]:
+    """The run directories of ``run_dir``'s restarts (none for a run of one)."""
+    folder = run_dir / RESTARTS
+    return [path for path in folder.iterdir() if path.is_dir()] if folder.is_dir() else []
 
 
 def refuse_start(run_dir: Path) -> None:
@@ -83,6 +92,7 @@ def clear_unfinished(run_dir: Path) -> None:
     for name in PROGRESS_FILES:
         (run_dir / name).unlink(missing_ok=True)
     shutil.rmtree(run_dir / RUN_RECORD, ignore_errors=True)
+    shutil.rmtree(run_dir / RESTARTS, ignore_errors=True)
     remove_partial_writes(run_dir)
     log = run_dir / LOG
     if log.is_file():

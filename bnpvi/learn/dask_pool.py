@@ -184,30 +184,7 @@ class DaskPool:
         """A pool on ``workers`` local worker processes of ``threads_per_worker`` threads each, or on the workers of
         the running ``scheduler``; one-line errors for a scheduler that cannot be reached or has no worker, and
         for workers that cannot read the data file."""
-        cluster = client = None
-        quiet_dask_logging()
-        try:
-            if scheduler is None:
-                cores = available_cores()
-                if workers * threads_per_worker > cores:
-                    raise BnpviError(f"alg.workers={workers} x alg.threads_per_worker={threads_per_worker} threads "
-                                     f"exceed the {cores} cores of this machine")
-                with worker_settings():
-                    cluster = distributed.LocalCluster(
-                        n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
-                        dashboard_address=None, silence_logs=logging.ERROR,
-                        env=dict.fromkeys(BLAS_VARIABLES, str(threads_per_worker)))
-                client = distributed.Client(cluster)
-                client.register_plugin(IgnoreCtrlC(), name="bnpvi-ignore-ctrl-c")
-            else:
-                client = _connect(scheduler)
-            _check_workers(client, store, scheduler)
-        except BaseException:
-            if client is not None:
-                client.close()
-            if cluster is not None:
-                cluster.close()
-            raise
+        client, cluster = connect(workers, threads_per_worker, scheduler, store)
         pool = cls(client, cluster)
         try:
             pool.share_store(store)
@@ -326,6 +303,38 @@ class DaskPool:
                 self.cluster.close()
 
 
+def connect(workers: int, threads_per_worker: int, scheduler: str | None, store=None) -> tuple:
+    """A client of ``workers`` new local worker processes of ``threads_per_worker`` threads each (and the
+    cluster, to close after the client), or of the running ``scheduler`` (no cluster); one-line errors for
+    more threads than cores, a scheduler that cannot be reached or has no worker, and workers that cannot
+    read ``store``'s data file (when given)."""
+    cluster = client = None
+    quiet_dask_logging()
+    try:
+        if scheduler is None:
+            cores = available_cores()
+            if workers * threads_per_worker > cores:
+                raise BnpviError(f"alg.workers={workers} x alg.threads_per_worker={threads_per_worker} threads "
+                                 f"exceed the {cores} cores of this machine")
+            with worker_settings():
+                cluster = distributed.LocalCluster(
+                    n_workers=workers, threads_per_worker=threads_per_worker, processes=True,
+                    dashboard_address=None, silence_logs=logging.ERROR,
+                    env=dict.fromkeys(BLAS_VARIABLES, str(threads_per_worker)))
+            client = distributed.Client(cluster)
+            client.register_plugin(IgnoreCtrlC(), name="bnpvi-ignore-ctrl-c")
+        else:
+            client = _connect(scheduler)
+        _check_workers(client, store, scheduler)
+    except BaseException:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+        raise
+    return client, cluster
+
+
 def _connect(address: str):
     try:
         return distributed.Client(address, timeout=CONNECT_TIMEOUT)
@@ -341,6 +350,8 @@ def _check_workers(client, store, scheduler: str | None) -> None:
     except TimeoutError:
         raise BnpviError(f"the Dask scheduler at alg.scheduler={scheduler} has no workers "
                          f"(none joined within {CONNECT_TIMEOUT} s)") from None
+    if store is None:
+        return
     for worker, outcome in client.run(read_first_batch, store, on_error="return").items():
         if isinstance(outcome, BaseException):
             raise BnpviError(f"Dask worker {worker} cannot read the data file {store.path}: "

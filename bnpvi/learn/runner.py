@@ -220,6 +220,8 @@ class Run:
         for key, minimum in (("alg.n_laps", 1), ("checkpoint_every", 1), ("eval_every", 1)):
             if int(OmegaConf.select(cfg, key)) < minimum:
                 raise BnpviError(f"{key} must be at least {minimum}, got {OmegaConf.select(cfg, key)}")
+        if int(OmegaConf.select(cfg, "alg.n_init", default=1)) != 1:
+            raise BnpviError("alg.n_init > 1 trains several runs: start it with bnpvi.learn.restarts")
         if cfg.alg.name not in ALGORITHMS:
             raise BnpviError(f"unknown alg {cfg.alg.name!r}; choose one of {sorted(ALGORITHMS)}")
         # a config saved before these keys existed evaluates with their defaults

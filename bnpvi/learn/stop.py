@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -43,7 +44,12 @@ class StopRequest:
 
     @contextmanager
     def installed(self) -> Iterator["StopRequest"]:
-        """Handle SIGINT and SIGTERM in the block; the previous handlers come back after it."""
+        """Handle SIGINT and SIGTERM in the block; the previous handlers come back after it. Outside the main
+        thread (a Dask worker's task: a restart, :mod:`bnpvi.learn.restarts`) signals are not Python's to
+        handle, and the block runs as it is."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
         previous = {sig: signal.signal(sig, self._handle) for sig in SIGNALS}
         try:
             yield self

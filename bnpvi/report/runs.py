@@ -23,7 +23,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bnpvi.errors import BnpviError
-from bnpvi.io.run_dir import checkpoint_path
+from bnpvi.io.run_dir import RESTARTS, checkpoint_path
 from bnpvi.report.sweeps import MULTIRUN_FILE, plain_value, sweep_jobs
 
 HYDRA_DIR = ".hydra"
@@ -267,7 +267,7 @@ def _walk(top: Path) -> tuple[list[Path], list[Path]]:
         here = Path(folder)
         if is_run_dir(here):
             runs.append(here)
-            subfolders.clear()
+            subfolders[:] = [RESTARTS] if (here / RESTARTS).is_dir() else []  # every restart is a run too
             continue
         if MULTIRUN_FILE in files:
             sweeps.append(here)
