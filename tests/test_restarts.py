@@ -137,3 +137,10 @@ def test_restarts_on_dask_workers_equal_those_in_turn(compose_cfg, points, tmp_p
     on_workers = restarts.train(config(compose_cfg, points, "alg.n_init=2", "alg.workers=2"), tmp_path / "workers")
     assert [r["elbo"] for r in on_workers["restarts"]] == [r["elbo"] for r in in_turn["restarts"]]
     assert on_workers["kept_seed"] == in_turn["kept_seed"]
+
+
+def test_bad_data_leaves_no_run_of_restarts(bnpvi_train, tmp_path):
+    (tmp_path / "points.csv").write_text("x,y\n1,2\n3,4\n")
+    status, out, err = bnpvi_train("data.path=points.csv", "alg.n_init=2", "hydra.run.dir=run")
+    assert status == 2 and err.count("\n") == 1 and "bnpvi-data convert" in err
+    assert not (tmp_path / "run").exists()

@@ -27,7 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from bnpvi.data.writes import write_text
 from bnpvi.errors import BnpviError, check_int
-from bnpvi.io.run_dir import RESTARTS, RUN_RECORD, RunDirLock, RunState, clear_unfinished, refuse_start, run_state
+from bnpvi.io.run_dir import (RESTARTS, RUN_RECORD, RunDirLock, RunState, clear_unfinished, refuse_start,
+                              remove_if_empty, run_state)
 from bnpvi.learn import runner
 from bnpvi.learn.progress import Progress
 
@@ -80,20 +81,32 @@ def _write_record(folder: Path, cfg: DictConfig, overrides: list[str]) -> None:
                                            encoding="utf-8")
 
 
-def train_restart(cfg_yaml: str, folder: str, overrides: list[str], progress: Progress | None = None,
-                  hard_stop: bool = False) -> dict:
-    """Train one restart in ``folder`` to its end, or continue it from its checkpoint; its summary. A
-    module-level function, so that a Dask worker can run it (the config travels as YAML)."""
-    cfg, folder = OmegaConf.create(cfg_yaml), Path(folder)
+def open_restart(cfg: DictConfig, folder: Path, overrides: list[str]):
+    """The restart in ``folder``, ready to train (a :class:`~bnpvi.learn.runner.Run`: fresh, or continued from
+    its checkpoint), or the summary of one that finished without a checkpoint. A fresh restart that cannot
+    start leaves no folder behind."""
     state = run_state(folder)
-    if state is RunState.FINISHED:  # a restart that kept no checkpoint (checkpoints=false)
+    if state is RunState.FINISHED:  # checkpoints=false
         return json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     if state is RunState.RESUMABLE:
-        return runner.run_to_end(runner.reopen(folder, cfg), progress, hard_stop)
+        return runner.reopen(folder, cfg)
     if state is RunState.UNFINISHED:
         clear_unfinished(folder)
     _write_record(folder, cfg, overrides)
-    return runner.run_to_end(runner.start(cfg, folder), progress, hard_stop)
+    try:
+        return runner.start(cfg, folder)
+    except BaseException:
+        shutil.rmtree(folder / RUN_RECORD, ignore_errors=True)
+        remove_if_empty(folder, folder.parent.parent)
+        raise
+
+
+def train_restart(cfg_yaml: str, folder: str, overrides: list[str], progress: Progress | None = None,
+                  hard_stop: bool = False) -> dict:
+    """Train one restart in ``folder`` to its end (:func:`open_restart`); its summary. A module-level function,
+    so that a Dask worker can run it (the config travels as YAML)."""
+    opened = open_restart(OmegaConf.create(cfg_yaml), Path(folder), overrides)
+    return opened if isinstance(opened, dict) else runner.run_to_end(opened, progress, hard_stop)
 
 
 def best_restart(rows: list[dict]) -> int:
@@ -115,15 +128,30 @@ class Restarts:
         if str(cfg.alg.name) in NO_ELBO:
             raise BnpviError(f"alg.n_init={n_init(cfg)}: alg={cfg.alg.name} ends without a whole-data ELBO to keep "
                              f"the best restart by; use alg.n_init=1")
-        self.seeds = restart_seeds(cfg)
         self.parallel = int(OmegaConf.select(cfg, "alg.workers", default=1) or 1) > 1 \
             or bool(OmegaConf.select(cfg, "alg.scheduler", default=None))
+        self.jobs = [(seed, restart_dir(self.run_dir, seed)) for seed in restart_seeds(cfg)]
+        self._opened = self._open_first()
+
+    def _open_first(self):
+        """The first restart still to train, opened now so that bad input (data, config) fails at start-up, as
+        a run of one does: (its index, its Run) when the restarts train in turn, else closed again (the
+        worker opens it anew); None when every restart has finished."""
+        for number, (seed, folder) in enumerate(self.jobs):
+            opened = open_restart(restart_config(self.cfg, seed, self.parallel), folder, self.overrides)
+            if isinstance(opened, dict):
+                continue
+            if not self.parallel:
+                return number, opened
+            opened.close()
+            return None
+        return None
 
     def train(self, progress: Progress | None = None, hard_stop: bool = False) -> dict:
         """Train every restart to its end, keep the best, and write the run directory's final files."""
-        jobs = [(seed, restart_dir(self.run_dir, seed)) for seed in self.seeds]
-        summaries = self._train_parallel(jobs) if self.parallel else self._train_in_turn(jobs, progress, hard_stop)
-        return self._keep_best(jobs, summaries)
+        summaries = self._train_parallel(self.jobs) if self.parallel else \
+            self._train_in_turn(self.jobs, progress, hard_stop)
+        return self._keep_best(self.jobs, summaries)
 
     def _config_yaml(self, seed: int) -> str:
         return OmegaConf.to_yaml(restart_config(self.cfg, seed, in_worker=self.parallel))
@@ -132,9 +160,13 @@ class Restarts:
         summaries = []
         for number, (seed, folder) in enumerate(jobs, start=1):
             log.info("restart %d of %d: seed %d in %s", number, len(jobs), seed, folder)
+            opened = self._opened[1] if self._opened is not None and self._opened[0] == number - 1 else None
+            if opened is not None:
+                self._opened = None  # run_to_end closes it
             try:
                 summaries.append(train_restart(self._config_yaml(seed), str(folder), self.overrides, progress,
-                                               hard_stop))
+                                               hard_stop) if opened is None else
+                                 runner.run_to_end(opened, progress, hard_stop))
             except runner.Interrupted as err:
                 raise runner.Interrupted(f"restart {number} of {len(jobs)} (seed {seed}): {err}; continue every "
                                          f"restart with: bnpvi-train resume={self.run_dir}") from None
@@ -186,6 +218,10 @@ class Restarts:
         return summary
 
     def close(self) -> None:
+        """Release the run directory, and the first restart if it was opened and not trained."""
+        if self._opened is not None:
+            self._opened[1].close()
+            self._opened = None
         if self.claim is not None:
             self.claim.release()
             self.claim = None
@@ -197,8 +233,11 @@ def start(cfg: DictConfig, run_dir: Path, claim: RunDirLock | None = None, overr
     if n_init(cfg) == 1:
         return runner.start(cfg, run_dir, claim)
     run_dir = Path(run_dir)
-    refuse_start(run_dir)
-    return Restarts(cfg, run_dir, claim or RunDirLock.claim(run_dir), overrides)
+
+    def begin(claim: RunDirLock) -> Restarts:
+        refuse_start(run_dir)
+        return Restarts(cfg, run_dir, claim, overrides)
+    return runner.claimed(run_dir, claim, begin)
 
 
 def reopen(run_dir: Path, cfg: DictConfig, claim: RunDirLock | None = None, overrides: list[str] | None = None):
@@ -206,10 +245,13 @@ def reopen(run_dir: Path, cfg: DictConfig, claim: RunDirLock | None = None, over
     if n_init(cfg) == 1:
         return runner.reopen(run_dir, cfg, claim)
     run_dir = Path(run_dir)
-    if not (run_dir / RESTARTS).is_dir():
-        raise BnpviError(f"cannot resume {run_dir}: its config has alg.n_init={n_init(cfg)} but it holds no "
-                         f"{RESTARTS}/ folder")
-    return Restarts(cfg, run_dir, claim or RunDirLock.claim(run_dir), overrides)
+
+    def begin(claim: RunDirLock) -> Restarts:
+        if not (run_dir / RESTARTS).is_dir():
+            raise BnpviError(f"cannot resume {run_dir}: its config has alg.n_init={n_init(cfg)} but it holds no "
+                             f"{RESTARTS}/ folder")
+        return Restarts(cfg, run_dir, claim, overrides)
+    return runner.claimed(run_dir, claim, begin)
 
 
 def train(cfg: DictConfig, run_dir: Path, progress: Progress | None = None) -> dict:

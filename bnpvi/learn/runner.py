@@ -663,7 +663,7 @@ def _discard(run_dir: Path) -> None:
     shutil.rmtree(checkpoint_path(run_dir).parent, ignore_errors=True)
 
 
-def _owned(run_dir: Path, claim: RunDirLock | None, begin) -> Run:
+def claimed(run_dir: Path, claim: RunDirLock | None, begin) -> Run:
     """``begin(claim)`` with ``run_dir`` claimed (by ``claim``, or here); if it raises, a claim made here is
     released and a directory made here removed where it is left empty."""
     own, made = claim is None, not run_dir.exists()
@@ -693,7 +693,7 @@ def start(cfg: DictConfig, run_dir: Path, claim: RunDirLock | None = None) -> Ru
             raise
         log.info("run directory: %s", run_dir)
         return run
-    return _owned(run_dir, claim, begin)
+    return claimed(run_dir, claim, begin)
 
 
 def check_same_config(checkpoint: dict, cfg: DictConfig, run_dir: Path) -> None:
@@ -724,7 +724,7 @@ def reopen(run_dir: Path, cfg: DictConfig, claim: RunDirLock | None = None) -> R
         run = Run(cfg, run_dir, checkpoint, claim=claim)
         log.info("resuming %s at lap %d, batch %d", run_dir, run.alg.lap, run.alg.pos)
         return run
-    return _owned(run_dir, claim, begin)
+    return claimed(run_dir, claim, begin)
 
 
 def run_to_end(run: Run, progress: Progress | None = None, hard_stop: bool = False) -> dict:
