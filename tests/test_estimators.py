@@ -6,6 +6,7 @@ import logging
 
 import h5py
 import numpy as np
+import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 from sklearn.base import clone
@@ -55,8 +56,12 @@ def test_fit_equals_the_bnpvi_train_run_of_the_same_config_and_batches(X, tmp_pa
     assert OmegaConf.to_container(composed) == OmegaConf.to_container(cfg)
     summary = runner.train(cfg, tmp_path / "run")
     assert summary["K"] > 1, "births did not run: the test cannot tell"
-    assert est.elbo_ == summary["elbo"]
+    assert est.elbo_ == est.lower_bound_ == summary["elbo"]
     assert est.n_components_ == summary["K"]
+    assert (est.n_iter_, est.converged_) == (summary["laps"], summary["converged"])
+    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    assert est.elbo_trace_.shape == (summary["laps"],) and est.elbo_trace_[-1] == summary["elbo"]
+    np.testing.assert_allclose(est.elbo_trace_, trace["elbo"], rtol=1e-12)
     np.testing.assert_array_equal(est.cluster_ids_, summary["uids"])
     with h5py.File(tmp_path / "run" / "assignments.h5", "r") as f:
         np.testing.assert_array_equal(f["index"][()], np.arange(X.shape[0]))

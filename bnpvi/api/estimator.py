@@ -10,6 +10,7 @@ quiet unless ``verbose`` (then a progress bar over each lap's batches and one lo
 """
 from __future__ import annotations
 
+import csv
 import inspect
 import logging
 import tempfile
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from sklearn.base import BaseEstimator
 
@@ -63,6 +65,12 @@ def _run_directory(output_dir) -> Iterator[tuple[Path, Path]]:
         return
     with tempfile.TemporaryDirectory(prefix="bnpvi-fit-") as tmp:
         yield Path(tmp) / "run", Path(tmp) / DATA_FILE
+
+
+def _elbo_trace(path: Path) -> np.ndarray:
+    """(laps,) float64: trace.csv's ELBO after every lap (NaN where the algorithm has none, alg=tfsvi)."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        return np.array([float(row["elbo"]) if row["elbo"] else np.nan for row in csv.DictReader(handle)])
 
 
 def refuse_empty(data, name: str, units: str) -> None:
@@ -160,8 +168,9 @@ class Estimator(BaseEstimator):
     def train_on(self, write: Callable[[Path, int, str], Path]) -> FittedModel:
         """Train on the data that ``write(path, n_batches, source)`` writes to a batch file; sets the attributes
         every estimator has (``fitted_model_``, ``n_components_``, ``n_components_total_``, ``elbo_``,
-        ``cluster_ids_``: :class:`~bnpvi.api.fitted.FittedModel`'s) and returns
-        the loaded model."""
+        ``cluster_ids_``, ``n_iter_``, ``converged_``: :class:`~bnpvi.api.fitted.FittedModel`'s; ``lower_bound_``,
+        scikit-learn's name of the final ELBO; ``elbo_trace_``, the ELBO after every lap) and returns the loaded
+        model."""
         cfg = self.train_config()
         with _logging(self.verbose), _run_directory(self.output_dir) as (run_dir, data):
             cfg.plots = cfg.checkpoints = self.output_dir is not None  # nothing to see or resume in a removed run
@@ -171,9 +180,11 @@ class Estimator(BaseEstimator):
                 OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
             train(cfg, run_dir, Progress(show=bool(self.verbose)))
             fitted = load(run_dir)
+            self.elbo_trace_ = _elbo_trace(run_dir / "trace.csv")
         self.fitted_model_ = fitted
         self.n_components_ = fitted.n_components_
         self.n_components_total_ = fitted.n_components_total_
-        self.elbo_ = fitted.elbo_
+        self.elbo_ = self.lower_bound_ = fitted.elbo_
         self.cluster_ids_ = fitted.cluster_ids_
+        self.n_iter_, self.converged_ = fitted.n_iter_, fitted.converged_
         return fitted

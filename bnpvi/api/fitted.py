@@ -78,6 +78,10 @@ class FittedModel(ABC):
         deletes, keeps those); the length of :attr:`cluster_ids_` and of the per-cluster arrays.
     elbo_ : float
         The run's final ELBO.
+    n_iter_ : int
+        The laps the run took.
+    converged_ : bool
+        Whether it stopped by converging (rather than at ``alg.n_laps`` or interrupted).
     kind : str
         The kind of data the model was trained on (``"points"``, ``"bow"``, ``"seq"``).
     D : int
@@ -97,7 +101,10 @@ class FittedModel(ABC):
         self.n_components_total_ = int(globals_.K)
         self.kind = str(tree["data"]["kind"])
         self.D = int(tree["data"]["D"])
-        self.elbo_ = json.loads(tree["summary"]).get("elbo")
+        summary = json.loads(tree["summary"])
+        self.elbo_ = summary.get("elbo")
+        self.n_iter_ = int(summary.get("laps", 0))
+        self.converged_ = bool(summary.get("converged", False))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(model={self.model.alloc.name}, obs={self.model.obs.name}, "
