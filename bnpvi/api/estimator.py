@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from sklearn.base import BaseEstimator
 
 from bnpvi.api.fitted import FittedModel, load
-from bnpvi.api.keywords import MODEL_KINDS, compose_train, keyword_paths, model_moves, obs_options, set_keys
+from bnpvi.api.keywords import compose_train, estimator_obs, keyword_paths, model_moves, set_keys
 from bnpvi.config import SCHEMAS
 from bnpvi.errors import BnpviError
 from bnpvi.learn.progress import Progress
@@ -147,7 +147,7 @@ class Estimator(BaseEstimator):
         owner = type(self).__name__
         choices = {"model": self.model_option, "obs": self.obs, "alg": self.alg, "init": self.init}
         for group, option in choices.items():
-            allowed = obs_options(MODEL_KINDS[self.model_option]) if group == "obs" else list(SCHEMAS[group])
+            allowed = estimator_obs(self.model_option) if group == "obs" else list(SCHEMAS[group])
             if option not in allowed:
                 raise ValueError(f"{owner}: {group}={option!r} is not one of {allowed}")
         overrides = [f"{group}={option}" for group, option in choices.items()] + ["data=hdf5"]

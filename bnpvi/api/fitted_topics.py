@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from bnpvi.alloc.topic import TopicAlloc
 from bnpvi.api.fitted import FittedModel
-from bnpvi.data.batch import WordCountBatch
+from bnpvi.data.batch import SeqBatch, WordCountBatch
 from bnpvi.data.text_in import count_text_file
 from bnpvi.data.tokens import TextSettings, count_texts
 from bnpvi.errors import BnpviError
@@ -28,7 +28,7 @@ from bnpvi.io.topic_weights import write_topic_weights
 from bnpvi.io.topics import topic_word_probs
 from bnpvi.learn.assign import TopicWeights, marks_heldout, topic_weights, weigh_file
 from bnpvi.metrics import npmi_coherence
-from bnpvi.learn.heldout import completion_loglik, completion_score, evaluates_heldout
+from bnpvi.learn.heldout import completion_loglik, completion_score, evaluates_heldout, group_completion_loglik
 
 SCORE_BLOCK = 5000
 """Documents split and scored at a time by :meth:`FittedTopicModel.score` (the score does not depend on it)."""
@@ -70,6 +70,30 @@ def count_matrix(docs, V: int, what: str) -> sp.csr_matrix:
                          "must be non-negative whole numbers)")
     X.eliminate_zeros()
     return X
+
+
+def stack_groups(groups, what: str, D: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(X (T, D), seq_range (G+1,)) of a list of groups of real vectors, each an (n_g, D) array of finite
+    numbers with n_g ≥ 1 (``D``: the dimension they must have); one-line BnpviErrors naming the group."""
+    if not isinstance(groups, (list, tuple)) or not groups:
+        raise BnpviError(f"{what}: groups of vectors are a non-empty list of (n, D) arrays, one per group")
+    arrays = []
+    for g, group in enumerate(groups):
+        try:
+            array = np.asarray(group, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise BnpviError(f"{what}: group {g} is not an array of numbers") from None
+        if array.ndim != 2 or array.shape[0] == 0:
+            raise BnpviError(f"{what}: group {g} has shape {array.shape}; each group is an (n, D) array with n >= 1")
+        if not np.isfinite(array).all():
+            raise BnpviError(f"{what}: group {g} holds a NaN or infinite value")
+        arrays.append(array)
+    dims = {array.shape[1] for array in arrays} | ({D} if D is not None else set())
+    if len(dims) > 1:
+        raise BnpviError(f"{what}: the groups have {len(dims)} different dimensions {sorted(dims)}"
+                         + ("" if D is None else f"; the model was trained on D={D}"))
+    seq_range = np.concatenate([[0], np.cumsum([array.shape[0] for array in arrays])]).astype(np.int64)
+    return np.ascontiguousarray(np.vstack(arrays)), seq_range
 
 
 def as_batch(X: sp.csr_matrix, start: int = 0) -> WordCountBatch:
@@ -132,6 +156,8 @@ class FittedTopicModel(FittedModel, alloc=TopicAlloc):
         K, so an HDP's rows sum to a little less than 1 (an LDA's to 1); as the run's doc_topics.h5.
         A document without words gets the prior's weights.
         """
+        if self.kind == "seq":
+            return topic_weights(self.model, self.globals_, SeqBatch(*stack_groups(docs, "transform", self.D)))
         return topic_weights(self.model, self.globals_, as_batch(self._documents(docs, "transform")))
 
     def top_words(self, n: int = 10) -> list[list]:
@@ -159,7 +185,13 @@ class FittedTopicModel(FittedModel, alloc=TopicAlloc):
         tokens are split by the run's ``heldout_split`` and ``heldout_seed`` (document d of ``docs``
         by its own stream, seeded by d) into an observed part, which fits its topic weights, and a target
         part, which is scored under the point-estimate topics. Needs obs=mult and at least one target token.
+        A model of grouped real vectors (a list of (n, D) arrays) is scored by group completion, in nats per
+        target point (:func:`bnpvi.learn.heldout.group_completion_loglik`, seeded by ``heldout_seed``).
         """
+        if self.kind == "seq":
+            X, seq_range = stack_groups(docs, "score", self.D)
+            return group_completion_loglik(self.model, self.globals_, X, seq_range,
+                                           seed=self._completion()["seed"])["loglik_per_point"]
         X = self._documents(docs, "score")
         blocks = (as_batch(X[lo:lo + SCORE_BLOCK], lo) for lo in range(0, X.shape[0], SCORE_BLOCK))
         return completion_score(self.model, self.globals_, blocks, self.D, "docs",

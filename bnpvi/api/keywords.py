@@ -40,6 +40,20 @@ def obs_options(kind: str) -> list[str]:
     return [option for option in SCHEMAS["obs"] if kind in FAMILIES[option].data_kinds]
 
 
+GROUPED_MODELS = ("hdp_topic", "lda")
+"""The models whose estimators also take grouped real vectors (a list of arrays, one per group: an admixture
+of the family's clusters, Hughes 2016 thesis Ch. 5 with another family than words)."""
+
+
+def estimator_obs(model: str) -> list[str]:
+    """The ``obs`` options of the estimator of ``model=model``: the families of its kind of data, and for a
+    topic model those of independent real vectors too (grouped: a sequence file of groups)."""
+    options = obs_options(MODEL_KINDS[model])
+    if model in GROUPED_MODELS:
+        options += [option for option in obs_options("points") if option in obs_options("seq")]
+    return options
+
+
 def model_moves(model: str) -> list[str]:
     """The ``moves`` options that ``model=model`` runs: its allocation model's moves, none for a finite one."""
     alloc = get_class(SCHEMAS["model"][model]._target_)
@@ -51,7 +65,7 @@ def _options(group: str, model: str) -> list[str]:
     if group == "model":
         return [model]
     if group == "obs":
-        return obs_options(MODEL_KINDS[model])
+        return estimator_obs(model)
     return model_moves(model) if group == "moves" else list(SCHEMAS[group])
 
 

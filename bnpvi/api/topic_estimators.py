@@ -18,9 +18,9 @@ from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bnpvi.api.estimator import Estimator, refuse_empty
-from bnpvi.api.fitted_topics import count_matrix, is_texts
+from bnpvi.api.fitted_topics import count_matrix, is_texts, stack_groups
 from bnpvi.data.checks import check_vocab
-from bnpvi.data.store import write_documents
+from bnpvi.data.store import write_documents, write_sequences
 from bnpvi.data.text_in import VocabularyLimits, text_documents
 from bnpvi.data.tokens import DEFAULT_STOP_WORDS, TextSettings
 from bnpvi.errors import BnpviError
@@ -34,18 +34,33 @@ class _TopicModel(TransformerMixin, Estimator):
 
     def _counts(self, docs, reset: bool):
         """``docs`` after scikit-learn's checks (which set or compare ``n_features_in_``) and
-        :func:`~bnpvi.api.fitted_topics.count_matrix`'s; raw texts after fit are counted by the model."""
-        if not reset and is_texts(docs):
+        :func:`~bnpvi.api.fitted_topics.count_matrix`'s; raw texts after fit are counted by the model, and
+        groups of real vectors are the fitted model's to check."""
+        if not reset and (is_texts(docs) or self._grouped()):
             return docs
         X = validate_data(self, docs, accept_sparse="csr", dtype=np.float64, reset=reset,
                           ensure_min_samples=2 if reset else 1)
         return count_matrix(X, X.shape[1], "fit" if reset else type(self).__name__)
 
+    def _grouped(self) -> bool:
+        """Whether the documents are groups of real vectors (``obs`` other than ``mult``)."""
+        return self.obs != "mult"
+
     def fit(self, docs, y=None, vocabulary=None):
         """Train on the documents of ``docs``: rows of a count matrix (N, V), with ``vocabulary`` the V words
-        stored with the model, or raw texts (the vocabulary is then made from them); ``y`` is ignored.
-        Returns self."""
+        stored with the model, or raw texts (the vocabulary is then made from them); with ``obs`` a family of
+        real vectors (``gauss``, ``diag_gauss``, ``zm_gauss``, ``bern``), a list of (n_d, D) arrays, one per
+        group (an admixture of that family's clusters). ``y`` is ignored. Returns self."""
         refuse_empty(docs, "docs", "documents")
+        if self._grouped():
+            if vocabulary is not None:
+                raise BnpviError(f"fit: vocabulary= is for word counts (obs=mult), not obs={self.obs}")
+            X, seq_range = stack_groups(docs, "fit")
+            self.n_features_in_ = X.shape[1]
+            self.train_on(lambda path, n_batches, source: write_sequences(path, X, seq_range, n_batches=n_batches,
+                                                                          source=source))
+            self.topics_ = self.vocabulary_ = None
+            return self
         if is_texts(docs):
             if vocabulary is not None:
                 raise BnpviError("fit: raw texts make their own vocabulary; pass vocabulary= with a count matrix only")

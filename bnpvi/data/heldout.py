@@ -205,6 +205,25 @@ def _as_batch(doc: np.ndarray, ids: np.ndarray, counts: np.ndarray, batch: WordC
                           np.ascontiguousarray(counts[keep], dtype=np.float64), dr, batch.vocab_size, batch.start)
 
 
+def group_halves(seq_range, seed: int = 0, start: int = 0) -> np.ndarray:
+    """(T,) bool: the observed half of every group of a grouped real-vector set, for group completion.
+
+    Group g holds rows ``seq_range[g]:seq_range[g+1]`` and is group ``start + g`` of the whole set; its
+    n_g rows are put in the order of draws from its own stream (:func:`document_keys` of ``(seed, start +
+    g)``, as :func:`completion_split` draws a document's tokens) and the first floor(n_g / 2) are observed,
+    the other ceil(n_g / 2) the target. The split of a group depends on the seed and its index alone.
+    """
+    seq_range = np.asarray(seq_range, dtype=np.int64)
+    lengths = np.diff(seq_range)
+    group = np.repeat(np.arange(lengths.shape[0], dtype=np.int64), lengths)
+    position = np.arange(seq_range[-1] - seq_range[0], dtype=np.int64) - (seq_range[group] - seq_range[0])
+    draws = _draws(document_keys(seed, group + int(start)), position)
+    order = np.lexsort((draws, group))  # rows by group, then by draw
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0]) - (seq_range[group[order]] - seq_range[0])
+    return rank < (lengths // 2)[group]
+
+
 def completion_split(batch: WordCountBatch, seed: int = 0,
                      mode: str = "halves") -> tuple[WordCountBatch, WordCountBatch]:
     """Split each document's tokens into an observed part and a target part, for document completion.
