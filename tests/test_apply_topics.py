@@ -137,7 +137,7 @@ def test_a_topic_model_of_grouped_vectors_weighs_every_sequence(tmp_path):
                          f"data.path={data}"), run_dir)
     fitted = bnpvi.load(run_dir)
     assert fitted.topics_ is None
-    with one_line_error("transform takes bow data, but this model was trained on seq data"):
+    with one_line_error("transform takes groups of vectors"):
         fitted.transform(sp.csr_matrix((1, 2)))
     proc = apply_cli(run_dir, data, tmp_path / "out.h5")
     assert proc.returncode == 0, proc.stderr

@@ -117,8 +117,9 @@ def test_bad_keywords_are_type_errors_naming_them(docs, seqs):
         LDA(birth_Kmax=3)  # a finite model has no moves
     with pytest.raises(TypeError, match="'reassign_max_atoms'"):
         HDPHMM(reassign_max_atoms=3)  # reassign is a mixture's move
-    with pytest.raises(ValueError, match="obs='gauss' is not one of \\['mult'\\]"):
-        HDPTopicModel(obs="gauss").fit(docs)
+    with pytest.raises(ValueError, match="obs='ar_gauss' is not one of \\['mult', 'gauss', 'diag_gauss', 'zm_gauss', "
+                                         "'bern'\\]"):
+        HDPTopicModel(obs="ar_gauss").fit(docs)
     with pytest.raises(ValueError, match="moves=\\['reassign'\\] must be a list of \\['birth', 'merge', 'delete'\\]"):
         HDPHMM(moves=["reassign"]).fit(seqs)
     with pytest.raises(TypeError, match="sV sets obs.sV, which obs=gauss does not have"):

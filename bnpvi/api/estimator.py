@@ -145,11 +145,7 @@ class Estimator(BaseEstimator):
             An unknown option or a value its key refuses (one line).
         """
         owner = type(self).__name__
-        choices = {"model": self.model_option, "obs": self.obs, "alg": self.alg, "init": self.init}
-        for group, option in choices.items():
-            allowed = estimator_obs(self.model_option) if group == "obs" else list(SCHEMAS[group])
-            if option not in allowed:
-                raise ValueError(f"{owner}: {group}={option!r} is not one of {allowed}")
+        choices = self.checked_choices()
         overrides = [f"{group}={option}" for group, option in choices.items()] + ["data=hdf5"]
         moves = getattr(self, "moves", None)
         if moves is not None:
@@ -163,6 +159,16 @@ class Estimator(BaseEstimator):
         if self.random_state is not None:
             set_keys(cfg, {"random_state": self.random_state}, {"random_state": "seed"}, owner)
         return cfg
+
+    def checked_choices(self) -> dict:
+        """The config groups this estimator chooses (model, obs, alg, init) and their options; ValueError (one
+        line) naming an option its group lacks."""
+        choices = {"model": self.model_option, "obs": self.obs, "alg": self.alg, "init": self.init}
+        for group, option in choices.items():
+            allowed = estimator_obs(self.model_option) if group == "obs" else list(SCHEMAS[group])
+            if option not in allowed:
+                raise ValueError(f"{type(self).__name__}: {group}={option!r} is not one of {allowed}")
+        return choices
 
     # -------------------------------------------------------------------- fit
     def train_on(self, write: Callable[[Path, int, str], Path]) -> FittedModel:

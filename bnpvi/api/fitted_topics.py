@@ -76,7 +76,8 @@ def stack_groups(groups, what: str, D: int | None = None) -> tuple[np.ndarray, n
     """(X (T, D), seq_range (G+1,)) of a list of groups of real vectors, each an (n_g, D) array of finite
     numbers with n_g ≥ 1 (``D``: the dimension they must have); one-line BnpviErrors naming the group."""
     if not isinstance(groups, (list, tuple)) or not groups:
-        raise BnpviError(f"{what}: groups of vectors are a non-empty list of (n, D) arrays, one per group")
+        raise BnpviError(f"{what} takes groups of vectors (the model's kind of data): a non-empty list of (n, D) "
+                         "arrays, one per group")
     arrays = []
     for g, group in enumerate(groups):
         try:

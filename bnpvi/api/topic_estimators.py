@@ -52,6 +52,7 @@ class _TopicModel(TransformerMixin, Estimator):
         real vectors (``gauss``, ``diag_gauss``, ``zm_gauss``, ``bern``), a list of (n_d, D) arrays, one per
         group (an admixture of that family's clusters). ``y`` is ignored. Returns self."""
         refuse_empty(docs, "docs", "documents")
+        self.checked_choices()
         if self._grouped():
             if vocabulary is not None:
                 raise BnpviError(f"fit: vocabulary= is for word counts (obs=mult), not obs={self.obs}")
