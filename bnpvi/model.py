@@ -13,11 +13,12 @@ that depends on the layout, so a resumed run would otherwise differ in the last 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from bnpvi.alloc.base import AllocModel, Local, Params
+from bnpvi.data.batch import atom_weights
 from bnpvi.obs.base import ObsFamily
 from bnpvi.obs.tempered import Tempered
 from bnpvi.stats import PER_CLUSTER, TOTAL, Responsibilities, SuffStats
@@ -132,25 +133,36 @@ class Model:
         visit) and tracking merge ``pairs`` (``AllocModel.pairs_in_local_step``) when given."""
         log_lik = self.alloc.expected_log_lik(self.obs, globals_.obs, batch)
         extra = {name: v for name, v in (("warm", warm), ("pairs", pairs)) if v is not None}
-        return log_lik, self.alloc.local_step(batch, log_lik, globals_.alloc, **extra)
+        return log_lik, self.weighted(batch, self.alloc.local_step(batch, log_lik, globals_.alloc, **extra))
+
+    @staticmethod
+    def weighted(batch, local: Local) -> Local:
+        """``local`` with the batch's atom weights on its responsibilities (``Responsibilities.with_weights``), so
+        that its counts, entropies, merge and group entropies and the summaries made from it are weighted:
+        the one place a point's weight w_n enters (the local step itself does not depend on it)."""
+        weights = atom_weights(batch)
+        if weights is None or local.resp is None or local.resp.weights is not None:
+            return local
+        return replace(local, resp=local.resp.with_weights(weights))
 
     def summarize(self, batch, local: Local) -> SuffStats:
-        """A batch's summaries: the allocation model's, the family's, and the number of atoms."""
+        """A batch's summaries: the allocation model's, the family's (of w_n r_nk), and the number of atoms."""
+        local = self.weighted(batch, local)
         fields = dict(self.alloc.summarize(local))
         if "word_topic" in local.tables:  # the local step accumulated Σ_u c_u r_uk by word (one-word atoms)
             fields.update(self.obs.word_stats(local.tables["word_topic"]))
         else:
-            fields.update(self.obs.summarize(self.alloc.atoms(batch), local.resp))
+            fields.update(self.obs.summarize(self.alloc.atoms(batch), local.resp.mass()))
         fields["n_atoms"] = np.float64(batch.n_atoms)
         return SuffStats(fields, {name: spec for name, (_, spec) in self.layout.items()})
 
     def hard_stats(self, batch, labels, K: int) -> SuffStats:
         """Summaries of hard assignments of the batch's atoms (initialisation; no allocation tables)."""
-        resp = Responsibilities.one_hot(labels, K)
+        resp = Responsibilities.one_hot(labels, K).with_weights(atom_weights(batch))
         stats = self.empty_stats(K)
         fields = dict(stats.fields)
         fields["N"] = resp.counts()
-        fields.update(self.obs.summarize(batch, resp))
+        fields.update(self.obs.summarize(batch, resp.mass()))
         fields["n_atoms"] = np.float64(batch.n_atoms)
         return SuffStats(fields, stats.specs)
 

@@ -25,6 +25,7 @@ import numpy as np
 from bnpvi.alloc.base import Local, Params
 from bnpvi.alloc.hmm import FiniteHMMAlloc, HMMAlloc
 from bnpvi.alloc.mixture import MixtureAlloc
+from bnpvi.data.batch import atom_weights
 from bnpvi.errors import BnpviError
 from bnpvi.special import dirichlet_log_density, dirichlet_mode
 from bnpvi.stats import PER_CLUSTER, TOTAL, Responsibilities, SuffStats
@@ -102,12 +103,15 @@ class PointMixture(MixtureAlloc):
             raise BnpviError(f"atom {int(np.flatnonzero(impossible)[0]) + getattr(batch, 'start', 0)} has probability 0 "
                              "under every cluster's point estimate (a prior parameter of 1 lets a probability reach 0; "
                              "raise it)")
+        weights = atom_weights(batch)  # the objective counts atom n w_n times, as its summaries do
         if not self.hard:
             resp = Responsibilities.from_weights(log_lik, log_pi)
-            return Local(resp, {"loglik": float(np.sum(resp.log_norm))})
+            loglik = np.sum(resp.log_norm) if weights is None else weights @ resp.log_norm
+            return Local(resp, {"loglik": float(loglik)})
         labels = np.argmax(scores, axis=1)
         best = scores[np.arange(labels.size), labels]
-        return Local(Responsibilities.one_hot(labels, log_pi.shape[0]), {"loglik": float(best.sum())})
+        loglik = best.sum() if weights is None else weights @ best
+        return Local(Responsibilities.one_hot(labels, log_pi.shape[0]), {"loglik": float(loglik)})
 
     def summarize(self, local: Local) -> dict[str, np.ndarray]:
         return {"N": local.resp.counts(), "loglik": np.float64(local.tables["loglik"])}

@@ -22,10 +22,14 @@ class PointBatch:
         The observations x_n.
     start : int
         Index of the first row in the whole data set (rows are contiguous).
+    weights : ndarray of shape (N,), float64, optional
+        w_n ≥ 0, how much each atom counts in every summary and entropy (``bnpvi.stats.resp``);
+        None: 1 each.
     """
 
     X: np.ndarray
     start: int = 0
+    weights: np.ndarray | None = None
 
     @property
     def n_atoms(self) -> int:
@@ -36,12 +40,22 @@ class PointBatch:
         return self.X.shape[1]
 
     def take(self, rows) -> "PointBatch":
-        """The atoms ``rows`` (in that order) as a new batch."""
-        return PointBatch(np.ascontiguousarray(self.X[np.asarray(rows, dtype=np.intp)]))
+        """The atoms ``rows`` (in that order) as a new batch, with their weights."""
+        rows = np.asarray(rows, dtype=np.intp)
+        weights = None if self.weights is None else np.ascontiguousarray(self.weights[rows])
+        return PointBatch(np.ascontiguousarray(self.X[rows]), weights=weights)
 
     @staticmethod
     def concat(batches: list["PointBatch"]) -> "PointBatch":
-        return PointBatch(np.ascontiguousarray(np.concatenate([b.X for b in batches])))
+        weights = None
+        if any(b.weights is not None for b in batches):
+            weights = np.concatenate([np.ones(b.n_atoms) if b.weights is None else b.weights for b in batches])
+        return PointBatch(np.ascontiguousarray(np.concatenate([b.X for b in batches])), weights=weights)
+
+
+def atom_weights(batch) -> np.ndarray | None:
+    """The (n_atoms,) weights w_n of a batch's atoms, or None when every atom counts once."""
+    return getattr(batch, "weights", None)
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,9 @@ class WordCountBatch:
         V.
     start : int
         Index of the first document in the whole data set.
+    weights : (n_docs,) float64, optional
+        w_d ≥ 0 of each document as an atom of a mixture (``PointBatch.weights``); None: 1 each. Topic
+        models refuse them.
     """
 
     word_ids: np.ndarray
@@ -67,6 +84,7 @@ class WordCountBatch:
     doc_range: np.ndarray
     vocab_size: int
     start: int = 0
+    weights: np.ndarray | None = None
 
     @property
     def n_atoms(self) -> int:
@@ -104,14 +122,19 @@ class WordCountBatch:
         doc_range = np.zeros(rows.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=doc_range[1:])
         entries = np.arange(int(doc_range[-1]), dtype=np.int64) + np.repeat(starts - doc_range[:-1], lengths)
+        weights = None if self.weights is None else np.ascontiguousarray(self.weights[rows])
         return WordCountBatch(self.word_ids[entries].astype(np.int32, copy=False),
-                              self.word_counts[entries].astype(np.float64, copy=False), doc_range, self.vocab_size)
+                              self.word_counts[entries].astype(np.float64, copy=False), doc_range, self.vocab_size,
+                              weights=weights)
 
     @staticmethod
     def concat(batches: list["WordCountBatch"]) -> "WordCountBatch":
         X = sp.vstack([b.csr() for b in batches], format="csr")
+        weights = None
+        if any(b.weights is not None for b in batches):
+            weights = np.concatenate([np.ones(b.n_atoms) if b.weights is None else b.weights for b in batches])
         return WordCountBatch(X.indices.astype(np.int32), X.data.astype(np.float64),
-                              X.indptr.astype(np.int64), batches[0].vocab_size)
+                              X.indptr.astype(np.int64), batches[0].vocab_size, weights=weights)
 
 
 @dataclass(frozen=True)

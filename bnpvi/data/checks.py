@@ -194,6 +194,28 @@ def check_labels(labels, N: int, where: str, atoms: str | None = None) -> np.nda
     raise BnpviError(f"{where}: labels must be integers, got dtype {lab.dtype}")
 
 
+def check_weights(weights, N: int, where: str, name: str = "weights") -> np.ndarray | None:
+    """Validate per-atom weights w_n: (N,) finite reals ≥ 0, not all 0. Returns them as a C-contiguous float64
+    array, or None when every weight is 1 (a weighted file of unit weights is the unweighted file, so its runs
+    are the same to the last bit). One-line BnpviError naming the first bad row otherwise."""
+    try:
+        w = np.ascontiguousarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise BnpviError(f"{where}: {name} must be numbers") from None
+    if w.ndim != 1:
+        raise BnpviError(f"{where}: {name} must be 1-D, got shape {w.shape}")
+    if w.shape[0] != N:
+        raise BnpviError(f"{where}: {name} have {w.shape[0]} entries but there are {N} rows")
+    bad = np.flatnonzero(~(np.isfinite(w) & (w >= 0)))
+    if bad.size:
+        row = int(bad[0])
+        what = "NaN" if np.isnan(w[row]) else repr(float(w[row]))
+        raise BnpviError(f"{where}: {name} must be finite and >= 0; row {row} has {what} (rows counted from 0)")
+    if not w.any():
+        raise BnpviError(f"{where}: every one of the {N} {name} is 0; nothing would be fitted")
+    return None if np.all(w == 1.0) else w
+
+
 def check_label_names(names, labels: np.ndarray | None, where: str) -> list[str]:
     """Validate the names of label codes: distinct strings without NUL, one for every code in ``labels``."""
     if labels is None:

@@ -13,10 +13,11 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from bnpvi.data.base import BatchStore, chunk_rows, heldout_info, split_offsets, write_batch_file, write_blocks
+from bnpvi.data.base import (BatchStore, chunk_1d, chunk_rows, heldout_info, split_offsets, write_batch_file,
+                             write_blocks)
 from bnpvi.data.batch import PointBatch
 from bnpvi.data.checks import (as_rows, check_finite, check_label_names, check_labels, check_n_batches,
-                               check_points_layout, first_nonfinite)
+                               check_points_layout, check_weights, first_nonfinite)
 from bnpvi.data.moments import DataMoments
 from bnpvi.errors import BnpviError
 
@@ -63,11 +64,12 @@ class RowStore(BatchStore):
         sums, so the moments are accurate even for data far from the origin.
         """
         total = _MomentSum(self.D) if moments else None
+        weighted = getattr(self, "has_weights", False)
         for start, X in self.iter_blocks():
             if check:
                 self._check_finite("X", start, X)
             if total is not None:
-                total.add(X)
+                total.add(X, self.read_weights(start, start + X.shape[0]) if weighted else None)
         return None if total is None else total.moments()
 
     def _check_finite(self, name: str, start: int, block: np.ndarray) -> None:
@@ -110,14 +112,20 @@ class HeldoutPoints:
 
 
 class PointStore(RowStore, kind="points"):
-    """Reader of a points file: batch b is rows ``offsets[b]:offsets[b+1]`` of X, as a PointBatch; the held-out
-    points, if any, in the group ``heldout`` (``X``, ``index``, ``train_index``, optional ``labels``)."""
+    """Reader of a points file: batch b is rows ``offsets[b]:offsets[b+1]`` of X, as a PointBatch (with the rows'
+    ``weights`` when the file has them); the held-out points, if any, in the group ``heldout`` (``X``,
+    ``index``, ``train_index``, optional ``labels``), always unweighted: the held-out score is per point."""
 
     unit = "rows"
 
     @classmethod
     def _read_layout(cls, f: h5py.File, attrs: dict, fail) -> dict:
         layout = super()._read_layout(f, attrs, fail)
+        layout["weighted"] = "weights" in f
+        if layout["weighted"]:
+            w = f["weights"]
+            if not isinstance(w, h5py.Dataset) or w.shape != (layout["n_atoms"],) or w.dtype.kind != "f":
+                raise fail(f"has a dataset 'weights' that is not ({layout['n_atoms']},) floats")
         layout["n_heldout"] = 0
         if "heldout" in f:
             g = f["heldout"]
@@ -126,6 +134,24 @@ class PointStore(RowStore, kind="points"):
                 raise fail(f"has a 'heldout' group without an (N_h, D={layout['D']}) dataset X")
             layout["n_heldout"] = int(X.shape[0])
         return layout
+
+    @property
+    def has_weights(self) -> bool:
+        """Whether the file holds per-row weights w_n (``/weights``; every summary and entropy is then weighted)."""
+        return self._layout["weighted"]
+
+    def read_weights(self, lo: int = 0, hi: int | None = None) -> np.ndarray | None:
+        """Weights of rows ``lo:hi`` (all by default) as float64, or None for an unweighted file."""
+        if not self.has_weights:
+            return None
+        hi = self.n_atoms if hi is None else int(hi)
+        return np.ascontiguousarray(self._handle()["weights"][int(lo):hi], dtype=np.float64)
+
+    def weight_total(self) -> float:
+        """Σ_n w_n over the training rows (N for an unweighted file)."""
+        if not self.has_weights:
+            return float(self.n_atoms)
+        return float(self._handle().attrs.get("weight_total", np.sum(self.read_weights())))
 
     @property
     def has_heldout(self) -> bool:
@@ -147,10 +173,22 @@ class PointStore(RowStore, kind="points"):
         return PointBatch(X=X)
 
     def _info_extras(self) -> dict:
-        return heldout_info(self)
+        return {"weighted": self.has_weights, **heldout_info(self)}
 
     def _read(self, lo: int, hi: int) -> PointBatch:
-        return PointBatch(X=self._read_rows(lo, hi), start=lo)
+        return PointBatch(X=self._read_rows(lo, hi), start=lo, weights=self.read_weights(lo, hi))
+
+    def _scan(self, check: bool, moments: bool) -> DataMoments | None:
+        """As :meth:`RowStore._scan` (moments weighted by w_n), and every weight finite and >= 0 (``check``)."""
+        if check and self.has_weights:
+            rows = max(1, self._limit())
+            for start in range(0, self.n_atoms, rows):
+                w = self.read_weights(start, min(self.n_atoms, start + rows))
+                bad = np.flatnonzero(~(np.isfinite(w) & (w >= 0)))
+                if bad.size:
+                    raise BnpviError(f"data file {self._path} has weight {w[bad[0]]!r} in row {start + int(bad[0])} "
+                                     "(weights must be finite and >= 0)")
+        return super()._scan(check, moments)
 
     def _locate(self, name: str, row: int, col: int) -> str:
         if name != "X":
@@ -166,23 +204,34 @@ class _MomentSum:
         self.mean = np.zeros(D)
         self.M2 = np.zeros((D, D))
 
-    def add(self, X: np.ndarray) -> None:
-        n_b = X.shape[0]
-        mean_b = X.mean(axis=0)
-        C = X - mean_b
+    def add(self, X: np.ndarray, w: np.ndarray | None = None) -> None:
+        """Add the rows of X, each counted w_n times when ``w`` is given (weighted mean and covariance)."""
+        if w is None:
+            n_b = X.shape[0]
+            mean_b = X.mean(axis=0)
+            C = X - mean_b
+            scatter = C.T @ C
+        else:
+            n_b = float(w.sum())
+            if n_b <= 0:
+                return
+            mean_b = (w @ X) / n_b
+            C = X - mean_b
+            scatter = C.T @ (C * w[:, None])
         delta = mean_b - self.mean
         total = self.n + n_b
         self.mean = self.mean + delta * (n_b / total)
-        self.M2 = self.M2 + C.T @ C + np.outer(delta, delta) * (self.n * n_b / total)
+        self.M2 = self.M2 + scatter + np.outer(delta, delta) * (self.n * n_b / total)
         self.n = total
 
     def moments(self) -> DataMoments:
         cov = self.M2 / self.n
-        return DataMoments(n_atoms=self.n, mean=self.mean, cov=0.5 * (cov + cov.T))
+        return DataMoments(n_atoms=self.n, mean=self.mean, cov=0.5 * (cov + cov.T))  # n: Σ w_n when weighted
 
 
 def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool = True, source: str = "",
-                 compression: str | None = None, heldout: HeldoutPoints | None = None, label_names=None) -> Path:
+                 compression: str | None = None, heldout: HeldoutPoints | None = None, label_names=None,
+                 weights=None) -> Path:
     """Write a point data set to a batch file, atomically.
 
     Parameters
@@ -207,6 +256,9 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
         Points kept apart for evaluation (group ``heldout``); X above is then the training points only.
     label_names : sequence of str, optional
         The name of each label code (``labels`` and the held-out labels are then codes).
+    weights : array_like of float, shape (N,), optional
+        w_n ≥ 0 of every training row (not all 0), stored as ``/weights`` and read with each batch: a row of
+        weight w counts w times in every summary and entropy. Weights that are all 1 are not stored.
 
     Returns
     -------
@@ -229,6 +281,8 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
     if label_names is not None:
         label_names = check_label_names(label_names, labels, where)
     n_batches = check_n_batches(n_batches, N, where, f"N={N}")
+    if weights is not None:
+        weights = check_weights(weights[:], N, where)
 
     if heldout is not None:
         held = as_rows(heldout.X)
@@ -240,6 +294,9 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
     def datasets(f: h5py.File) -> None:
         write_blocks(f, "X", X, np.float64, lambda block, first: check_finite(block, where, "X", first),
                      chunks=(chunk_rows(N, D), D), compression=compression)
+        if weights is not None:
+            f.create_dataset("weights", data=weights, chunks=(chunk_1d(N, 8),))
+            f.attrs["weight_total"] = float(np.sum(weights))
         if heldout is not None:
             g = f.create_group("heldout")
             write_blocks(g, "X", held, np.float64,

@@ -25,9 +25,11 @@ from bnpvi.stats import ClusterIds, SuffStats
 
 def sample_atoms(store, n_samples: int, rng: np.random.Generator):
     """A uniform random sample (without replacement) of at most ``n_samples`` atoms, and the data set's
-    size over the sample's (in the store's batch units; 1 when the sample is the whole data set)."""
+    size over the sample's (in the store's batch units; of a weighted points file, its total weight over the
+    sample's; 1 when the sample is the whole data set)."""
     sizes = np.asarray(store.batch_sizes(), dtype=np.int64)
-    if n_samples >= store.n_atoms:
+    whole = n_samples >= store.n_atoms
+    if whole:
         counts = sizes
     else:
         counts = rng.multivariate_hypergeometric(sizes, n_samples)
@@ -37,7 +39,11 @@ def sample_atoms(store, n_samples: int, rng: np.random.Generator):
             continue
         batch = store.read_batch(b)
         parts.append(batch if count == batch.n_atoms else batch.take(np.sort(rng.choice(batch.n_atoms, count, replace=False))))
-    return type(parts[0]).concat(parts), float(sizes.sum()) / float(counts.sum())
+    sample = type(parts[0]).concat(parts)
+    weights = getattr(sample, "weights", None)
+    if weights is not None and not whole:
+        return sample, store.weight_total() / max(float(weights.sum()), 1e-300)
+    return sample, float(sizes.sum()) / float(counts.sum())
 
 
 def fixed_K_start(alloc, moves) -> bool:

@@ -145,6 +145,10 @@ def open_store(cfg: DictConfig, alloc, saved_path: str | None = None) -> BatchSt
     if store.n_atoms < 2:
         store.close()
         raise BnpviError(f"data file {store.path} has {store.n_atoms} atom(s); need at least 2")
+    if getattr(store, "has_weights", False) and cfg.alg.get("name") == "tfsvi":
+        store.close()
+        raise BnpviError(f"data file {store.path} has per-row weights, which alg=tfsvi does not take (its sampled "
+                         "q(z) has no weighted form); use alg=memo, vb, sovb or em")
     return store
 
 

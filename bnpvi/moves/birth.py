@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bnpvi.alloc.base import Local
+from bnpvi.data.batch import atom_weights
 from bnpvi.errors import BnpviError
 from bnpvi.moves.base import FAINT_MASS, Move, alloc_part, faint_stats, ordered_sum, per_lap
 from bnpvi.moves.judge import Proposal, judge
@@ -64,8 +65,8 @@ def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict,
     rows = np.flatnonzero(r_target > FAINT_MASS)
     atoms = batch.take(rows)
     post = model.obs.posterior(N, fields)
-    proposal = model.alloc.restricted_local_step(r_target[rows], model.obs.expected_log_lik(post, atoms),
-                                                 fresh_weights(N))
+    proposal = model.weighted(atoms, model.alloc.restricted_local_step(
+        r_target[rows], model.obs.expected_log_lik(post, atoms), fresh_weights(N)))
     fresh = model.summarize(atoms, proposal)
     faint = np.flatnonzero((r_target > 0) & (r_target <= FAINT_MASS))
     if faint.size:
@@ -77,7 +78,9 @@ def transfer(model, batch, r_target: np.ndarray, N: np.ndarray, fields: dict,
         fresh = fresh + gained.remap([[0] if i == j else [] for i in range(J)])
         one_hot = np.zeros((faint.size, J))
         one_hot[:, j] = mass
-        proposal = Local(Responsibilities(np.vstack([proposal.resp.values, one_hot]), J))
+        weights = atom_weights(batch)
+        proposal = Local(Responsibilities(np.vstack([proposal.resp.values, one_hot]), J,
+                                          weights=None if weights is None else weights[np.concatenate([rows, faint])]))
     return fresh, proposal
 
 

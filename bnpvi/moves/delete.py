@@ -30,9 +30,11 @@ moves keep it going (``MoveSchedule.settled``).
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import xlogy
 
 from bnpvi.kernels import mixture as kernels
 from bnpvi.alloc.base import Local
+from bnpvi.data.batch import atom_weights
 from bnpvi.moves.base import (FAINT_MASS, VANISHING_MASS, Move, accepts, accepts_removal, faint_stats, ordered_sum,
                               per_lap)
 from bnpvi.moves.history import FailureLog
@@ -216,6 +218,7 @@ def absorbed(model, batch, resp, log_lik: np.ndarray, log_pi: np.ndarray, target
     Σ_n [h(r'_{n,A_j}) − h(r_{n,A_j})], h(r) = −r ln r, over the atoms whose responsibilities change.
     """
     r_t = resp.column(target)
+    weights = atom_weights(batch)
     rows = np.flatnonzero(r_t > FAINT_MASS)
     faint = np.flatnonzero((r_t > 0) & (r_t <= FAINT_MASS))
     J = absorb.size
@@ -227,17 +230,21 @@ def absorbed(model, batch, resp, log_lik: np.ndarray, log_pi: np.ndarray, target
         after = model.alloc.restricted_local_step(r_t[rows] + before.sum(axis=1),
                                                   np.ascontiguousarray(log_lik[np.ix_(rows, absorb)]),
                                                   log_pi[absorb]).resp.values
-        change = Responsibilities(after - before, J, entropy_sums=_entropy(after) - _entropy(before))
+        w = None if weights is None else weights[rows]
+        change = Responsibilities(after - before, J, entropy_sums=_entropy(after, w) - _entropy(before, w), weights=w)
         out = out + model.summarize(atoms, Local(change))
     if faint.size:
         gained = faint_stats(model, stats.remap([[target]]), atoms, r_t[rows])
         had = resp.column(int(absorb[into]))[faint, None]
-        gained = gained.with_fields(H=_entropy(had + r_t[faint, None]) - _entropy(had))
+        w = None if weights is None else weights[faint]
+        gained = gained.with_fields(H=_entropy(had + r_t[faint, None], w) - _entropy(had, w))
         out = out + gained.remap([[0] if j == into else [] for j in range(J)])
     return out.with_fields(n_atoms=np.float64(batch.n_atoms))
 
 
 
-def _entropy(r: np.ndarray) -> np.ndarray:
-    """Σ_n h(r_nj) per column j, h(r) = −r ln r (0 at r = 0)."""
+def _entropy(r: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Σ_n w_n h(r_nj) per column j, h(r) = −r ln r (0 at r = 0); w_n = 1 without ``weights``."""
+    if weights is not None:
+        return weights @ -xlogy(r, r)
     return kernels.entropy_of(np.ascontiguousarray(r, dtype=np.float64))

@@ -41,6 +41,9 @@ holds one wrong point as firmly as a document's rare words hold it.
 
 A run does not converge while the move has not been tried since the clusters last
 changed, or right after a lap in which it moved atoms.
+
+Weighted points (``PointBatch.weights``): only atoms of weight 1 are tried, whose gains above are exact;
+the candidate's summaries and its judgement are weighted like every summary.
 """
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ import numpy as np
 from scipy.special import xlogy
 
 from bnpvi.alloc.base import Local
-from bnpvi.data.batch import PointBatch, WordCountBatch
+from bnpvi.data.batch import PointBatch, WordCountBatch, atom_weights
 from bnpvi.moves.base import Move, accepts, ordered_sum
 from bnpvi.moves.judge import Proposal, judge
 from bnpvi.moves.protocols import Reassigns
@@ -65,12 +68,13 @@ class Candidates(dict):
     def to_tree(self) -> dict:
         atoms = self["atoms"]
         return {"rows": self["rows"], "gain": self["gain"], "resp": self["resp"], "kind": type(atoms).__name__,
-                "atoms": {f.name: np.asarray(getattr(atoms, f.name)) for f in dataclass_fields(atoms)}}
+                "atoms": {f.name: np.asarray(getattr(atoms, f.name)) for f in dataclass_fields(atoms)
+                          if getattr(atoms, f.name) is not None}}
 
     @classmethod
     def from_tree(cls, tree: dict) -> "Candidates":
         kind = BATCH_TYPES[str(tree["kind"])]
-        values = {f.name: tree["atoms"][f.name] for f in dataclass_fields(kind)}
+        values = {f.name: tree["atoms"][f.name] for f in dataclass_fields(kind) if f.name in tree["atoms"]}
         atoms = kind(**{k: (v.item() if np.ndim(v) == 0 else v) for k, v in values.items()})
         return cls(rows=np.asarray(tree["rows"], dtype=np.intp), gain=np.asarray(tree["gain"]),
                    resp=np.asarray(tree["resp"]), atoms=atoms)
@@ -188,6 +192,9 @@ class ReassignMove(Move):
         gains = data + (log_pi[None, :] - (R @ log_pi)[:, None]) + entropy_term(R)[:, None]
         gains[np.arange(R.shape[0]), np.argmax(R, axis=1)] = -np.inf  # a move goes to another cluster
         best = gains.max(axis=1)
+        weights = atom_weights(batch)
+        if weights is not None:  # the single-atom gains are those of an atom of weight 1: others are not tried
+            best[weights != 1.0] = -np.inf
         rows = np.flatnonzero(best > 0)
         rows = rows[np.argsort(-best[rows], kind="stable")][:plan]
         return {"rows": rows, "gain": best[rows], "resp": R[rows], "atoms": batch.take(rows)}

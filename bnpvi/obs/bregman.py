@@ -13,13 +13,15 @@ import math
 
 import numpy as np
 
+from bnpvi.data.batch import atom_weights
 from bnpvi.stats.resp import Responsibilities
 
 
 def hard_summaries(obs, batch, labels, K: int) -> tuple[np.ndarray, dict]:
-    """Counts (K,) and the family's statistics of hard assignments ``labels`` (values in 0..K-1)."""
-    resp = Responsibilities.one_hot(labels, K)
-    return resp.counts(), obs.summarize(batch, resp)
+    """Counts (K,) and the family's statistics of hard assignments ``labels`` (values in 0..K-1), each atom
+    counted with its weight w_n (``PointBatch.weights``)."""
+    resp = Responsibilities.one_hot(labels, K).with_weights(atom_weights(batch))
+    return resp.counts(), obs.summarize(batch, resp.mass())
 
 
 def atom_posteriors(obs, batch, idx) -> dict:
@@ -35,21 +37,26 @@ def kmeanspp_seeds(obs, batch, K: int, rng: np.random.Generator, n_trials: int |
     Each new seed is drawn with probability proportional to the divergence d_n of
     atom n's smoothed mean to its closest seed; of ``n_trials`` such draws the one
     that lowers Σ_n d_n most is kept (default 2 + ⌊ln K⌋ trials; 1 is plain k-means++).
+    Weighted atoms (``PointBatch.weights``) count w_n times: the first seed is drawn ∝ w_n, the
+    others ∝ w_n d_n, and a draw lowers Σ_n w_n d_n; an atom of weight 0 is never a seed.
     """
     n = batch.n_atoms
     trials = n_trials if n_trials is not None else 2 + int(math.log(K))
-    seeds = [int(rng.integers(n))]
+    w = atom_weights(batch)
+    seeds = [int(rng.integers(n)) if w is None else int(rng.choice(n, p=w / w.sum()))]
     divergence = obs.atom_divergences(batch)
     dist = divergence(seeds)[:, 0]
     for _ in range(1, K):
-        total = dist.sum()
+        mass = dist if w is None else w * dist
+        total = mass.sum()
         if not np.isfinite(total) or total <= 0:
             free = np.setdiff1d(np.arange(n), seeds)
             candidates = rng.choice(free, size=min(trials, free.size), replace=False)
         else:
-            candidates = rng.choice(n, size=trials, p=dist / total)
+            candidates = rng.choice(n, size=trials, p=mass / total)
         cand_dist = np.minimum(dist[:, None], divergence(candidates))
-        best = int(np.argmin(cand_dist.sum(axis=0)))
+        cost = cand_dist if w is None else w[:, None] * cand_dist
+        best = int(np.argmin(cost.sum(axis=0)))
         seeds.append(int(candidates[best]))
         dist = cand_dist[:, best]
     return np.asarray(seeds)

@@ -12,13 +12,20 @@ other:
 One-hot responsibilities (hard assignments: initialisation, k-means) are the
 sparse form with L = 1. Responsibilities are transient: a batch is summarised
 and then they are dropped.
+
+Weighted atoms (a points file's ``weights``, ``fit(X, sample_weight=w)``): ``weights`` holds w_n ≥ 0 and
+every sum over atoms is weighted, N_k = Σ_n w_n r_nk, H_k = −Σ_n w_n r_nk ln r_nk, and the summaries the
+families read (:meth:`mass`) are those of w_n r_nk, so an atom of integer weight m counts as m copies of it
+(the ELBO of Hughes 2016 thesis Eq. 3.24, 3.42 with each copy's terms). The responsibilities themselves,
+``values``, :meth:`column`, :meth:`best` and :meth:`matrix`, stay r_nk: the local step does not depend on w.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import xlogy
 
 from bnpvi.kernels import mixture
 
@@ -40,7 +47,9 @@ class Responsibilities:
         them (Hughes 2016 thesis Eq. 3.46); None for constructed responsibilities.
     entropy_sums : (K,) ndarray, optional
         H_k = −Σ_n r_nk ln r_nk when the local step computed it; otherwise computed
-        on first use by :meth:`entropy`.
+        on first use by :meth:`entropy`. With ``weights``, the weighted H_k.
+    weights : (N,) ndarray of float64, optional
+        w_n ≥ 0 of each atom (module docstring); None: every atom has weight 1.
     """
 
     values: np.ndarray
@@ -48,6 +57,7 @@ class Responsibilities:
     indices: np.ndarray | None = None
     log_norm: np.ndarray | None = None
     entropy_sums: np.ndarray | None = None
+    weights: np.ndarray | None = None
 
     def __post_init__(self):
         if self.values.ndim != 2:
@@ -62,6 +72,22 @@ class Responsibilities:
             raise ValueError(f"log_norm has shape {self.log_norm.shape}, expected ({self.values.shape[0]},)")
         if self.entropy_sums is not None and self.entropy_sums.shape != (self.K,):
             raise ValueError(f"entropy has shape {self.entropy_sums.shape}, expected ({self.K},)")
+        if self.weights is not None and self.weights.shape != (self.values.shape[0],):
+            raise ValueError(f"weights have shape {self.weights.shape}, expected ({self.values.shape[0]},)")
+
+    def with_weights(self, weights: np.ndarray | None) -> "Responsibilities":
+        """These responsibilities with atom weights w_n (module docstring); itself when ``weights`` is None or
+        it already has weights. The local step's unweighted entropies are dropped (:meth:`entropy` weighs)."""
+        if weights is None or self.weights is not None:
+            return self
+        return replace(self, weights=np.asarray(weights, dtype=np.float64), entropy_sums=None)
+
+    def mass(self) -> "Responsibilities":
+        """The responsibilities w_n r_nk (itself without weights): what the families' linear summaries
+        S_k = Σ_n w_n r_nk s(x_n) are made from."""
+        if self.weights is None:
+            return self
+        return Responsibilities(self.values * self.weights[:, None], self.K, indices=self.indices)
 
     # --------------------------------------------------------------- constructors
     @classmethod
@@ -124,15 +150,22 @@ class Responsibilities:
         return clusters.astype(np.int64), self.values[rows, pick]
 
     def counts(self) -> np.ndarray:
-        """N_k = Σ_n r_nk, shape (K,)."""
+        """N_k = Σ_n w_n r_nk, shape (K,)."""
+        if self.weights is not None:
+            return self.weights @ self.values if self.indices is None else self.mass().counts()
         if self.indices is None:
             return self.values.sum(axis=0)
         return np.bincount(self.indices.ravel(), weights=self.values.ravel(), minlength=self.K)
 
     def entropy(self) -> np.ndarray:
-        """H_k = −Σ_n r_nk ln r_nk, shape (K,) (Hughes 2016 thesis Eq. 3.51; 0 ln 0 = 0)."""
+        """H_k = −Σ_n w_n r_nk ln r_nk, shape (K,) (Hughes 2016 thesis Eq. 3.51; 0 ln 0 = 0)."""
         if self.entropy_sums is not None:
             return self.entropy_sums
+        if self.weights is not None:
+            terms = -xlogy(self.values, self.values) * self.weights[:, None]
+            if self.indices is None:
+                return terms.sum(axis=0)
+            return np.bincount(self.indices.ravel(), weights=terms.ravel(), minlength=self.K)
         if self.indices is None:
             return mixture.entropy_of(np.ascontiguousarray(self.values))
         v = self.values
@@ -153,10 +186,12 @@ class Responsibilities:
             merged = np.einsum("nl,nlg->ng", self.values, M[self.indices])
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = np.where(merged > 0, -merged * np.log(np.where(merged > 0, merged, 1.0)), 0.0)
-        return terms.sum(axis=0)
+        return terms.sum(axis=0) if self.weights is None else self.weights @ terms
 
     def column_sums(self, weights: np.ndarray) -> np.ndarray:
-        """Σ_n r_nk w_nk for an (N, K) array w (e.g. the fit Σ_n r_nk E log p(x_n|φ_k))."""
+        """Σ_n w_n r_nk a_nk for an (N, K) array a (e.g. the fit Σ_n w_n r_nk E log p(x_n|φ_k))."""
+        if self.weights is not None:
+            return self.mass().column_sums(weights)
         if self.indices is None:
             return np.einsum("nk,nk->k", self.values, weights)
         picked = np.take_along_axis(weights, self.indices.astype(np.intp), axis=1)
@@ -179,7 +214,25 @@ class Responsibilities:
             pairs = np.empty((0, 2), dtype=np.int64)
         elif pairs.dtype.kind in "iu":  # anything else is left for the kernel to reject
             pairs = np.ascontiguousarray(pairs, dtype=np.int64)
+        if self.weights is not None:
+            return self._weighted_pair_entropy(pairs)
         if self.indices is None:
             return mixture.pair_merge_entropy(np.ascontiguousarray(self.values), pairs)
         return mixture.sparse_pair_entropy(np.ascontiguousarray(self.values), np.ascontiguousarray(self.indices),
                                           self.entropy(), pairs)
+
+    def _weighted_pair_entropy(self, pairs: np.ndarray) -> np.ndarray:
+        """−Σ_n w_n s ln s, s = r_na + r_nb, per pair, in blocks of pairs of about 2**22 values."""
+        if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.dtype.kind not in "iu":
+            raise ValueError(f"pairs must be an (M, 2) integer array, got {pairs.dtype} {pairs.shape}")
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= self.K or (pairs[:, 0] == pairs[:, 1]).any()):
+            raise ValueError(f"pairs must be distinct clusters in 0..{self.K - 1}")
+        R = self.values if self.indices is None else self.matrix().tocsc()
+        out = np.empty(pairs.shape[0])
+        step = max(1, (1 << 22) // max(1, self.n_atoms))
+        for lo in range(0, pairs.shape[0], step):
+            a, b = pairs[lo:lo + step, 0], pairs[lo:lo + step, 1]
+            s = R[:, a] + R[:, b]
+            s = s.toarray() if hasattr(s, "toarray") else s
+            out[lo:lo + step] = self.weights @ -xlogy(s, s)
+        return out
