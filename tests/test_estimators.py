@@ -21,11 +21,16 @@ from bnpvi.data.store import write_points
 from bnpvi.errors import BnpviError
 from bnpvi.learn import runner
 
+SAMPLE_WEIGHT_IDS = ("integer weights are repeated rows in every summary and entropy (tests/test_weights.py), but "
+                     "the k-means++ start draws its seeds from the rows, so weighted rows and their repetitions "
+                     "start from other seeds: on the check's data they reach the same clusters under other ids")
 EXPECTED_FAILED_CHECKS = {
     DPMixture: {"check_clustering": "labels are stable cluster ids (cluster_ids_), not 0..K-1: once births, "
-                                    "merges and deletes have run, the ids of a DP mixture's clusters have gaps"},
+                                    "merges and deletes have run, the ids of a DP mixture's clusters have gaps",
+                "check_sample_weight_equivalence_on_dense_data": SAMPLE_WEIGHT_IDS},
     FiniteMixture: {"check_clustering": "labels are the ids of the K clusters: where the check's 3 groups leave one "
-                                        "of the 8 (the default K) without atoms, its id is unused"},
+                                        "of the 8 (the default K) without atoms, its id is unused",
+                    "check_sample_weight_equivalence_on_dense_data": SAMPLE_WEIGHT_IDS},
 }
 
 

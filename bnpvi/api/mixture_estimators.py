@@ -1,13 +1,14 @@
 """scikit-learn estimators of mixtures of points: DPMixture and FiniteMixture (:mod:`bnpvi.api.estimator`).
 
-``fit(X)`` takes an (N, D) array; prediction is :class:`~bnpvi.api.fitted_mixture.FittedMixture`'s,
-after scikit-learn's input checks.
+``fit(X, sample_weight=w)`` takes an (N, D) array and optional per-row weights w_n ≥ 0 (a row of weight w
+counts w times in every summary and entropy: integer weights train as duplicated rows); prediction is
+:class:`~bnpvi.api.fitted_mixture.FittedMixture`'s, after scikit-learn's input checks.
 """
 from __future__ import annotations
 
 import numpy as np
 from sklearn.base import ClusterMixin, DensityMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from bnpvi.api.estimator import Estimator, refuse_empty
 from bnpvi.data.store import write_points
@@ -16,12 +17,16 @@ from bnpvi.data.store import write_points
 class _Mixture(ClusterMixin, DensityMixin, Estimator):
     """What both mixture estimators share."""
 
-    def fit(self, X, y=None):
-        """Train on the rows of ``X`` (N, D); ``y`` is ignored. Returns self."""
+    def fit(self, X, y=None, sample_weight=None):
+        """Train on the rows of ``X`` (N, D), row n counted ``sample_weight[n]`` ≥ 0 times (None: once each;
+        stored as the run's data file's weights, ``bnpvi-data convert --weights``); ``y`` is ignored.
+        Returns self."""
         refuse_empty(X, "X", "rows (points)")
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         fitted = self.train_on(lambda path, n_batches, source: write_points(path, X, n_batches=n_batches,
-                                                                             source=source))
+                                                                             source=source, weights=sample_weight))
         self.weights_ = fitted.weights_
         for name, value in fitted.model.obs.cluster_moments(fitted.globals_.obs).items():
             setattr(self, name, value)
@@ -47,9 +52,14 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         X = self._checked(X)
         return self.fitted_model_.score_samples(X)
 
-    def score(self, X, y=None) -> float:
-        """The mean of :meth:`score_samples` (nats per point); ``y`` is ignored."""
-        return float(np.mean(self.score_samples(X)))
+    def score(self, X, y=None, sample_weight=None) -> float:
+        """The mean of :meth:`score_samples` (nats per point), weighted by ``sample_weight`` when given; ``y`` is
+        ignored."""
+        scores = self.score_samples(X)
+        if sample_weight is None:
+            return float(np.mean(scores))
+        sample_weight = _check_sample_weight(sample_weight, scores[:, None], dtype=np.float64, ensure_non_negative=True)
+        return float(np.average(scores, weights=sample_weight))
 
 
 class DPMixture(_Mixture, model="dp_mix", obs="gauss"):

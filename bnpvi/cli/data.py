@@ -1,6 +1,7 @@
 """``bnpvi-data``: convert user data to a batch file, and describe batch files.
 
     bnpvi-data convert points.csv points.h5 --batches 10 --labels class --shuffle 0
+    bnpvi-data convert counts.csv counts.h5 --weights count
     bnpvi-data convert corpus.ldac corpus.h5 --batches 5 --vocab vocab.txt --shuffle 0
     bnpvi-data convert steps.npz steps.h5 --sequences seq_range --labels state --batches 4
     bnpvi-data convert steps.csv steps.h5 --sequence-column subject --shuffle 0
@@ -63,6 +64,11 @@ def _parser() -> argparse.ArgumentParser:
                            "names")
     conv.add_argument("--labels-file", default=None, metavar="FILE",
                       help="true labels from a file, one per line: one per row, time step or (source) document")
+    conv.add_argument("--weights", "-w", default=None, metavar="NAME",
+                      help="points from a CSV file: a column of per-row weights w >= 0 (header name, or index "
+                           "without a header), removed from the data; a row of weight w counts w times in every "
+                           "summary of a run (integer weights train as duplicated rows). Held-out points and the "
+                           "run's outputs stay one per row")
     conv.add_argument("--columns", default=None, metavar="A,B,C",
                       help="points or sequences from a CSV file: the data columns (header names, or 0-based "
                            "indices), comma-separated; the other columns are left out")
@@ -155,7 +161,7 @@ def _convert(args) -> None:
                        text=args.text or None, text_column=args.text_column, stop_words=args.stop_words,
                        min_df=args.min_df, max_df=args.max_df, max_vocab=args.max_vocab,
                        lowercase=False if args.keep_case else None, token_pattern=args.token_pattern,
-                       encoding=args.encoding)
+                       encoding=args.encoding, weights=args.weights)
     with BatchStore.open(path) as store:
         info = store.info()
     if info["kind"] == "bow":
@@ -166,6 +172,7 @@ def _convert(args) -> None:
         size = f"kind=seq N={info['N']} time steps D={info['D']} sequences={info['n_seqs']}"
     else:
         size = f"N={info['N']} D={info['D']}" + (f" heldout={info['heldout']} points" if info["heldout"] else "")
+        size += f" weighted (total weight {info['weight_total']:g})" if info.get("weighted") else ""
     print(f"wrote {path}: {size} batches={info['n_batches']} ({_split(info)}) "
           f"labels={_labels(info)}")
     if info.get("text_dropped"):
@@ -223,7 +230,9 @@ def _info(args) -> None:
                  ("sequences", f"{info['n_seqs']}, length {_span(info['seq_length_min'], info['seq_length_max'])}"),
                  ("Xprev", _yes(info["xprev"]))]
     else:
-        rows += [("N", info["N"]), ("D", info["D"]), ("heldout", _heldout(info, "points"))]
+        rows += [("N", info["N"]), ("D", info["D"]), ("heldout", _heldout(info, "points")),
+                 ("weights", f"yes, total {info['weight_total']:g} (every row counts its weight)"
+                  if info.get("weighted") else "no")]
     rows += [
         ("batches", (f"{info['n_batches']} ({_split(info)}), {info['batch_unit']} per batch "
                      f"{_span(info['batch_size_min'], info['batch_size_max'])}")),
@@ -234,7 +243,8 @@ def _info(args) -> None:
     if args.check:
         bow_check = "all ids and counts valid" + (", held-out documents too" if info.get("heldout") else "")
         rows.append(("check", {"bow": bow_check, "graph": "every edge and held-out pair valid",
-                               "seq": "all values finite, sequence boundaries valid"}.get(kind, "all values finite")))
+                               "seq": "all values finite, sequence boundaries valid"}.get(
+                                   kind, "all values finite" + (", weights >= 0" if info.get("weighted") else ""))))
     width = max(len(key) for key, _ in rows) + 2
     for key, value in rows:
         print(f"{key + ':':{width}s}{value}")

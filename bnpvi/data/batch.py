@@ -6,7 +6,7 @@ targeted subset) and ``concat(batches)``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -56,6 +56,12 @@ class PointBatch:
 def atom_weights(batch) -> np.ndarray | None:
     """The (n_atoms,) weights w_n of a batch's atoms, or None when every atom counts once."""
     return getattr(batch, "weights", None)
+
+
+def unweighted(batch):
+    """The batch with every atom counting once (itself when it has no weights): one atom as one observation,
+    as a k-means++ seed or a smoothed atom is."""
+    return batch if atom_weights(batch) is None else replace(batch, weights=None)
 
 
 @dataclass(frozen=True)

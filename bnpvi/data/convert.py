@@ -124,7 +124,8 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
         Read options of the source's reader (None means not given):
         ``labels`` (a column or array name), ``labels_file`` (one label per line) for every kind;
         ``columns`` (the data columns of a CSV: ``"a,b,c"``, names or 0-based indices) for points and
-        sequences; ``vocab`` (a vocabulary file or the words), ``vocab_size`` for bag of words;
+        sequences; ``weights`` (a CSV column of per-row weights, removed from the data) for points;
+        ``vocab`` (a vocabulary file or the words), ``vocab_size`` for bag of words;
         ``sequences`` (NPZ: the array of sequence boundaries) or ``sequence_column`` (CSV: the column
         of sequence ids) for sequences; ``text=True`` with ``text_column``, ``stop_words``, ``min_df``,
         ``max_df``, ``max_vocab``, ``lowercase``, ``token_pattern`` for raw text. See

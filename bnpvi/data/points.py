@@ -173,7 +173,10 @@ class PointStore(RowStore, kind="points"):
         return PointBatch(X=X)
 
     def _info_extras(self) -> dict:
-        return {"weighted": self.has_weights, **heldout_info(self)}
+        out = {"weighted": self.has_weights, **heldout_info(self)}
+        if self.has_weights:
+            out["weight_total"] = self.weight_total()
+        return out
 
     def _read(self, lo: int, hi: int) -> PointBatch:
         return PointBatch(X=self._read_rows(lo, hi), start=lo, weights=self.read_weights(lo, hi))
@@ -200,12 +203,14 @@ class _MomentSum:
     """Running count, mean and centered sum of squares of rows, merged block by block (Chan et al. 1979)."""
 
     def __init__(self, D: int):
-        self.n = 0
+        self.n = 0  # Σ w_n (the number of rows when unweighted)
+        self.rows = 0
         self.mean = np.zeros(D)
         self.M2 = np.zeros((D, D))
 
     def add(self, X: np.ndarray, w: np.ndarray | None = None) -> None:
         """Add the rows of X, each counted w_n times when ``w`` is given (weighted mean and covariance)."""
+        self.rows += X.shape[0]
         if w is None:
             n_b = X.shape[0]
             mean_b = X.mean(axis=0)
@@ -226,7 +231,7 @@ class _MomentSum:
 
     def moments(self) -> DataMoments:
         cov = self.M2 / self.n
-        return DataMoments(n_atoms=self.n, mean=self.mean, cov=0.5 * (cov + cov.T))  # n: Σ w_n when weighted
+        return DataMoments(n_atoms=self.rows, mean=self.mean, cov=0.5 * (cov + cov.T))
 
 
 def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool = True, source: str = "",

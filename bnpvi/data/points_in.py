@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from bnpvi.data.checks import check_points_layout
+from bnpvi.data.checks import check_points_layout, check_weights
 from bnpvi.data.labels import LabelCoder, one_source, row_labels
 from bnpvi.data.mapped import scratch_space
 from bnpvi.data.points import HeldoutPoints, write_points
@@ -38,11 +38,14 @@ class Points:
     labels : (N,) int64 array (or view) or None
         Integers, or codes of ``label_names``.
     label_names : tuple of str or None
+    weights : (N,) float64 array (or view) or None
+        w_n ≥ 0 of every row (``--weights``); None: every row counts once.
     """
 
     X: object
     labels: object = None
     label_names: tuple[str, ...] | None = None
+    weights: object = None
 
     unit: ClassVar[str] = "rows"
     count_name: ClassVar[str] = "N"
@@ -55,23 +58,26 @@ class Points:
     def permuted(self, perm: np.ndarray) -> "Points":
         """The rows in the order ``perm`` (labels follow), as views: nothing is copied."""
         return Points(take_units(self.X, perm), None if self.labels is None else take_units(self.labels, perm),
-                      self.label_names)
+                      self.label_names, None if self.weights is None else take_units(self.weights, perm))
 
     def in_memory(self) -> "Points":
         """The same points with every array read into memory."""
-        return Points(self.X[:], None if self.labels is None else self.labels[:], self.label_names)
+        return Points(self.X[:], None if self.labels is None else self.labels[:], self.label_names,
+                      None if self.weights is None else self.weights[:])
 
     def heldout_part(self, index: np.ndarray, train_index: np.ndarray, fraction: float, seed: int) -> HeldoutPoints:
-        """These rows as the held-out part of a file whose training rows are ``train_index`` of the source."""
+        """These rows as the held-out part of a file whose training rows are ``train_index`` of the source (their
+        weights are not kept: held-out points are scored one by one, each counting once)."""
         return HeldoutPoints(self.X, index, train_index, self.labels, fraction, seed)
 
     def write(self, dst, **options) -> Path:
         """Write a ``"points"`` batch file (``options``: those of ``write_points``)."""
-        return write_points(dst, self.X, labels=self.labels, label_names=self.label_names, **options)
+        return write_points(dst, self.X, labels=self.labels, label_names=self.label_names, weights=self.weights,
+                            **options)
 
 
 def read_points(path, labels: str | None = None, labels_file=None, columns=None, scratch=None,
-                encoding: str = "utf-8") -> Points:
+                encoding: str = "utf-8", weights: str | None = None) -> Points:
     """Read a data matrix (and optionally true labels) from a CSV, NPZ or NPY file.
 
     Parameters
@@ -98,6 +104,10 @@ def read_points(path, labels: str | None = None, labels_file=None, columns=None,
         Default: a temporary one, and X is returned in memory.
     encoding : str, default "utf-8"
         The text encoding of a CSV file and of ``labels_file`` (any codec Python knows).
+    weights : str, optional
+        CSV only: the header name (or index) of a column of per-row weights w_n ≥ 0, removed from X: a row
+        of weight w counts w times in every summary and entropy of a run. Negative, missing (NaN) or
+        non-numeric weights, or all of them 0, are one-line errors; weights that are all 1 are dropped.
 
     Returns
     -------
@@ -116,14 +126,22 @@ def read_points(path, labels: str | None = None, labels_file=None, columns=None,
                          "read it with read_documents")
     one_source(labels, labels_file)
     nonempty(path)
+    if weights is not None and suffix != ".csv":
+        raise BnpviError(f"{path}: --weights names a CSV column; a {suffix} file has none (write the weights as "
+                         "a column of a CSV file, or pass sample_weight to fit)")
     if scratch is None:
         with scratch_space() as scratch:
-            return read_points(path, labels, labels_file, columns, scratch, encoding).in_memory()
+            return read_points(path, labels, labels_file, columns, scratch, encoding, weights).in_memory()
+    w = None
     if suffix == ".csv":
-        coder, codes = LabelCoder(), []
-        X = spool_csv_table(path, {"labels": labels}, columns, scratch,
-                            {"labels": lambda values, first: codes.append(coder.add(values))}, encoding)
+        coder, codes, parts = LabelCoder(), [], []
+        X = spool_csv_table(path, {"labels": labels, "weights": weights}, columns, scratch,
+                            {"labels": lambda values, first: codes.append(coder.add(values)),
+                             "weights": lambda values, first: parts.append(_weights(values, first, path, weights))},
+                            encoding)
         y = coder.labels(np.concatenate(codes), str(path)) if codes else None
+        if parts:
+            w = check_weights(np.concatenate(parts), X.shape[0], str(path), f"weights (column {weights!r})")
     else:
         no_columns_in_arrays(path, columns)
         if suffix == ".npz":
@@ -136,7 +154,21 @@ def read_points(path, labels: str | None = None, labels_file=None, columns=None,
             X, y = map_npy(path), None
             check_points_layout(X, str(path))
             checked_rows(X, str(path))
-    return Points(X, *row_labels(y, labels_file, X.shape[0], path, "rows", encoding))
+    return Points(X, *row_labels(y, labels_file, X.shape[0], path, "rows", encoding), weights=w)
+
+
+def _weights(values: np.ndarray, first: int, path: Path, column: str) -> np.ndarray:
+    """A chunk of the weights column as float64; a one-line error naming the first cell that is not a number."""
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        for i, value in enumerate(values):
+            try:
+                float(value)
+            except (TypeError, ValueError):
+                raise BnpviError(f"{path}: weights column {column!r} has {value!r} in row {first + i}, "
+                                 "not a number") from None
+        raise
 
 
 def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
@@ -146,5 +178,5 @@ def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray 
 
 
 READER = Reader(holds="points", kind_name="points", files=".csv, .npz and .npy files", suffixes=POINT_SUFFIXES,
-                options=frozenset({"labels", "labels_file", "columns", "encoding"}), heldout=True,
+                options=frozenset({"labels", "labels_file", "columns", "encoding", "weights"}), heldout=True,
                 claims=lambda path, options: True, read=read_points)

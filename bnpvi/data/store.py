@@ -18,6 +18,8 @@ input checks. Three kinds of data share one file format
 ``kind = "points"`` (:mod:`bnpvi.data.points`; one row per atom; o_B = N)::
 
     /X              (N, D) float64, stored whole, chunked by rows, uncompressed by default
+    /weights        (N,) float64, optional; w_n >= 0, not all 0, of every row (read with each batch; a row
+                    counts w_n times in every summary); root attribute weight_total = Σ_n w_n
 
 ``kind = "bow"`` (:mod:`bnpvi.data.bow`; bag of words, one document per atom, CSR layout; o_B = N)::
 

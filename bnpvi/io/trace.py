@@ -54,8 +54,8 @@ def clusters_holding_mass(counts) -> int:
 class CsvTable:
     """Rows kept in memory and mirrored to a CSV file with fixed columns.
 
-    In trace.csv, ``elbo`` is the whole-data ELBO L (not per atom); ``elbo_per_atom`` = L / N; ``K`` counts the
-    clusters holding mass (:func:`clusters_holding_mass`) and ``K_total`` every cluster the model carries.
+    In trace.csv, ``elbo`` is the whole-data ELBO L (not per atom); ``elbo_per_atom`` = L / N (L / Σ_n w_n for
+    weighted points); ``K`` counts the clusters holding mass (:func:`clusters_holding_mass`) and ``K_total`` every cluster the model carries.
     Evaluation columns follow when they apply (:data:`EVAL_COLUMNS`), NaN on laps without an evaluation.
     """
 

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from bnpvi.alloc.mixture import MixtureAlloc
 from bnpvi.config import schema_of
+from bnpvi.data.batch import unweighted
 from bnpvi.errors import BnpviError
 from bnpvi.io.model_file import read_model_to_apply
 from bnpvi.moves.base import finds_K
@@ -98,10 +99,10 @@ def initial_stats(model, store, cfg, rng: np.random.Generator, K: int, cells: bo
         labels = np.argmin(obs.atom_divergences(sample)(seeds), axis=1)
         labels[seeds] = np.arange(K)  # a seed is in its own cell, also where two atoms coincide
         start = hard_summaries(obs, sample, labels, K)
-    elif n_iters == 0:
-        return model.hard_stats(sample.take(seeds), np.arange(K), K)
+    elif n_iters == 0:  # each seed is one atom (whatever its weight; thesis §3.5.4)
+        return model.hard_stats(unweighted(sample.take(seeds)), np.arange(K), K)
     else:
-        start = hard_summaries(obs, sample.take(seeds), np.arange(K), K)
+        start = hard_summaries(obs, unweighted(sample.take(seeds)), np.arange(K), K)
     N, fields = kmeans(obs, sample, *start, n_iters)
     return model.empty_stats(K).with_fields(N=N, **fields).scaled(scale)
 

@@ -456,11 +456,16 @@ class Run:
         return result
 
     # ------------------------------------------------------------------ loop
+    def _atom_mass(self) -> float:
+        """What ``elbo_per_atom`` divides by: the number of atoms, or of a weighted points file the total weight
+        Σ_n w_n (so that it is the value of the same rows duplicated)."""
+        return self.store.weight_total() if getattr(self.store, "has_weights", False) else self.store.n_atoms
+
     def _record(self, result: LapResult) -> None:
         elbo = result.elbo
         row = {"lap": result.lap, "batches_seen": self.alg.batches_seen, "elapsed_s": round(self.elapsed(), 4),
                "elbo": elbo, "K": clusters_holding_mass(result.counts), "K_total": result.K,
-               "elbo_per_atom": elbo / self.store.n_atoms}
+               "elbo_per_atom": elbo / self._atom_mass()}
         row.update(result.moves)
         for column in self._objective_column():
             row[column] = elbo

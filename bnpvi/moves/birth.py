@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bnpvi.alloc.base import Local
-from bnpvi.data.batch import atom_weights
+from bnpvi.data.batch import atom_weights, unweighted
 from bnpvi.errors import BnpviError
 from bnpvi.moves.base import FAINT_MASS, Move, alloc_part, faint_stats, ordered_sum, per_lap
 from bnpvi.moves.judge import Proposal, judge
@@ -173,7 +173,7 @@ def cleanup_order(model, globals_, target: int, fresh: SuffStats, local, scale: 
 def kmeans_clusters(obs, sample, J: int, kmeans_iters: int, rng: np.random.Generator) -> tuple[np.ndarray, dict]:
     """Summaries (N, fields) of J clusters of ``sample`` by Bregman k-means++ and k-means (thesis Alg. 2.1-2.2)."""
     seeds = kmeanspp_seeds(obs, sample, J, rng)
-    N, fields = hard_summaries(obs, sample.take(seeds), np.arange(J), J)
+    N, fields = hard_summaries(obs, unweighted(sample.take(seeds)), np.arange(J), J)  # a seed is one atom
     return kmeans(obs, sample, N, fields, kmeans_iters)
 
 

@@ -103,7 +103,8 @@ class AtomSample:
     weights: np.ndarray
 
     def to_tree(self) -> dict:
-        fields = {f.name: encode(getattr(self.atoms, f.name)) for f in dataclasses.fields(self.atoms)}
+        fields = {f.name: encode(getattr(self.atoms, f.name)) for f in dataclasses.fields(self.atoms)
+                  if getattr(self.atoms, f.name) is not None}  # a batch without weights (or Xprev) keeps None
         return {"kind": type(self.atoms).__name__, "atoms": fields, "weights": self.weights}
 
     @classmethod

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from bnpvi.data.batch import atom_weights
+from bnpvi.data.batch import atom_weights, unweighted
 from bnpvi.stats.resp import Responsibilities
 
 
@@ -25,8 +25,9 @@ def hard_summaries(obs, batch, labels, K: int) -> tuple[np.ndarray, dict]:
 
 
 def atom_posteriors(obs, batch, idx) -> dict:
-    """Posteriors of one-observation clusters at the atoms ``idx`` (smoothed atoms, thesis Alg. 2.2)."""
-    atoms = batch.take(idx)
+    """Posteriors of one-observation clusters at the atoms ``idx`` (smoothed atoms, thesis Alg. 2.2), whatever
+    their weights."""
+    atoms = unweighted(batch.take(idx))
     N, fields = hard_summaries(obs, atoms, np.arange(atoms.n_atoms), atoms.n_atoms)
     return obs.posterior(N, fields)
 
