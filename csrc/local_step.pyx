@@ -85,8 +85,9 @@ def chunk_size(Py_ssize_t N):
 
 # ----------------------------------------------------------------------------- rows
 cdef inline bint _softmax_row(const double* ll, const double* lp, double* w, double* r,
-                              double* h, double* lnorm, Py_ssize_t K) noexcept nogil:
-    """One row of the dense local step; returns False when the row is invalid.
+                              double* h, double* lnorm, Py_ssize_t K, double wn) noexcept nogil:
+    """One row of the dense local step; returns False when the row is invalid. ``wn`` is the row's weight in
+    the entropy sums (1: unweighted, and then exactly the unweighted sums, as 1 · x = x).
 
     w is a K-long scratch row (may not alias r); r may alias ll (in-place).
     With W_k = ll_k + lp_k, m = max_k W_k (first argmax j), t_k = W_k − m and
@@ -129,19 +130,22 @@ cdef inline bint _softmax_row(const double* ll, const double* lp, double* w, dou
     for k in range(K):
         rk = r[k] * inv
         r[k] = rk
-        h[k] = h[k] + rk * (ls - w[k])   # adds exactly 0 where r_k = 0
+        h[k] = h[k] + (wn * rk) * (ls - w[k])   # adds exactly 0 where r_k = 0
     return True
 
 
 # -------------------------------------------------------------------------- kernels
 def dense_local_step(const double[:, ::1] log_lik, const double[::1] log_prior,
                      double[:, ::1] resp, double[::1] log_norm, double[::1] entropy,
-                     int n_threads):
+                     int n_threads, const double[::1] weights=None):
     """Dense softmax responsibilities, log normalisers and entropy summaries.
 
-    Hughes 2016 thesis Eq. 3.47-3.49 and 3.51. ``resp`` may be ``log_lik`` itself
-    (in place); no other aliasing is allowed. Returns the first invalid row or -1.
+    Hughes 2016 thesis Eq. 3.47-3.49 and 3.51; with ``weights`` (N,), the entropy sums
+    −Σ_n w_n r_nk ln r_nk. ``resp`` may be ``log_lik`` itself (in place); no other
+    aliasing is allowed. Returns the first invalid row or -1.
     """
+    cdef bint weighted = weights is not None
+    cdef double wn = 1.0
     cdef Py_ssize_t N = log_lik.shape[0], K = log_lik.shape[1]
     cdef Py_ssize_t csize = _chunk_size(N)
     cdef Py_ssize_t n_chunks = (N + csize - 1) // csize
@@ -162,8 +166,9 @@ def dense_local_step(const double[:, ::1] log_lik, const double[::1] log_prior,
             if stop > N:
                 stop = N
             for n in range(start, stop):
+                wn = weights[n] if weighted else 1.0
                 if not _softmax_row(&log_lik[n, 0], &log_prior[0], w, &resp[n, 0], h,
-                                    &log_norm[n], K):
+                                    &log_norm[n], K, wn):
                     if bad[c] < 0:
                         bad[c] = n
         _reduce_chunks(part, n_chunks, entropy, 1.0)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bnpvi.config import register_configs
 from bnpvi.data.store import write_points
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -31,6 +32,7 @@ def main() -> None:
     parser.add_argument("--laps", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
+    register_configs()
     with tempfile.TemporaryDirectory(prefix="bench-weights-") as tmp:
         tmp = Path(tmp)
         X, _ = make_data(200_000, 16, 25, seed=0)

@@ -100,6 +100,24 @@ def test_integer_weights_give_the_summaries_and_elbo_of_duplicated_rows(family, 
     assert_stats_close(wstats, brute_weighted_stats(model, batch, r, w))
 
 
+def test_the_compiled_local_step_weighs_its_entropies():
+    from bnpvi.kernels import mixture
+    rng = np.random.default_rng(0)
+    log_lik = rng.normal(size=(3000, 7)) * 4.0
+    log_lik[:5, 2] = -np.inf
+    log_prior = np.log(rng.dirichlet(np.ones(7)))
+    w = rng.gamma(2.0, 1.0, size=3000)
+    resp, log_norm, plain = mixture.dense_local_step(log_lik, log_prior)
+    wresp, wnorm, weighted_H = mixture.dense_local_step(log_lik, log_prior, weights=w)
+    np.testing.assert_array_equal(wresp, resp)  # the local step does not depend on w
+    np.testing.assert_array_equal(wnorm, log_norm)
+    np.testing.assert_allclose(weighted_H, w @ -np.where(resp > 0, resp * np.log(np.where(resp > 0, resp, 1.0)), 0.0),
+                               rtol=1e-12)
+    np.testing.assert_array_equal(mixture.dense_local_step(log_lik, log_prior, weights=np.ones(3000))[2], plain)
+    with pytest.raises(ValueError, match="weights must have shape"):
+        mixture.dense_local_step(log_lik, log_prior, weights=w[:10])
+
+
 def test_em_objective_of_integer_weights_is_that_of_duplicated_rows():
     batch = family_batch("gauss")
     w = integer_weights(batch.n_atoms)

@@ -15,6 +15,7 @@ import numpy as np
 from scipy.special import digamma
 
 from bnpvi.alloc.base import AllocModel, Local, Params
+from bnpvi.data.batch import atom_weights
 from bnpvi.errors import check_int, check_number
 from bnpvi.special import c_beta, c_dir
 from bnpvi.stats import ENTROPY, PER_CLUSTER, Responsibilities, SuffStats
@@ -81,8 +82,10 @@ class MixtureAlloc(AllocModel):
     # -------------------------------------------------------------- local step
     def local_step(self, batch, log_lik: np.ndarray, params: Params) -> Local:
         """r_nk ∝ exp(E log p(x_n|φ_k) + E ln π_k) (Hughes 2016 thesis Eq. 3.47-3.49), compiled; over
-        the L largest weights of each atom only when ``sparse_L`` is set (Eq. 7.4-7.5)."""
-        return Local(Responsibilities.from_weights(log_lik, self.expected_log_pi(params), sparse_L=self.sparse_L))
+        the L largest weights of each atom only when ``sparse_L`` is set (Eq. 7.4-7.5); with the batch's atom
+        weights, whose entropies the compiled step weighs as it goes (``bnpvi.stats.resp``)."""
+        return Local(Responsibilities.from_weights(log_lik, self.expected_log_pi(params), sparse_L=self.sparse_L,
+                                                   atom_weights=atom_weights(batch)))
 
     def summarize(self, local: Local) -> dict[str, np.ndarray]:
         return {"N": local.resp.counts(), "H": local.resp.entropy()}

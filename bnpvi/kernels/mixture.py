@@ -80,7 +80,7 @@ def _check_resp(resp) -> np.ndarray:
 
 
 # -------------------------------------------------------------------------- kernels
-def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray, *, out=None, n_threads=None):
+def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray, *, out=None, n_threads=None, weights=None):
     """Dense local step of a mixture: responsibilities, log normalisers, entropies.
 
     With W_nk = log_lik_nk + log_prior_k (Hughes 2016 thesis Eq. 3.47) and
@@ -103,6 +103,9 @@ def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray, *, out=None, n_
     n_threads : int, optional
         OpenMP threads; default all available for large inputs, 1 for small ones.
         Results do not depend on it.
+    weights : (N,) ndarray of float64, C-contiguous, optional
+        Atom weights w_n: ``entropy`` is then −Σ_n w_n r_nk ln r_nk (the responsibilities and
+        log normalisers do not depend on them).
 
     Returns
     -------
@@ -131,8 +134,13 @@ def dense_local_step(log_lik: np.ndarray, log_prior: np.ndarray, *, out=None, n_
     log_norm = _check_out(o_norm, "out[1] (log_norm)", (N,), (log_lik, log_prior, resp))
     entropy = _check_out(o_ent, "out[2] (entropy)", (K,), (log_lik, log_prior, resp, log_norm))
 
+    if weights is not None:
+        check_array(weights, "weights", 1)
+        if weights.shape != (N,):
+            raise KernelInputError(f"weights must have shape ({N},) to match log_lik {log_lik.shape}, "
+                                   f"got {weights.shape}")
     nt = thread_count(n_threads, N * K)
-    bad = _ext.dense_local_step(log_lik, log_prior, resp, log_norm, entropy, nt)
+    bad = _ext.dense_local_step(log_lik, log_prior, resp, log_norm, entropy, nt, weights)
     if bad >= 0:
         raise KernelInputError(_bad_weight_row(log_lik, log_prior, bad, in_place=resp is log_lik))
     return resp, log_norm, entropy

@@ -91,7 +91,8 @@ class Responsibilities:
 
     # --------------------------------------------------------------- constructors
     @classmethod
-    def from_weights(cls, log_lik, log_prior, sparse_L: int | None = None, **kernel_kw) -> "Responsibilities":
+    def from_weights(cls, log_lik, log_prior, sparse_L: int | None = None, atom_weights=None,
+                     **kernel_kw) -> "Responsibilities":
         """Local step: r_nk ∝ exp(log_lik_nk + log_prior_k) (Hughes 2016 thesis Eq. 3.47-3.49).
 
         Dense by default (the compiled :func:`bnpvi.kernels.mixture.dense_local_step`); with
@@ -99,16 +100,20 @@ class Responsibilities:
         :func:`bnpvi.kernels.mixture.sparse_local_step`) in the sparse form. L ≥ K is the dense
         step. Both kernels also return the log normalisers and the entropies.
         ``log_lik`` (N, K) and ``log_prior`` (K,) are converted to C-contiguous float64
-        (no copy when they already are).
+        (no copy when they already are). With ``atom_weights`` (N,), the result carries them (module
+        docstring); the dense kernel then sums the weighted entropies itself.
         """
         log_lik = np.ascontiguousarray(log_lik, dtype=np.float64)
         log_prior = np.ascontiguousarray(log_prior, dtype=np.float64)
         K = log_prior.shape[0]
         if sparse_L is not None and sparse_L < K:
             values, indices, log_norm, entropy = mixture.sparse_local_step(log_lik, log_prior, sparse_L, **kernel_kw)
-            return cls(values, K, indices=indices, log_norm=log_norm, entropy_sums=entropy)
+            return cls(values, K, indices=indices, log_norm=log_norm, entropy_sums=entropy).with_weights(atom_weights)
+        if atom_weights is not None:
+            atom_weights = np.ascontiguousarray(atom_weights, dtype=np.float64)
+            kernel_kw = {**kernel_kw, "weights": atom_weights}
         resp, log_norm, entropy = mixture.dense_local_step(log_lik, log_prior, **kernel_kw)
-        return cls(resp, K, log_norm=log_norm, entropy_sums=entropy)
+        return cls(resp, K, log_norm=log_norm, entropy_sums=entropy, weights=atom_weights)
 
     @classmethod
     def one_hot(cls, labels, K: int) -> "Responsibilities":
