@@ -8,6 +8,10 @@ draws, a fixed seed), each run ``--repeats`` times alternately, the fastest kept
 −Σ_n w_n r_nk ln r_nk in NumPy (the compiled local step's unweighted one is dropped) and the scaling of the
 responsibilities by w_n before the family's summaries.
 
+Measured on the shared 2-core machine (loaded by other work, so the lap times move by 20 %): 1.22 while the
+weighted entropy was summed again in NumPy after the compiled step; 0.81 (0.379 vs 0.467 s/lap, noise) once
+the compiled step weighs it, when one ``process_batch`` of 10,000 rows costs 27.1 ms weighted, 27.2 unweighted.
+
 Usage: python scripts/bench_weights.py [--laps 6] [--repeats 2]
 """
 from __future__ import annotations
