@@ -48,8 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                     "stop words left out (--stop-words), with document-frequency limits; documents left without a "
                     "word are dropped (the count is printed). Text files (raw text, CSV, vocabulary, labels, "
                     "stop-word files, edge lists) are read as UTF-8 unless --encoding names another encoding. "
-                    "With --heldout F (points or bag of words), a random fraction F of the rows (documents) is kept "
-                    "apart for evaluation in DST and left out of the batches.")
+                    "With --heldout F (points, bag of words or sequences), a random fraction F of the rows "
+                    "(documents, whole sequences) is kept apart for evaluation in DST and left out of the batches.")
     conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz, .npy or .ldac; with --text any text file, "
                                                  "or .csv / .tsv with --text-column)")
     conv.add_argument("dst", metavar="DST", help="output batch file (a name ending in .h5)")
@@ -86,9 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--vocab-size", type=int, default=None, metavar="V",
                       help="bag of words: vocabulary size V (default: from --vocab or the file, else largest id + 1)")
     conv.add_argument("--heldout", default=None, metavar="F",
-                      help="points or bag of words: keep a random fraction F (0 < F < 1) of the rows (documents) "
-                           "apart for evaluation (round(F*N) of them, at least 1), stored in DST's 'heldout' group "
-                           "with the source index of every row; the batches hold only the remaining (training) ones")
+                      help="points, bag of words or sequences: keep a random fraction F (0 < F < 1) of the rows "
+                           "(documents, whole sequences) apart for evaluation (round(F*N) of them, at least 1), stored "
+                           "in DST's 'heldout' group with the source index of every one; the batches hold only the "
+                           "remaining (training) ones. Held-out sequences are scored by topic models of grouped "
+                           "vectors (model=hdp_topic or lda with obs=gauss, diag_gauss, zm_gauss or bern)")
     conv.add_argument("--heldout-seed", default=None, metavar="S",
                       help="seed of the --heldout choice (default 0): the held-out documents are the first "
                            "round(F*N) of numpy.random.default_rng(S).permutation(N)")
@@ -163,7 +165,8 @@ def _convert(args) -> None:
         if info["heldout"]:
             size += f" heldout={info['heldout']} documents"
     elif info["kind"] == "seq":
-        size = f"kind=seq N={info['N']} time steps D={info['D']} sequences={info['n_seqs']}"
+        size = f"kind=seq N={info['N']} time steps D={info['D']} sequences={info['n_seqs']}" + (
+            f" heldout={info['heldout']} sequences" if info["heldout"] else "")
     else:
         size = f"N={info['N']} D={info['D']}" + (f" heldout={info['heldout']} points" if info["heldout"] else "")
     print(f"wrote {path}: {size} batches={info['n_batches']} ({_split(info)}) "
@@ -221,7 +224,7 @@ def _info(args) -> None:
     elif kind == "seq":
         rows += [("N", f"{info['N']} time steps"), ("D", info["D"]),
                  ("sequences", f"{info['n_seqs']}, length {_span(info['seq_length_min'], info['seq_length_max'])}"),
-                 ("Xprev", _yes(info["xprev"]))]
+                 ("Xprev", _yes(info["xprev"])), ("heldout", _heldout(info, "sequences"))]
     else:
         rows += [("N", info["N"]), ("D", info["D"]), ("heldout", _heldout(info, "points"))]
     rows += [

@@ -26,9 +26,9 @@ an option that does not apply to the source's kind.
 
 Labels come from a column or array (``labels``) or a labels file (``labels_file``, one per line);
 labels that are not integers are stored as codes with their names (:mod:`bnpvi.data.labels`).
-With ``heldout=F`` a bag-of-words corpus (or a point set) keeps a random fraction F of its documents
-(points) apart for evaluation (:mod:`bnpvi.data.heldout`), in the file's ``heldout`` group; the
-batches hold only the training documents (points).
+With ``heldout=F`` a bag-of-words corpus (a point set, a set of sequences) keeps a random fraction F of
+its documents (points, whole sequences) apart for evaluation (:mod:`bnpvi.data.heldout`), in the file's
+``heldout`` group; the batches hold only the training ones.
 """
 from __future__ import annotations
 
@@ -111,8 +111,8 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
         Store the split as fixed (training may not re-split it). Default: fixed
         exactly when ``n_batches`` was given.
     heldout : float, optional
-        Bag of words and points: keep a random fraction F (0 < F < 1) of the documents (points)
-        apart for evaluation - round(F N) of them, at least 1 and at most N - 1,
+        Bag of words, points and sequences: keep a random fraction F (0 < F < 1) of the documents (points,
+        whole sequences) apart for evaluation - round(F N) of them, at least 1 and at most N - 1,
         chosen by :func:`~bnpvi.data.heldout.choose_heldout` in source order
         before any shuffle. They are stored (in source order, with labels) in
         the ``heldout`` group of ``dst`` with the source index of every training
@@ -142,7 +142,7 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
         Bad input, ``dst`` exists (without ``overwrite``) or does not end in ``.h5``, ``n_batches`` out of
         1..N (1..n_seqs for sequences; the training documents with ``heldout``),
         an option of another kind of source, a bad held-out fraction or
-        seed, or ``heldout`` for sequences.
+        seed.
     TypeError
         An unknown option.
     """
@@ -158,9 +158,6 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
         heldout_seed = check_seed(heldout_seed, "the held-out seed")
     options = {name: value for name, value in options.items() if value is not None}
     reader = reader_for(src, options)
-    if heldout is not None and not reader.heldout:
-        kinds = " and ".join(dict.fromkeys(other.kind_name for other in _listed(lambda other: other.heldout)))
-        raise BnpviError(f"{src}: --heldout applies only to {kinds} sources; this one holds {reader.holds}")
     with scratch_space(dst.parent) as scratch:
         data = reader.read(src, scratch=scratch,
                            **{name: value for name, value in options.items() if name in reader.options})

@@ -386,6 +386,6 @@ def _is_documents_file(path: Path, options: dict) -> bool:
     return suffix == ".ldac" or (suffix == ".npz" and path.is_file() and npz_layout(path) in ("triplet", "scipy"))
 
 
-READER = Reader(holds="bag-of-words documents", kind_name="bag-of-words", files=".ldac and sparse .npz files",
+READER = Reader(holds="bag-of-words documents", files=".ldac and sparse .npz files",
                 suffixes=BOW_SUFFIXES, options=frozenset({"labels", "labels_file", "vocab", "vocab_size", "encoding"}),
-                heldout=True, claims=_is_documents_file, read=read_documents)
+                claims=_is_documents_file, read=read_documents)

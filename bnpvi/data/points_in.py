@@ -145,6 +145,6 @@ def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray 
     return points.X, points.labels
 
 
-READER = Reader(holds="points", kind_name="points", files=".csv, .npz and .npy files", suffixes=POINT_SUFFIXES,
-                options=frozenset({"labels", "labels_file", "columns", "encoding"}), heldout=True,
-                claims=lambda path, options: True, read=read_points)
+READER = Reader(holds="points", files=".csv, .npz and .npy files", suffixes=POINT_SUFFIXES,
+                options=frozenset({"labels", "labels_file", "columns", "encoding"}), claims=lambda path, options: True,
+                read=read_points)

@@ -12,7 +12,7 @@ from bnpvi.data.checks import check_seq_range
 from bnpvi.data.labels import LabelCoder, one_source, row_labels
 from bnpvi.data.mapped import scratch_space
 from bnpvi.data.reorder import permuted_ranges, take_ranges
-from bnpvi.data.seq import write_sequences
+from bnpvi.data.seq import HeldoutSequences, write_sequences
 from bnpvi.data.sources import (Reader, existing_file, no_columns_in_arrays, nonempty, read_npz_arrays, show_suffix,
                                 spool_csv_table)
 from bnpvi.errors import BnpviError
@@ -67,6 +67,12 @@ class Sequences:
             return None if rows is None else rows[:]
 
         return Sequences(whole(self.X), self.seq_range, whole(self.Xprev), whole(self.labels), self.label_names)
+
+    def heldout_part(self, index: np.ndarray, train_index: np.ndarray, fraction: float,
+                     seed: int) -> HeldoutSequences:
+        """These sequences as the held-out part of a file whose training sequences are ``train_index`` of the
+        source (their Xprev and labels are not kept: held-out groups are scored by group completion)."""
+        return HeldoutSequences(self.X, self.seq_range, index, train_index, fraction, seed)
 
     def write(self, dst, **options) -> Path:
         """Write a ``"seq"`` batch file (``options``: those of ``write_sequences``)."""
@@ -184,10 +190,9 @@ class _SequenceRuns:
         return np.array(self.starts + [n_rows], dtype=np.int64)
 
 
-READER = Reader(holds="sequences", kind_name="sequences", files=".csv and .npz files of sequences",
+READER = Reader(holds="sequences", files=".csv and .npz files of sequences",
                 suffixes=SEQ_SUFFIXES,
                 options=frozenset({"sequences", "sequence_column", "labels", "labels_file", "columns", "encoding"}),
-                heldout=False,
                 claims=lambda path, options: options.get("sequences") is not None
                 or options.get("sequence_column") is not None,
                 read=read_sequences)

@@ -48,7 +48,7 @@ from bnpvi.learn.base import LapResult
 from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.cache import make_caches
 from bnpvi.learn.em import EM
-from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
+from bnpvi.learn.heldout import check_split, evaluates_heldout, heldout_loglik
 from bnpvi.learn.init import fixed_K_start, initial_stats, saved_globals
 from bnpvi.learn.links import evaluate_links, write_graph_outputs
 from bnpvi.learn.memo import MemoizedVB
@@ -256,6 +256,9 @@ class Run:
         # sequences in the HMM sense (a topic model's grouped vectors are documents, scored by ARI per token)
         self.sequences = self.store.kind == "seq" and not isinstance(self.model.alloc, TopicAlloc)
         self.heldout = evaluates_heldout(self.model, self.store)
+        if self.store.kind == "seq" and getattr(self.store, "has_heldout", False) and not self.heldout:
+            log.warning("%s holds %d held-out sequences, which only a topic model of grouped vectors scores; "
+                         "this run leaves them out", self.store.path, self.store.n_heldout)
         self._heldout_last: tuple | None = None  # (globals, result) of the latest held-out evaluation
         # a graph model on a file with held-out pairs: link prediction every eval_every laps (and its PR curves)
         self.links = isinstance(self.model.alloc, MMSBAlloc) and getattr(self.store, "has_heldout", False)
@@ -435,19 +438,15 @@ class Run:
             return path_scores_of_counts(ids, table)
         return {"ari": adjusted_rand_index_of_counts(table)}
 
-    def heldout_score(self, globals_) -> tuple[float, int]:
-        """The held-out score under ``globals_`` and how many tokens (points) it averages: a topic model's
-        log-likelihood per token by document completion (``heldout_split``, ``heldout_seed``; Hughes, Kim &
-        Sudderth 2015 (AISTATS) §6, Eq. 22), a mixture's per-point bound (``points_loglik``). Deterministic
+    def heldout_score(self, globals_) -> tuple[float, int, str]:
+        """The held-out score under ``globals_``, how many tokens (points) it averages and their name
+        (:func:`~bnpvi.learn.heldout.heldout_loglik`): a topic model's log-likelihood per token by document
+        completion (``heldout_split``, ``heldout_seed``; Hughes, Kim & Sudderth 2015 (AISTATS) §6, Eq. 22) or per
+        point by group completion, a mixture's per-point bound. Deterministic
         and draws nothing from the run's generator; the latest result is reused for the same globals."""
         if self._heldout_last is not None and self._heldout_last[0] is globals_:
             return self._heldout_last[1]
-        if isinstance(self.model.alloc, TopicAlloc):
-            out = completion_loglik(self.model, globals_, self.store, seed=self.heldout_seed, mode=self.heldout_split)
-            result = (out["loglik_per_token"], out["n_tokens"])
-        else:
-            out = points_loglik(self.model, globals_, self.store)
-            result = (out["loglik_per_point"], out["n_points"])
+        result = heldout_loglik(self.model, globals_, self.store, seed=self.heldout_seed, mode=self.heldout_split)
         self._heldout_last = (globals_, result)
         return result
 
@@ -599,10 +598,8 @@ class Run:
         segmentation = segment_all(self.model, globals_, self.store, self.labels) if hmm else None
         summary.update(self.scores(segmentation))
         if self.heldout:
-            score, count = self.heldout_score(globals_)
-            summary.update(heldout_loglik=score, **{"heldout_tokens" if isinstance(self.model.alloc, TopicAlloc) else
-                                                    "heldout_points":
-                                                    count})
+            score, count, unit = self.heldout_score(globals_)
+            summary.update({"heldout_loglik": score, f"heldout_{unit}": count})
         if isinstance(self.model.alloc, MMSBAlloc):
             summary.update(write_graph_outputs(self.run_dir, self.model, globals_, self.store, self.alg.ids.uids,
                                                self.pr_curves if self.links else None, plots))
