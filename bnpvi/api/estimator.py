@@ -13,7 +13,10 @@ from __future__ import annotations
 import csv
 import inspect
 import logging
+import os
+import shutil
 import tempfile
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator
@@ -25,12 +28,18 @@ from sklearn.base import BaseEstimator
 from bnpvi.api.fitted import FittedModel, load
 from bnpvi.api.keywords import compose_train, estimator_obs, keyword_paths, model_moves, set_keys
 from bnpvi.config import SCHEMAS
+from bnpvi.data.base import split_offsets
+from bnpvi.data.store import BatchStore
 from bnpvi.errors import BnpviError
 from bnpvi.learn.progress import Progress
 from bnpvi.learn.restarts import train
+from bnpvi.learn.runner import GROWS, grow
 
 DATA_FILE = "data.h5"
 """The name of the training data's batch file in a run directory made by ``fit``."""
+
+PARTIAL_LAPS = 3
+"""Laps of the whole data that each ``partial_fit`` call after the first runs by default."""
 
 
 @contextmanager
@@ -52,9 +61,13 @@ def _logging(verbose: bool) -> Iterator[None]:
 
 
 @contextmanager
-def _run_directory(output_dir) -> Iterator[tuple[Path, Path]]:
-    """The run directory of a fit and its data file: ``output_dir`` (a new one) and data.h5 in it, or both in a
-    temporary directory removed after."""
+def _run_directory(output_dir, kept: Path | None = None) -> Iterator[tuple[Path, Path]]:
+    """The run directory of a fit and its data file: ``output_dir`` (a new one) and data.h5 in it, or both in
+    ``kept`` (a temporary directory the estimator removes when it goes: ``partial_fit``'s), or in a temporary
+    directory removed after."""
+    if kept is not None and output_dir is None:
+        yield kept / "run", kept / DATA_FILE
+        return
     if output_dir is not None:
         run_dir = Path(output_dir).expanduser().resolve()
         if (run_dir / DATA_FILE).exists():
@@ -71,6 +84,15 @@ def _elbo_trace(path: Path) -> np.ndarray:
     """(laps,) float64: trace.csv's ELBO after every lap (NaN where the algorithm has none, alg=tfsvi)."""
     with path.open(newline="", encoding="utf-8") as handle:
         return np.array([float(row["elbo"]) if row["elbo"] else np.nan for row in csv.DictReader(handle)])
+
+
+def refuse_partial(cfg: DictConfig, owner: str) -> None:
+    """A one-line BnpviError where ``partial_fit`` cannot go on from the run ``cfg`` makes."""
+    if cfg.alg.name not in GROWS:
+        raise BnpviError(f"{owner}.partial_fit continues memoized or full VB on more data (alg=memo or vb), not "
+                         f"alg={cfg.alg.name}")
+    if int(cfg.alg.n_init) != 1:
+        raise BnpviError(f"{owner}.partial_fit trains one run: n_init={int(cfg.alg.n_init)} is for fit")
 
 
 def refuse_empty(data, name: str, units: str) -> None:
@@ -171,15 +193,23 @@ class Estimator(BaseEstimator):
         return choices
 
     # -------------------------------------------------------------------- fit
-    def train_on(self, write: Callable[[Path, int, str], Path]) -> FittedModel:
+    def train_on(self, write: Callable[[Path, int, str], Path], partial: bool = False) -> FittedModel:
         """Train on the data that ``write(path, n_batches, source)`` writes to a batch file; sets the attributes
         every estimator has (``fitted_model_``, ``n_components_``, ``n_components_total_``, ``elbo_``,
         ``cluster_ids_``, ``n_iter_``, ``converged_``: :class:`~bnpvi.api.fitted.FittedModel`'s; ``lower_bound_``,
         scikit-learn's name of the final ELBO; ``elbo_trace_``, the ELBO after every lap) and returns the loaded
-        model."""
+        model. ``partial``: the first call of ``partial_fit``, whose run directory and data file are kept for
+        the next (:meth:`grow_on`)."""
         cfg = self.train_config()
-        with _logging(self.verbose), _run_directory(self.output_dir) as (run_dir, data):
-            cfg.plots = cfg.checkpoints = self.output_dir is not None  # nothing to see or resume in a removed run
+        kept = None
+        if partial:
+            refuse_partial(cfg, type(self).__name__)
+            kept = Path(tempfile.mkdtemp(prefix="bnpvi-partial-")) if self.output_dir is None else None
+            if kept is not None:
+                weakref.finalize(self, shutil.rmtree, kept, True)
+        with _logging(self.verbose), _run_directory(self.output_dir, kept) as (run_dir, data):
+            cfg.plots = self.output_dir is not None  # nothing to see in a removed run
+            cfg.checkpoints = self.output_dir is not None or partial  # nor to resume, unless partial_fit goes on
             cfg.data.path = str(write(data, cfg.alg.n_batches or 1, f"{type(self).__name__}.fit"))
             if self.output_dir is not None:  # what bnpvi-train resume=DIR reads
                 (run_dir / ".hydra").mkdir(exist_ok=True)
@@ -187,6 +217,37 @@ class Estimator(BaseEstimator):
             train(cfg, run_dir, Progress(show=bool(self.verbose)))
             fitted = load(run_dir)
             self.elbo_trace_ = _elbo_trace(run_dir / "trace.csv")
+        self.partial_run_ = (run_dir, data) if partial else None
+        return self._fitted(fitted)
+
+    def partial_train_on(self, write: Callable[[Path, int, str], Path], write_grown: Callable, n_new: int,
+                         n_laps: int) -> FittedModel:
+        """``partial_fit``'s training: the first call is :meth:`train_on` ``write`` with its run kept; a later
+        one continues that run on its data and ``n_new`` new units (rows, sequences, documents) for ``n_laps``
+        laps (fewer if it converges; :func:`bnpvi.learn.runner.grow`). ``write_grown(path, store, batches,
+        batch_sizes, source)`` writes to ``path`` the units of ``batches`` (those of the run's data file
+        ``store``, as read) and the new ones after them,
+        in batches of ``batch_sizes`` units: the run's, then the new units cut into batches of about the mean
+        size of the run's. Sets the attributes :meth:`train_on` sets and returns the loaded model."""
+        if getattr(self, "partial_run_", None) is None:
+            return self.train_on(write, partial=True)
+        run_dir, data = self.partial_run_
+        grown = data.with_name(f".{data.stem}.grown.h5")
+        with BatchStore.open(data) as store:
+            sizes = np.diff(store.offsets)
+            count = min(n_new, max(1, round(n_new / sizes.mean())))
+            write_grown(grown, store, [store.read_batch(b) for b in range(store.n_batches)],
+                        np.concatenate([sizes, np.diff(split_offsets(n_new, count))]),
+                        f"{type(self).__name__}.partial_fit")
+        os.replace(grown, data)
+        with _logging(self.verbose):
+            grow(run_dir, data, n_laps, Progress(show=bool(self.verbose)))
+            fitted = load(run_dir)
+            self.elbo_trace_ = _elbo_trace(run_dir / "trace.csv")
+        return self._fitted(fitted)
+
+    def _fitted(self, fitted: FittedModel) -> FittedModel:
+        """Set the attributes of a fit from its loaded model; returns it."""
         self.fitted_model_ = fitted
         self.n_components_ = fitted.n_components_
         self.n_components_total_ = fitted.n_components_total_

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from bnpvi.api.estimator import Estimator
+from bnpvi.api.estimator import PARTIAL_LAPS, Estimator
 from bnpvi.api.fitted_hmm import sequence_arrays
+from bnpvi.data.seq import joined_sequences
 from bnpvi.data.store import write_sequences
 
 
@@ -22,7 +23,25 @@ class _HMM(Estimator):
         X, seq_range = sequence_arrays(seqs, "fit")
         fitted = self.train_on(lambda path, n_batches, source: write_sequences(path, X, seq_range,
                                                                                n_batches=n_batches, source=source))
-        self.n_features_in_ = X.shape[1]
+        return self._set_fitted(fitted, X.shape[1])
+
+    def partial_fit(self, seqs, y=None, n_laps: int = PARTIAL_LAPS):
+        """Train on the sequences ``seqs`` as more data: the first call fits them (as :meth:`fit`, its run
+        kept), each later call adds them to the run's data as new batches and goes on for ``n_laps`` laps
+        (:meth:`~bnpvi.api.estimator.Estimator.partial_train_on`; alg=memo or vb). ``y`` is ignored. Returns
+        self."""
+        first = getattr(self, "partial_run_", None) is None
+        X, seq_range = sequence_arrays(seqs, "partial_fit", None if first else self.n_features_in_)
+        fitted = self.partial_train_on(
+            lambda path, n_batches, source: write_sequences(path, X, seq_range, n_batches=n_batches, source=source),
+            lambda path, store, batches, sizes, source: write_sequences(
+                path, *joined_sequences([(b.X, b.seq_range) for b in batches] + [(X, seq_range)]),
+                batch_sizes=sizes, source=source),
+            seq_range.shape[0] - 1, n_laps)
+        return self._set_fitted(fitted, X.shape[1])
+
+    def _set_fitted(self, fitted, D: int):
+        self.n_features_in_ = D
         self.startprob_ = fitted.startprob_
         self.transmat_ = fitted.transmat_
         return self

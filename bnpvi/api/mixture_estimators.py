@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import ClusterMixin, DensityMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from bnpvi.api.estimator import Estimator, refuse_empty
+from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, refuse_empty
 from bnpvi.data.store import write_points
 
 
@@ -20,8 +20,26 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         """Train on the rows of ``X`` (N, D); ``y`` is ignored. Returns self."""
         refuse_empty(X, "X", "rows (points)")
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
-        fitted = self.train_on(lambda path, n_batches, source: write_points(path, X, n_batches=n_batches,
-                                                                             source=source))
+        return self._set_fitted(self.train_on(lambda path, n_batches, source: write_points(
+            path, X, n_batches=n_batches, source=source)), X)
+
+    def partial_fit(self, X, y=None, n_laps: int = PARTIAL_LAPS):
+        """Train on the rows of ``X`` as more data: the first call fits them (as :meth:`fit`, its run kept), each
+        later call adds them to the run's data as new batches (of about the size of the first call's) and goes
+        on for ``n_laps`` laps of the whole data with its moves, the memoized summaries of the rows seen before
+        kept and the stable cluster ids too (:func:`bnpvi.learn.runner.grow`; alg=memo or vb). ``labels_`` are
+        then those of ``X``. ``y`` is ignored. Returns self."""
+        refuse_empty(X, "X", "rows (points)")
+        first = getattr(self, "partial_run_", None) is None
+        X = validate_data(self, X, dtype=np.float64, reset=first, ensure_min_samples=2 if first else 1)
+        return self._set_fitted(self.partial_train_on(
+            lambda path, n_batches, source: write_points(path, X, n_batches=n_batches, source=source),
+            lambda path, store, batches, sizes, source: write_points(path, np.vstack([b.X for b in batches] + [X]),
+                                                              batch_sizes=sizes, source=source),
+            X.shape[0], n_laps), X)
+
+    def _set_fitted(self, fitted, X):
+        """The mixture's attributes from the loaded model; ``labels_`` of ``X``. Returns self."""
         self.weights_ = fitted.weights_
         for name, value in fitted.model.obs.cluster_moments(fitted.globals_.obs).items():
             setattr(self, name, value)

@@ -13,7 +13,8 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from bnpvi.data.base import BatchStore, chunk_rows, heldout_info, split_offsets, write_batch_file, write_blocks
+from bnpvi.data.base import (BatchStore, chunk_rows, heldout_info, sized_offsets, split_offsets, write_batch_file,
+                             write_blocks)
 from bnpvi.data.batch import PointBatch
 from bnpvi.data.checks import (as_rows, check_finite, check_label_names, check_labels, check_n_batches,
                                check_points_layout, first_nonfinite)
@@ -182,7 +183,8 @@ class _MomentSum:
 
 
 def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool = True, source: str = "",
-                 compression: str | None = None, heldout: HeldoutPoints | None = None, label_names=None) -> Path:
+                 compression: str | None = None, heldout: HeldoutPoints | None = None, label_names=None,
+                 batch_sizes=None) -> Path:
     """Write a point data set to a batch file, atomically.
 
     Parameters
@@ -207,6 +209,9 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
         Points kept apart for evaluation (group ``heldout``); X above is then the training points only.
     label_names : sequence of str, optional
         The name of each label code (``labels`` and the held-out labels are then codes).
+    batch_sizes : sequence of int, optional
+        The rows of every batch, in order (positive, summing to N), in place of ``n_batches`` equal ones: a
+        run continued on more data (``partial_fit``) keeps its batches and adds new ones after them.
 
     Returns
     -------
@@ -228,7 +233,8 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
         labels = check_labels(labels[:], N, where)
     if label_names is not None:
         label_names = check_label_names(label_names, labels, where)
-    n_batches = check_n_batches(n_batches, N, where, f"N={N}")
+    offsets = split_offsets(N, check_n_batches(n_batches, N, where, f"N={N}")) if batch_sizes is None else \
+        sized_offsets(batch_sizes, N, where)
 
     if heldout is not None:
         held = as_rows(heldout.X)
@@ -253,5 +259,5 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
                 if getattr(heldout, key) is not None:
                     g.attrs[key] = getattr(heldout, key)
 
-    return write_batch_file(path, where, "points", N, D, split_offsets(N, n_batches), labels, batches_fixed,
-                            source, datasets, label_names=label_names)
+    return write_batch_file(path, where, "points", N, D, offsets, labels, batches_fixed, source, datasets,
+                            label_names=label_names)

@@ -16,7 +16,8 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from bnpvi.data.base import chunk_1d, chunk_rows, heldout_info, split_offsets, write_batch_file, write_blocks
+from bnpvi.data.base import (chunk_1d, chunk_rows, heldout_info, sized_offsets, split_offsets, write_batch_file,
+                             write_blocks)
 from bnpvi.data.batch import SeqBatch
 from bnpvi.data.checks import (as_rows, check_finite, check_label_names, check_labels, check_n_batches,
                                check_points_layout, check_seq_range)
@@ -342,9 +343,17 @@ def lag_sequences(X: np.ndarray, seq_range: np.ndarray) -> tuple[np.ndarray, np.
     return np.ascontiguousarray(X[later]), np.ascontiguousarray(X[above]), kept_range
 
 
+def joined_sequences(parts) -> tuple[np.ndarray, np.ndarray]:
+    """(X, seq_range) of the sequences of ``parts`` (pairs of X and its seq_range from 0, e.g. the batches
+    of a file as read, then new sequences), one part after another."""
+    parts = list(parts)
+    lengths = np.concatenate([np.diff(np.asarray(seq_range, dtype=np.int64)) for _, seq_range in parts])
+    return np.vstack([X for X, _ in parts]), np.concatenate([[0], np.cumsum(lengths)])
+
+
 def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=None, batches_fixed: bool = True,
                     source: str = "", compression: str | None = None, label_names=None,
-                    heldout: HeldoutSequences | None = None) -> Path:
+                    heldout: HeldoutSequences | None = None, batch_sizes=None) -> Path:
     """Write sequences to a batch file of kind ``"seq"``, atomically.
 
     Parameters
@@ -373,6 +382,9 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
     heldout : HeldoutSequences, optional
         Whole sequences kept apart for evaluation (group ``heldout``); X above is then the training
         sequences only.
+    batch_sizes : sequence of int, optional
+        The sequences of every batch, in order, in place of ``n_batches`` equal ones (as for
+        :func:`~bnpvi.data.points.write_points`).
 
     Returns
     -------
@@ -402,7 +414,8 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
         labels = check_labels(labels[:], T, where, atoms=f"X has {T} rows (time steps)")
     if label_names is not None:
         label_names = check_label_names(label_names, labels, where)
-    n_batches = check_n_batches(n_batches, n_seqs, where, f"n_seqs={n_seqs}")
+    offsets = split_offsets(n_seqs, check_n_batches(n_batches, n_seqs, where, f"n_seqs={n_seqs}")) \
+        if batch_sizes is None else sized_offsets(batch_sizes, n_seqs, where)
     if heldout is not None:
         held = as_rows(heldout.X)
         check_points_layout(held, f"{where}: held-out sequences")
@@ -430,5 +443,5 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
                 if getattr(heldout, key) is not None:
                     g.attrs[key] = getattr(heldout, key)
 
-    return write_batch_file(path, where, "seq", T, D, split_offsets(n_seqs, n_batches), labels, batches_fixed,
+    return write_batch_file(path, where, "seq", T, D, offsets, labels, batches_fixed,
                             source, datasets, {"n_seqs": np.int64(n_seqs)}, label_names)

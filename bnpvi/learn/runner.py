@@ -212,9 +212,11 @@ class Run:
     """One training run in one run directory (fresh or resumed)."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path, checkpoint: dict | None = None,
-                 claim: RunDirLock | None = None):
-        """``claim`` (the hold on ``run_dir``) is the run's once it is made, and released by :meth:`close`."""
+                 claim: RunDirLock | None = None, grows: bool = False):
+        """``claim`` (the hold on ``run_dir``) is the run's once it is made, and released by :meth:`close`;
+        ``grows``: the data file holds the checkpoint's batches and new ones after them (:func:`grow`)."""
         self.cfg = cfg
+        self.grows = grows
         self.run_dir = Path(run_dir)
         self.claim: RunDirLock | None = None
         for key, minimum in (("alg.n_laps", 1), ("checkpoint_every", 1), ("eval_every", 1)):
@@ -264,6 +266,7 @@ class Run:
         self.links = isinstance(self.model.alloc, MMSBAlloc) and getattr(self.store, "has_heldout", False)
         self.pr_curves: list[tuple] = []
         self.meta = {"D": self.store.D, "n_atoms": self.store.n_atoms, "n_batches": self.store.n_batches,
+                     "batch_sizes": np.asarray(self.store.batch_sizes(), dtype=np.int64),
                      "data_mean": np.zeros(0) if moments is None else moments.mean,
                      "data_path": str(Path(self.store.path).resolve())}
         self.rng = np.random.default_rng(int(cfg.seed))
@@ -385,11 +388,13 @@ class Run:
         if int(meta["D"]) != self.store.D:
             raise BnpviError(f"data dimension D={self.store.D} of {self.store.path} does not match the "
                              f"checkpoint's D={int(meta['D'])}")
-        if int(meta["n_atoms"]) != self.store.n_atoms or int(meta["n_batches"]) != self.store.n_batches:
+        if self.grows:
+            self._check_grown(meta)
+        elif int(meta["n_atoms"]) != self.store.n_atoms or int(meta["n_batches"]) != self.store.n_batches:
             raise BnpviError(
                 f"data file {self.store.path} has N={self.store.n_atoms} in {self.store.n_batches} batches; "
                 f"the checkpoint was made with N={int(meta['n_atoms'])} in {int(meta['n_batches'])} batches")
-        if not np.array_equal(np.asarray(meta["data_mean"]), self.meta["data_mean"]):
+        elif not np.array_equal(np.asarray(meta["data_mean"]), self.meta["data_mean"]):
             raise BnpviError(f"data file {self.store.path} has changed since the checkpoint was written")
         self.rng.bit_generator.state = json.loads(ckpt["rng"])
         state = ckpt["alg"]
@@ -405,6 +410,24 @@ class Run:
         self.elapsed_before = float(run.get("elapsed_s", 0.0))
         self.converged = bool(int(run.get("converged", 0)))
         self.prev_counts = np.asarray(run["prev_counts"]) if "prev_counts" in run else None
+        if self.grows:  # new data: nothing has converged, and the moves look at every cluster again
+            if self.alg.pos != 0:
+                raise BnpviError(f"cannot continue {self.run_dir} on more data: its checkpoint is in the middle of "
+                                 f"lap {self.alg.lap + 1}; finish that lap first (bnpvi-train resume=DIR)")
+            self.converged, self.prev_counts = False, None
+            if getattr(self.alg, "moves", None) is not None:
+                self.alg.moves.settled = False
+
+    def _check_grown(self, meta: dict) -> None:
+        """The data file holds the checkpoint's batches, of the same sizes, and at least one batch more."""
+        old_batches, sizes = int(meta["n_batches"]), np.asarray(self.store.batch_sizes())
+        saved = np.asarray(meta["batch_sizes"]) if "batch_sizes" in meta else None
+        same = sizes.shape[0] > old_batches and (np.array_equal(sizes[:old_batches], saved) if saved is not None
+                                                 else int(sizes[:old_batches].sum()) == int(meta["n_atoms"]))
+        if not same:
+            raise BnpviError(f"data file {self.store.path} does not continue the run's data: it must hold the "
+                             f"run's {old_batches} batches ({int(meta['n_atoms'])} atoms) first, then new batches "
+                             f"(it has {sizes.shape[0]} batches, {int(sizes.sum())} atoms)")
 
     def elapsed(self) -> float:
         """Seconds of training so far, summed over the processes that ran this run."""
@@ -722,6 +745,41 @@ def reopen(run_dir: Path, cfg: DictConfig, claim: RunDirLock | None = None) -> R
         log.info("resuming %s at lap %d, batch %d", run_dir, run.alg.lap, run.alg.pos)
         return run
     return claimed(run_dir, claim, begin)
+
+
+def grow(run_dir: Path, data_path: Path, n_laps: int, progress: Progress | None = None) -> dict:
+    """Continue the run in ``run_dir`` on the data file ``data_path``, which holds the run's batches (the same
+    atoms, in the same batches) and new batches after them, for ``n_laps`` more laps (fewer if it converges).
+
+    The run must have a checkpoint at the end of a lap. Memoized VI keeps every old batch's cached summaries
+    and adds each new batch's the first time it is visited, so after one lap the aggregate again summarises
+    every atom and the ELBO is the whole-data ELBO of all of them; its moves go on as before (full VB simply
+    visits every batch). The prior's data-driven defaults come from the grown file. What was a run to its
+    end becomes a run of more laps: ``alg.n_laps`` of the saved config grows by ``n_laps``.
+    """
+    run_dir = Path(run_dir)
+    n_laps = check_int(n_laps, "n_laps", 1)
+
+    def begin(claim: RunDirLock) -> Run:
+        checkpoint = load_checkpoint(run_dir)
+        cfg = OmegaConf.create(str(checkpoint["config"]))
+        if cfg.alg.name not in GROWS:
+            raise BnpviError(f"a run of alg={cfg.alg.name} cannot be continued on more data; alg=memo or vb can")
+        lap = int(checkpoint["alg"]["lap"])
+        cfg.data.path, cfg.alg.n_laps = str(Path(data_path).resolve()), lap + n_laps
+        checkpoint["meta"]["data_path"] = cfg.data.path
+        run = Run(cfg, run_dir, checkpoint, claim=claim, grows=True)
+        saved = run_dir / ".hydra" / "config.yaml"
+        if saved.exists():  # what bnpvi-train resume=DIR compares with the checkpoint's
+            OmegaConf.save(cfg, saved)
+        log.info("continuing %s at lap %d on %d atoms in %d batches", run_dir, lap, run.store.n_atoms,
+                 run.store.n_batches)
+        return run
+    return run_to_end(claimed(run_dir, None, begin), progress)
+
+
+#: The algorithms whose runs :func:`grow` continues on more data.
+GROWS = ("memo", "vb")
 
 
 def run_to_end(run: Run, progress: Progress | None = None, hard_stop: bool = False) -> dict:

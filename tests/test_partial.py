@@ -1,0 +1,119 @@
+"""partial_fit: data that keeps arriving joins a run as new batches of its memoized caches
+(bnpvi.learn.runner.grow), and the run goes on with its moves."""
+import numpy as np
+import pandas as pd
+import pytest
+
+import bnpvi
+from bnpvi.api.keywords import compose_train
+from bnpvi.data.store import write_points
+from bnpvi.learn import runner
+from setups import one_line_error
+
+MEANS = np.random.default_rng(0).uniform(-10, 10, size=(6, 2))
+
+
+def points(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return MEANS[rng.integers(6, size=n)] + rng.normal(size=(n, 2))
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return points(4000, 1)
+
+
+def test_partial_fit_reaches_the_fit_of_all_the_data(stream):
+    """Four calls of 1,000 points end at the K of one fit on all 4,000 and within 0.01 nats per point of its
+    ELBO; each call's ELBO is the whole-data ELBO of the rows seen so far, and within a call it never
+    decreases after the first lap over the new rows."""
+    whole = bnpvi.DPMixture(random_state=0).fit(stream)
+    est = bnpvi.DPMixture(random_state=0)
+    laps = []
+    for i in range(4):
+        est.partial_fit(stream[1000 * i:1000 * (i + 1)])
+        laps.append(est.n_iter_)
+        assert est.labels_.shape == (1000,)
+    assert est.n_components_ == whole.n_components_ == 6
+    assert est.elbo_ / 4000 == pytest.approx(whole.elbo_ / 4000, abs=0.01)
+    assert all(b - a <= 3 for a, b in zip(laps, laps[1:]))  # n_laps=3 a call at most
+    trace = est.elbo_trace_
+    for first, last in zip(laps, laps[1:]):
+        grown = trace[first + 1:last]  # from the second lap of the call on: every new row is summarised
+        assert np.all(np.diff(grown) >= -1e-9 * np.abs(grown[1:]))
+
+
+def test_the_cluster_ids_stay(stream):
+    est = bnpvi.DPMixture(random_state=0).partial_fit(stream[:2000])
+    before = est.predict(stream[:2000])
+    est.partial_fit(stream[2000:])
+    assert np.mean(est.predict(stream[:2000]) == before) > 0.99
+
+
+def test_a_grown_run_equals_a_resume_on_a_file_of_the_same_batches(tmp_path, stream):
+    """runner.grow on a file of the run's batches and new ones is what the estimator does; the grown run's
+    summary is that of its last lap, over all the rows."""
+    write_points(tmp_path / "a.h5", stream[:2000], n_batches=2)
+    cfg = compose_train(["model=dp_mix", "data=hdf5", f"data.path={tmp_path / 'a.h5'}", "plots=false"])
+    first = runner.train(cfg, tmp_path / "run")
+    write_points(tmp_path / "b.h5", stream, batch_sizes=[1000] * 4)
+    grown = runner.grow(tmp_path / "run", tmp_path / "b.h5", 40)
+    assert grown["n_atoms"] == 4000 and grown["laps"] > first["laps"]
+    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    assert len(trace) == grown["laps"] and trace["elbo"].iloc[-1] == grown["elbo"]
+    assert grown["K"] == 6
+
+
+def test_refusals_are_one_line(tmp_path, stream):
+    write_points(tmp_path / "a.h5", stream[:2000], n_batches=2)
+    cfg = compose_train(["model=dp_mix", "data=hdf5", f"data.path={tmp_path / 'a.h5'}", "plots=false"])
+    runner.train(cfg, tmp_path / "run")
+    write_points(tmp_path / "other.h5", stream, batch_sizes=[1500, 500, 2000])
+    with one_line_error("does not continue the run's data: it must hold the run's 2 batches"):
+        runner.grow(tmp_path / "run", tmp_path / "other.h5", 2)
+    with one_line_error("does not continue the run's data"):
+        runner.grow(tmp_path / "run", tmp_path / "a.h5", 2)  # no new batch
+    with one_line_error("partial_fit continues memoized or full VB on more data \\(alg=memo or vb\\), not alg=sovb"):
+        bnpvi.DPMixture(alg="sovb").partial_fit(stream[:100])
+    with one_line_error("n_init=2 is for fit"):
+        bnpvi.DPMixture(n_init=2).partial_fit(stream[:100])
+    est = bnpvi.DPMixture(random_state=0, n_laps=3).partial_fit(stream[:100])
+    with pytest.raises(ValueError, match="features"):
+        est.partial_fit(np.ones((10, 3)))
+    est.fit(stream[:100])
+    assert est.partial_run_ is None  # fit starts again: the next partial_fit fits its rows afresh
+
+
+def test_every_estimator_takes_more_data(tmp_path):
+    """HMMs (more sequences), topic models (more count rows, raw texts counted by the run's vocabulary, groups
+    of vectors) go on from their run: the data the second call trained on holds both calls' units, and
+    the result is the fit of all of them (K) within a few nats."""
+    rng = np.random.default_rng(0)
+    means = np.array([[0, 0], [5, 0], [0, 5]])
+    seqs = [rng.normal(means[np.repeat(rng.choice(3, 8), 25)], 0.7) for _ in range(12)]
+    hmm = bnpvi.HDPHMM(random_state=0).partial_fit(seqs[:6]).partial_fit(seqs[6:])
+    whole = bnpvi.HDPHMM(random_state=0).fit(seqs)
+    assert hmm.n_components_ == whole.n_components_ == 3
+    assert hmm.elbo_ == pytest.approx(whole.elbo_, abs=5.0)
+    with pytest.raises(bnpvi.BnpviError, match="sequence 0 has D=3 columns; the model was trained on D=2"):
+        hmm.partial_fit([np.ones((5, 3))])
+
+    themes = ["goal match team score coach", "vote party law court senate", "star planet orbit moon comet"]
+    texts = [" ".join(rng.choice(themes[t].split(), 10)) for t in rng.integers(3, size=300)]
+    topics = bnpvi.HDPTopicModel(random_state=0).partial_fit(texts[:150])
+    topics.partial_fit(texts[150:] + ["zebra quagga"])  # a text without a known word is dropped
+    with bnpvi.data.store.BatchStore.open(topics.partial_run_[1]) as store:
+        assert store.offsets[-1] == 300 and store.vocab() == topics.vocabulary_ and store.has_text
+    assert topics.n_components_ == 3
+    with pytest.raises(bnpvi.BnpviError, match="vocabulary= goes with the first call"):
+        topics.partial_fit(texts[:2], vocabulary=["a"])
+    with pytest.raises(bnpvi.BnpviError, match="no document holds a word of the run's vocabulary"):
+        topics.partial_fit(["zebra quagga"])
+
+    centres = rng.uniform(-10, 10, size=(4, 2))
+    groups = [centres[rng.choice(rng.choice(4, 2, replace=False), 60)] + rng.normal(size=(60, 2)) for _ in range(40)]
+    admixture = bnpvi.HDPTopicModel(obs="gauss", random_state=0).partial_fit(groups[:20]).partial_fit(groups[20:])
+    run_dir, data = admixture.partial_run_
+    with bnpvi.data.store.BatchStore.open(data) as store:
+        assert store.n_seqs == 40 and store.n_atoms == 2400
+    assert admixture.n_components_ == 4
