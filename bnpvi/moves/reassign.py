@@ -50,13 +50,13 @@ import numpy as np
 from scipy.special import xlogy
 
 from bnpvi.alloc.base import Local
-from bnpvi.data.batch import PointBatch, WordCountBatch
+from bnpvi.data.batch import PointBatch, SeqBatch, WordCountBatch
 from bnpvi.moves.base import Move, accepts, ordered_sum
 from bnpvi.moves.judge import Proposal, judge
 from bnpvi.moves.protocols import Reassigns
 from bnpvi.stats import Responsibilities, SuffStats
 
-BATCH_TYPES = {cls.__name__: cls for cls in (PointBatch, WordCountBatch)}
+BATCH_TYPES = {cls.__name__: cls for cls in (PointBatch, SeqBatch, WordCountBatch)}
 
 
 class Candidates(dict):
@@ -65,12 +65,13 @@ class Candidates(dict):
     def to_tree(self) -> dict:
         atoms = self["atoms"]
         return {"rows": self["rows"], "gain": self["gain"], "resp": self["resp"], "kind": type(atoms).__name__,
-                "atoms": {f.name: np.asarray(getattr(atoms, f.name)) for f in dataclass_fields(atoms)}}
+                "atoms": {f.name: np.asarray(getattr(atoms, f.name)) for f in dataclass_fields(atoms)
+                          if getattr(atoms, f.name) is not None}}  # unset optional fields (a SeqBatch's Xprev)
 
     @classmethod
     def from_tree(cls, tree: dict) -> "Candidates":
         kind = BATCH_TYPES[str(tree["kind"])]
-        values = {f.name: tree["atoms"][f.name] for f in dataclass_fields(kind)}
+        values = {f.name: tree["atoms"][f.name] for f in dataclass_fields(kind) if f.name in tree["atoms"]}
         atoms = kind(**{k: (v.item() if np.ndim(v) == 0 else v) for k, v in values.items()})
         return cls(rows=np.asarray(tree["rows"], dtype=np.intp), gain=np.asarray(tree["gain"]),
                    resp=np.asarray(tree["resp"]), atoms=atoms)
