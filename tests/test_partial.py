@@ -84,36 +84,77 @@ def test_refusals_are_one_line(tmp_path, stream):
     assert est.partial_run_ is None  # fit starts again: the next partial_fit fits its rows afresh
 
 
-def test_every_estimator_takes_more_data(tmp_path):
-    """HMMs (more sequences), topic models (more count rows, raw texts counted by the run's vocabulary, groups
-    of vectors) go on from their run: the data the second call trained on holds both calls' units, and
-    the result is the fit of all of them (K) within a few nats."""
+def test_an_hmm_takes_more_sequences():
     rng = np.random.default_rng(0)
     means = np.array([[0, 0], [5, 0], [0, 5]])
-    seqs = [rng.normal(means[np.repeat(rng.choice(3, 8), 25)], 0.7) for _ in range(12)]
-    hmm = bnpvi.HDPHMM(random_state=0).partial_fit(seqs[:6]).partial_fit(seqs[6:])
-    whole = bnpvi.HDPHMM(random_state=0).fit(seqs)
+    seqs = [rng.normal(means[np.repeat(rng.choice(3, 6), 20)], 0.7) for _ in range(10)]
+    hmm = bnpvi.HDPHMM(random_state=0, n_laps=15).partial_fit(seqs[:5]).partial_fit(seqs[5:])
+    whole = bnpvi.HDPHMM(random_state=0, n_laps=15).fit(seqs)
+    with bnpvi.data.store.BatchStore.open(hmm.partial_run_[1]) as store:
+        assert store.n_seqs == 10
     assert hmm.n_components_ == whole.n_components_ == 3
     assert hmm.elbo_ == pytest.approx(whole.elbo_, abs=5.0)
     with pytest.raises(bnpvi.BnpviError, match="sequence 0 has D=3 columns; the model was trained on D=2"):
         hmm.partial_fit([np.ones((5, 3))])
 
+
+def test_a_topic_model_takes_more_texts_counted_by_its_vocabulary():
+    rng = np.random.default_rng(0)
     themes = ["goal match team score coach", "vote party law court senate", "star planet orbit moon comet"]
-    texts = [" ".join(rng.choice(themes[t].split(), 10)) for t in rng.integers(3, size=300)]
-    topics = bnpvi.HDPTopicModel(random_state=0).partial_fit(texts[:150])
-    topics.partial_fit(texts[150:] + ["zebra quagga"])  # a text without a known word is dropped
+    texts = [" ".join(rng.choice(themes[t].split(), 10)) for t in rng.integers(3, size=200)]
+    topics = bnpvi.HDPTopicModel(random_state=0).partial_fit(texts[:100])
+    topics.partial_fit(texts[100:] + ["zebra quagga"])  # a text without a known word is dropped
     with bnpvi.data.store.BatchStore.open(topics.partial_run_[1]) as store:
-        assert store.offsets[-1] == 300 and store.vocab() == topics.vocabulary_ and store.has_text
+        assert store.offsets[-1] == 200 and store.vocab() == topics.vocabulary_ and store.has_text
     assert topics.n_components_ == 3
     with pytest.raises(bnpvi.BnpviError, match="vocabulary= goes with the first call"):
         topics.partial_fit(texts[:2], vocabulary=["a"])
     with pytest.raises(bnpvi.BnpviError, match="no document holds a word of the run's vocabulary"):
         topics.partial_fit(["zebra quagga"])
 
+
+def test_an_admixture_takes_more_groups():
+    rng = np.random.default_rng(0)
     centres = rng.uniform(-10, 10, size=(4, 2))
-    groups = [centres[rng.choice(rng.choice(4, 2, replace=False), 60)] + rng.normal(size=(60, 2)) for _ in range(40)]
-    admixture = bnpvi.HDPTopicModel(obs="gauss", random_state=0).partial_fit(groups[:20]).partial_fit(groups[20:])
-    run_dir, data = admixture.partial_run_
-    with bnpvi.data.store.BatchStore.open(data) as store:
-        assert store.n_seqs == 40 and store.n_atoms == 2400
+    groups = [centres[rng.choice(rng.choice(4, 2, replace=False), 40)] + rng.normal(size=(40, 2)) for _ in range(30)]
+    admixture = bnpvi.HDPTopicModel(obs="gauss", random_state=0).partial_fit(groups[:15]).partial_fit(groups[15:])
+    with bnpvi.data.store.BatchStore.open(admixture.partial_run_[1]) as store:
+        assert store.n_seqs == 30 and store.n_atoms == 1200
     assert admixture.n_components_ == 4
+
+
+def test_the_command_line_continues_a_run_on_its_file_and_more(tmp_path, cache_dir):
+    """bnpvi-data convert NEW DST --append-to RUN_DATA, then bnpvi-train resume=RUN data.path=DST: the run goes
+    on on all the rows, as runner.grow does; a file that does not continue the run's is refused on one line and
+    changes nothing; a later plain resume goes on on the grown file."""
+    import json
+    import shutil
+
+    from bnpvi.cli import data as data_cli
+    from setups import cli_env, train
+
+    X = points(1200, 2)
+    np.savetxt(tmp_path / "a.csv", X[:600], delimiter=",")
+    np.savetxt(tmp_path / "b.csv", X[600:], delimiter=",")
+    data_cli.main(["convert", str(tmp_path / "a.csv"), str(tmp_path / "a.h5"), "--batches", "3"])
+    data_cli.main(["convert", str(tmp_path / "b.csv"), str(tmp_path / "ab.h5"), "--append-to", str(tmp_path / "a.h5")])
+    with bnpvi.data.store.BatchStore.open(tmp_path / "ab.h5") as store:
+        assert store.n_batches == 6 and np.array_equal(store.read_batch(3).X, X[600:800])
+    env = cli_env(cache_dir)
+    train(["data.path=a.h5", "hydra.run.dir=run", "plots=false"], tmp_path, env)
+    shutil.copytree(tmp_path / "run", tmp_path / "copy")
+    saved = (tmp_path / "run" / ".hydra" / "config.yaml").read_bytes()
+    train(["resume=run", "data.path=a.h5", "alg.n_laps=200"], tmp_path, env)  # the run's own file: a plain resume
+    assert (tmp_path / "run" / ".hydra" / "config.yaml").read_bytes() == saved
+    data_cli.main(["convert", str(tmp_path / "b.csv"), str(tmp_path / "b.h5")])
+    refused = train(["resume=run", "data.path=b.h5", "alg.n_laps=200"], tmp_path, env, check=False)
+    assert refused.returncode == 2 and "does not continue the run's data" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "run" / ".hydra" / "config.yaml").read_bytes() == saved
+    train(["resume=run", "data.path=ab.h5", "alg.n_laps=200"], tmp_path, env)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    first = json.loads((tmp_path / "copy" / "summary.json").read_text())
+    expected = runner.grow(tmp_path / "copy", tmp_path / "ab.h5", 200 - first["laps"])
+    assert summary["n_atoms"] == 1200 and summary["elbo"] == expected["elbo"] and summary["K"] == expected["K"]
+    again = train(["resume=run", "alg.n_laps=300"], tmp_path, env)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["n_atoms"] == 1200, again.stderr

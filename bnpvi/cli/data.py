@@ -123,6 +123,11 @@ def _parser() -> argparse.ArgumentParser:
     text.add_argument("--token-pattern", default=None, metavar="REGEX",
                       help="the regular expression of a token (default: scikit-learn's (?u)\\b\\w\\w+\\b, "
                            "runs of 2 or more word characters)")
+    conv.add_argument("--append-to", default=None, metavar="BASE",
+                      help="DST holds the batches of the batch file BASE (a run's data), unchanged, then SRC's "
+                           "rows (sequences, documents) in new batches (--batches of them; default: about BASE's "
+                           "batch size): continue the run on its data and more with `bnpvi-train resume=RUN_DIR "
+                           "data.path=DST alg.n_laps=N` (points, sequences, bag of words)")
     conv.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
 
     info = sub.add_parser("info", help="describe a batch file",
@@ -143,6 +148,8 @@ def _convert(args) -> None:
 
     if args.heldout is None and args.heldout_seed is not None:
         raise BnpviError("--heldout-seed applies only with --heldout F")
+    if args.append_to is not None and args.graph:
+        raise BnpviError("--append-to applies to points, sequences and bag of words, not --graph")
     if args.undirected and not args.graph:
         raise BnpviError("--undirected applies only with --graph")
     if args.graph:
@@ -157,7 +164,7 @@ def _convert(args) -> None:
                        text=args.text or None, text_column=args.text_column, stop_words=args.stop_words,
                        min_df=args.min_df, max_df=args.max_df, max_vocab=args.max_vocab,
                        lowercase=False if args.keep_case else None, token_pattern=args.token_pattern,
-                       encoding=args.encoding)
+                       encoding=args.encoding, append_to=args.append_to)
     with BatchStore.open(path) as store:
         info = store.info()
     if info["kind"] == "bow":

@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 
 from bnpvi.data.checks import check_points_layout
-from bnpvi.data.labels import LabelCoder, one_source, row_labels
+from bnpvi.data.labels import LabelCoder, appended_labels, one_source, row_labels
 from bnpvi.data.mapped import scratch_space
 from bnpvi.data.points import HeldoutPoints, write_points
 from bnpvi.data.reorder import take_units
@@ -46,6 +46,7 @@ class Points:
 
     unit: ClassVar[str] = "rows"
     count_name: ClassVar[str] = "N"
+    holds: ClassVar[str] = "points"
 
     @property
     def n_units(self) -> int:
@@ -60,6 +61,14 @@ class Points:
     def in_memory(self) -> "Points":
         """The same points with every array read into memory."""
         return Points(self.X[:], None if self.labels is None else self.labels[:], self.label_names)
+
+    def after(self, store, where: str) -> "Points":
+        """The rows of the points file ``store`` (named ``where``), then these (``convert(append_to=...)``)."""
+        if store.D != self.X.shape[1]:
+            raise BnpviError(f"{where} has D={store.D} columns, the new rows D={self.X.shape[1]}")
+        labels, names = appended_labels(store, self.labels, self.label_names, where)
+        rows = [store.read_batch(b).X for b in range(store.n_batches)]
+        return Points(np.vstack(rows + [self.X[:]]), labels, names)
 
     def heldout_part(self, index: np.ndarray, train_index: np.ndarray, fraction: float, seed: int) -> HeldoutPoints:
         """These rows as the held-out part of a file whose training rows are ``train_index`` of the source."""

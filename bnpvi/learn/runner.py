@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -66,6 +67,9 @@ from bnpvi.obs import FAMILIES
 from bnpvi.stats import ClusterIds, SuffStats
 
 log = logging.getLogger("bnpvi")
+
+GROWS = ("memo", "vb")
+"""The algorithms whose runs continue on more data (:func:`grow`): their state is per batch or none."""
 
 ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB, EM, TruncationFreeSVI)}
 
@@ -420,6 +424,9 @@ class Run:
 
     def _check_grown(self, meta: dict) -> None:
         """The data file holds the checkpoint's batches, of the same sizes, and at least one batch more."""
+        if self.cfg.alg.name not in GROWS:
+            raise BnpviError(f"a run of alg={self.cfg.alg.name} cannot be continued on more data "
+                             f"({self.store.path}); alg=memo or vb can")
         old_batches, sizes = int(meta["n_batches"]), np.asarray(self.store.batch_sizes())
         saved = np.asarray(meta["batch_sizes"]) if "batch_sizes" in meta else None
         same = sizes.shape[0] > old_batches and (np.array_equal(sizes[:old_batches], saved) if saved is not None
@@ -716,11 +723,38 @@ def start(cfg: DictConfig, run_dir: Path, claim: RunDirLock | None = None) -> Ru
     return claimed(run_dir, claim, begin)
 
 
-def check_same_config(checkpoint: dict, cfg: DictConfig, run_dir: Path) -> None:
+def another_file(checkpoint: dict, cfg: DictConfig) -> bool:
+    """Whether ``cfg`` names another data file than the one ``checkpoint`` was made on (a resume on more data,
+    :func:`grow`; the file must then continue the run's, which :class:`Run` checks)."""
+    saved = checkpoint["meta"].get("data_path")
+    path = OmegaConf.select(cfg, "data.path", default=None)
+    if saved is None or path is None or cfg.data.get("name", "hdf5") != "hdf5":
+        return False
+    path = Path(str(path)).expanduser()
+    if not path.is_absolute() and not path.exists():  # the run's own file, named from where it started
+        return False
+    return path.resolve() != Path(str(saved)).resolve()
+
+
+def record_grown(run_dir: Path, cfg: DictConfig) -> None:
+    """The run's saved config (``.hydra/config.yaml``, what a later resume starts from) names the grown data
+    file and the laps of ``cfg``, once the run has opened on it: a later resume goes on on all the data."""
+    saved = run_dir / ".hydra" / "config.yaml"
+    if saved.exists():
+        record = OmegaConf.load(saved)
+        record.data.path, record.alg.n_laps = cfg.data.path, cfg.alg.n_laps
+        temporary = saved.with_name(f".{saved.name}.tmp")
+        OmegaConf.save(record, temporary)
+        os.replace(temporary, saved)
+
+
+def check_same_config(checkpoint: dict, cfg: DictConfig, run_dir: Path, grows: bool = False) -> None:
     """Refuse to resume with a config that differs from the one ``checkpoint`` was made with, but for the
-    resumable keys (:data:`bnpvi.config.RESUMABLE_KEYS`): a resume goes on with the model it stopped in."""
+    resumable keys (:data:`bnpvi.config.RESUMABLE_KEYS`), and ``data.path`` when the run ``grows`` on a file
+    that continues its data: a resume goes on with the model it stopped in."""
     saved = checkpoint.get("config")
     changes = [] if saved is None else changed_keys(str(saved), cfg)
+    changes = [change for change in changes if not (grows and change[0] == "data.path")]
     if changes:
         key, then, now = changes[0]
         more = f" (and {len(changes) - 1} other key(s))" if len(changes) > 1 else ""
@@ -740,9 +774,15 @@ def reopen(run_dir: Path, cfg: DictConfig, claim: RunDirLock | None = None) -> R
             raise BnpviError(f"cannot resume {run_dir}: the run stopped before its first checkpoint; start it again "
                              f"in place (the same command without resume=, with hydra.run.dir={run_dir})")
         checkpoint = load_checkpoint(run_dir)
-        check_same_config(checkpoint, cfg, run_dir)
-        run = Run(cfg, run_dir, checkpoint, claim=claim)
-        log.info("resuming %s at lap %d, batch %d", run_dir, run.alg.lap, run.alg.pos)
+        grows = another_file(checkpoint, cfg)
+        check_same_config(checkpoint, cfg, run_dir, grows)
+        if grows:
+            checkpoint["meta"]["data_path"] = str(Path(cfg.data.path).expanduser().resolve())
+        run = Run(cfg, run_dir, checkpoint, claim=claim, grows=grows)
+        if grows:
+            record_grown(run_dir, cfg)
+        log.info("%s %s at lap %d, batch %d", "continuing on more data" if grows else "resuming", run_dir,
+                 run.alg.lap, run.alg.pos)
         return run
     return claimed(run_dir, claim, begin)
 
@@ -763,23 +803,15 @@ def grow(run_dir: Path, data_path: Path, n_laps: int, progress: Progress | None 
     def begin(claim: RunDirLock) -> Run:
         checkpoint = load_checkpoint(run_dir)
         cfg = OmegaConf.create(str(checkpoint["config"]))
-        if cfg.alg.name not in GROWS:
-            raise BnpviError(f"a run of alg={cfg.alg.name} cannot be continued on more data; alg=memo or vb can")
         lap = int(checkpoint["alg"]["lap"])
         cfg.data.path, cfg.alg.n_laps = str(Path(data_path).resolve()), lap + n_laps
         checkpoint["meta"]["data_path"] = cfg.data.path
         run = Run(cfg, run_dir, checkpoint, claim=claim, grows=True)
-        saved = run_dir / ".hydra" / "config.yaml"
-        if saved.exists():  # what bnpvi-train resume=DIR compares with the checkpoint's
-            OmegaConf.save(cfg, saved)
+        record_grown(run_dir, cfg)
         log.info("continuing %s at lap %d on %d atoms in %d batches", run_dir, lap, run.store.n_atoms,
                  run.store.n_batches)
         return run
     return run_to_end(claimed(run_dir, None, begin), progress)
-
-
-#: The algorithms whose runs :func:`grow` continues on more data.
-GROWS = ("memo", "vb")
 
 
 def run_to_end(run: Run, progress: Progress | None = None, hard_stop: bool = False) -> dict:
