@@ -125,8 +125,10 @@ class Estimator(BaseEstimator):
     ``class DPMixture(_Mixture, model="dp_mix", obs="gauss")``.
 
     Keywords (all keyword-only; ``None`` keeps the value of ``conf/``): ``obs``, ``alg`` ("memo"),
-    ``init`` ("kmeanspp"): the options of those groups; ``moves`` (models with moves only; None: the
-    alg's default, all moves for memo, none otherwise), a list such as ``["birth", "merge"]`` or ``[]``;
+    ``init`` ("kmeanspp"): the options of those groups; ``n_components`` (``init.K``) for a model of fixed K
+    (``fixed_K=True``: FiniteMixture, LDA, FiniteHMM), ``K`` (the initial K) for the others; ``moves``
+    (models with moves only; None: the alg's default, all moves for memo, none otherwise), a list such as
+    ``["birth", "merge"]`` or ``[]``;
     every leaf key of those options (the class attribute ``config_keys``); ``random_state`` (the
     run's ``seed``; None: the config's, 0); ``verbose`` (a progress bar over each lap's batches with the
     last lap's K, ELBO and seconds, and one log line per lap as ``bnpvi-train`` prints, on stderr); and
@@ -142,12 +144,14 @@ class Estimator(BaseEstimator):
     extra_keywords: ClassVar[dict[str, object]] = {}
     """A family's own keywords beyond the config's, with their defaults (the topic models' text options)."""
 
-    def __init_subclass__(cls, model: str | None = None, obs: str | None = None, **kwargs):
+    def __init_subclass__(cls, model: str | None = None, obs: str | None = None, fixed_K: bool = False, **kwargs):
         super().__init_subclass__(**kwargs)
         if model is None:  # a family's base class
             return
         cls.model_option = model
         cls.config_keys = keyword_paths(model)
+        if fixed_K:  # a model of K clusters: scikit-learn's and hmmlearn's name for it
+            cls.config_keys = {("n_components" if key == "K" else key): path for key, path in cls.config_keys.items()}
         clash = set(cls.extra_keywords) & set(cls.config_keys)
         if clash:
             raise TypeError(f"{cls.__name__}: keywords {sorted(clash)} are config keys too")

@@ -81,8 +81,8 @@ class DPMixture(_Mixture, model="dp_mix", obs="gauss"):
     """
 
 
-class FiniteMixture(_Mixture, model="finite_mix", obs="gauss"):
-    """Finite mixture of ``K`` clusters (``model=finite_mix``, symmetric Dirichlet(γ/K) weights; no moves).
+class FiniteMixture(_Mixture, model="finite_mix", obs="gauss", fixed_K=True):
+    """Finite mixture of ``n_components`` clusters (``model=finite_mix``, symmetric Dirichlet(γ/K) weights; no moves).
 
     Fitted attributes and keywords as :class:`DPMixture`'s, without ``moves`` and the moves' keys.
     """

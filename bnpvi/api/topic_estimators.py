@@ -89,8 +89,14 @@ class _TopicModel(TransformerMixin, Estimator):
                 return write_documents(path, *joined_documents(parts), store.D, batch_sizes=sizes,
                                        vocab=store.vocab(), text=store.text_origin(),
                                        source=source)
-        fitted = self.partial_train_on(None, write_grown, n_new, n_laps)
+        return self._set_topics(self.partial_train_on(None, write_grown, n_new, n_laps))
+
+    def _set_topics(self, fitted):
+        """The topics' attributes from the loaded model (None for groups of vectors): ``topics_`` (K, V) the
+        probabilities λ̂_k / Σ_v λ̂_kv, ``components_`` (K, V) the Dirichlet parameters λ̂ (scikit-learn's
+        name), ``vocabulary_``. Returns self."""
         self.topics_, self.vocabulary_ = fitted.topics_, fitted.vocabulary_
+        self.components_ = None if fitted.topics_ is None else np.asarray(fitted.globals_.obs["lam"])
         return self
 
     def _fit(self, docs, vocabulary, partial: bool):
@@ -100,10 +106,8 @@ class _TopicModel(TransformerMixin, Estimator):
                 raise BnpviError(f"fit: vocabulary= is for word counts (obs=mult), not obs={self.obs}")
             X, seq_range = stack_groups(docs, "fit")
             self.n_features_in_ = X.shape[1]
-            self.train_on(lambda path, n_batches, source: write_sequences(path, X, seq_range, n_batches=n_batches,
-                                                                          source=source), partial)
-            self.topics_ = self.vocabulary_ = None
-            return self
+            return self._set_topics(self.train_on(lambda path, n_batches, source: write_sequences(
+                path, X, seq_range, n_batches=n_batches, source=source), partial))
         if is_texts(docs):
             if vocabulary is not None:
                 raise BnpviError("fit: raw texts make their own vocabulary; pass vocabulary= with a count matrix only")
@@ -123,9 +127,7 @@ class _TopicModel(TransformerMixin, Estimator):
             fitted = self.train_on(lambda path, n_batches, source: write_documents(
                 path, X.indices, X.data, X.indptr, X.shape[1], n_batches=n_batches, vocab=vocab, source=source),
                 partial)
-        self.topics_ = fitted.topics_
-        self.vocabulary_ = fitted.vocabulary_
-        return self
+        return self._set_topics(fitted)
 
     def coherence(self, docs, top_n: int = 10) -> np.ndarray:
         """(K,) NPMI coherence of every topic's ``top_n`` words over document co-occurrence in ``docs`` (the
@@ -143,6 +145,11 @@ class _TopicModel(TransformerMixin, Estimator):
         """The ``n`` most probable words (or word ids) of every topic (:meth:`FittedTopicModel.top_words`)."""
         check_is_fitted(self)
         return self.fitted_model_.top_words(n)
+
+    def perplexity(self, docs) -> float:
+        """exp(−:meth:`score`): the perplexity per held-out token (per point, for groups of vectors) by document
+        completion, lower is better (scikit-learn's name; its value comes from another bound)."""
+        return float(np.exp(-self.score(docs)))
 
     def score(self, docs, y=None) -> float:
         """Log-likelihood per token by document completion of ``docs`` (:meth:`FittedTopicModel.score`; the
@@ -162,8 +169,9 @@ class HDPTopicModel(_TopicModel, model="hdp_topic", obs="mult"):
     """
 
 
-class LDA(_TopicModel, model="lda", obs="mult"):
-    """Latent Dirichlet allocation with ``K`` topics (``model=lda``, document weights Dirichlet(α/K); no moves).
+class LDA(_TopicModel, model="lda", obs="mult", fixed_K=True):
+    """Latent Dirichlet allocation with ``n_components`` topics (``model=lda``, document weights Dirichlet(α/K);
+    no moves).
 
     Fitted attributes and keywords as :class:`HDPTopicModel`'s, without ``moves`` and the moves' keys.
     """
