@@ -163,3 +163,18 @@ def test_models_of_fixed_K_take_n_components():
     assert "K" in bnpvi.DPMixture().get_params() and "n_components" not in bnpvi.DPMixture().get_params()
     X = np.random.default_rng(0).normal(size=(200, 2))
     assert bnpvi.FiniteMixture(n_components=4, alg="vb", n_laps=3, random_state=0).fit(X).n_components_total_ == 4
+
+
+def test_random_state_none_is_fresh_randomness_as_in_scikit_learn():
+    """None draws the run's seed from NumPy's global RandomState (so np.random.seed makes it repeatable), a
+    RandomState or Generator gives one drawn from it, an int is the seed; the run records it."""
+    np.random.seed(3)
+    first = bnpvi.DPMixture().train_config().seed
+    np.random.seed(3)
+    assert bnpvi.DPMixture().train_config().seed == first
+    assert bnpvi.DPMixture().train_config().seed != first  # the global state moved on
+    assert bnpvi.DPMixture(random_state=5).train_config().seed == 5
+    assert bnpvi.DPMixture(random_state=np.random.RandomState(1)).train_config().seed == \
+        np.random.RandomState(1).randint(2**31 - 1)
+    assert bnpvi.DPMixture(random_state=np.random.default_rng(1)).train_config().seed == \
+        np.random.default_rng(1).integers(2**31 - 1)

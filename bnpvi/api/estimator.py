@@ -24,6 +24,7 @@ from typing import Callable, ClassVar, Iterator
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
 
 from bnpvi.api.fitted import FittedModel, load
 from bnpvi.api.keywords import compose_train, estimator_obs, keyword_paths, model_moves, set_keys
@@ -86,6 +87,17 @@ def _elbo_trace(path: Path) -> np.ndarray:
         return np.array([float(row["elbo"]) if row["elbo"] else np.nan for row in csv.DictReader(handle)])
 
 
+def run_seed(random_state) -> int:
+    """The run's ``seed`` for scikit-learn's ``random_state``: an int as it is; a ``RandomState`` or ``Generator``,
+    or None (NumPy's global ``RandomState``, fresh randomness as in scikit-learn), a seed drawn from it (the run
+    records it in its config, so a fit with ``output_dir`` can be repeated)."""
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return int(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**31 - 1))
+    return int(check_random_state(random_state).randint(2**31 - 1))
+
+
 def refuse_partial(cfg: DictConfig, owner: str) -> None:
     """A one-line BnpviError where ``partial_fit`` cannot go on from the run ``cfg`` makes."""
     if cfg.alg.name not in GROWS:
@@ -130,7 +142,8 @@ class Estimator(BaseEstimator):
     (models with moves only; None: the alg's default, all moves for memo, none otherwise), a list such as
     ``["birth", "merge"]`` or ``[]``;
     every leaf key of those options (the class attribute ``config_keys``); ``random_state`` (the
-    run's ``seed``; None: the config's, 0); ``verbose`` (a progress bar over each lap's batches with the
+    run's ``seed``: an int, or a seed drawn from a ``RandomState``/``Generator``, or for None from NumPy's
+    global one, fresh randomness as in scikit-learn; :func:`run_seed`); ``verbose`` (a progress bar over each lap's batches with the
     last lap's K, ELBO and seconds, and one log line per lap as ``bnpvi-train`` prints, on stderr); and
     ``output_dir`` (None: train in a temporary directory removed after ``fit``; a path makes it the
     run directory, with ``data.h5`` and ``.hydra/config.yaml``, which ``bnpvi-train resume=DIR``
@@ -182,8 +195,7 @@ class Estimator(BaseEstimator):
         cfg = compose_train(overrides)
         values = {name: getattr(self, name) for name in self.config_keys if getattr(self, name) is not None}
         set_keys(cfg, values, self.config_keys, owner)
-        if self.random_state is not None:
-            set_keys(cfg, {"random_state": self.random_state}, {"random_state": "seed"}, owner)
+        set_keys(cfg, {"random_state": run_seed(self.random_state)}, {"random_state": "seed"}, owner)
         return cfg
 
     def checked_choices(self) -> dict:
