@@ -178,3 +178,18 @@ def test_random_state_none_is_fresh_randomness_as_in_scikit_learn():
         np.random.RandomState(1).randint(2**31 - 1)
     assert bnpvi.DPMixture(random_state=np.random.default_rng(1)).train_config().seed == \
         np.random.default_rng(1).integers(2**31 - 1)
+
+
+def test_sample_draws_from_the_fitted_mixture_and_dir_lists_the_api():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(c, 1.0, (300, 2)) for c in ([0, 0], [6, 0], [0, 6])])
+    mix = bnpvi.DPMixture(random_state=0).fit(X)
+    drawn, labels = mix.sample(6000, random_state=0)
+    for uid, mean, cov in zip(mix.cluster_ids_, mix.means_, mix.covariances_):
+        rows = drawn[labels == uid]
+        np.testing.assert_allclose(rows.mean(axis=0), mean, atol=0.1)
+        np.testing.assert_allclose(np.cov(rows.T), cov, atol=0.15)
+    np.testing.assert_array_equal(mix.sample(10, random_state=1)[0], mix.sample(10, random_state=1)[0])
+    binary = bnpvi.DPMixture(obs="bern", n_laps=5, random_state=0).fit((rng.random((300, 6)) < 0.3).astype(float))
+    assert set(np.unique(binary.sample(50, random_state=0)[0])) <= {0.0, 1.0}
+    assert {"DPMixture", "HDPHMM", "load", "BnpviError"} <= set(dir(bnpvi))

@@ -159,6 +159,7 @@ def test_hmmlearn_and_scikit_learn_habits(seqs, docs):
     np.testing.assert_array_equal(hmm.predict(X, lengths), np.concatenate(same.predict(seqs)))
     assert hmm.predict_proba(X, lengths).shape == (X.shape[0], 3)
     assert hmm.score(X, lengths) == same.score(seqs)
+    assert hmm.means_.shape == (3, X.shape[1]) and hmm.covars_.shape == (3, X.shape[1], X.shape[1])
     with pytest.raises(bnpvi.BnpviError, match="lengths must be positive integers that sum to the"):
         hmm.predict(X, [1])
     lda = LDA(n_components=3, n_laps=3, random_state=0).fit(docs)

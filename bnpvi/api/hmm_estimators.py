@@ -60,9 +60,14 @@ class _HMM(Estimator):
         return self._set_fitted(fitted, X.shape[1])
 
     def _set_fitted(self, fitted, D: int):
+        """The HMM's attributes from the loaded model: ``startprob_``, ``transmat_``, and the states' ``means_``
+        and ``covars_`` (hmmlearn's names; ``ObsFamily.cluster_moments``) where the family has them. Returns
+        self."""
         self.n_features_in_ = D
         self.startprob_ = fitted.startprob_
         self.transmat_ = fitted.transmat_
+        moments = fitted.model.obs.cluster_moments(fitted.globals_.obs)
+        self.means_, self.covars_ = moments.get("means_"), moments.get("covariances_")
         return self
 
     def predict(self, seqs, lengths=None):

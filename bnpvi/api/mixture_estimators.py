@@ -9,7 +9,8 @@ import numpy as np
 from sklearn.base import ClusterMixin, DensityMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, refuse_empty
+from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, refuse_empty, run_seed
+from bnpvi.errors import check_int
 from bnpvi.data.store import write_points
 
 
@@ -45,6 +46,24 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
             setattr(self, name, value)
         self.labels_ = fitted.predict(X)
         return self
+
+    def sample(self, n_samples: int = 1, random_state=None) -> tuple[np.ndarray, np.ndarray]:
+        """(X (n_samples, D), labels): points drawn from the fitted mixture under its point estimates, as
+        scikit-learn's ``GaussianMixture.sample``: a cluster k with probability ``weights_``, then a Gaussian of
+        mean ``means_[k]`` and covariance ``covariances_[k]`` (Bernoulli families: independent 1s with
+        probability ``means_[k]``); labels are the clusters' ids (:attr:`cluster_ids_`)."""
+        check_is_fitted(self)
+        n_samples = check_int(n_samples, "n_samples", 1)
+        rng = np.random.default_rng(run_seed(random_state))
+        means, covariances = self.means_, getattr(self, "covariances_", None)
+        weights = np.asarray(self.weights_, dtype=np.float64)
+        k = rng.choice(weights.shape[0], size=n_samples, p=weights / weights.sum())
+        if covariances is None:  # Bernoulli
+            X = (rng.random((n_samples, means.shape[1])) < means[k]).astype(np.float64)
+        else:
+            factors = np.linalg.cholesky(covariances)
+            X = means[k] + np.einsum("nij,nj->ni", factors[k], rng.standard_normal((n_samples, means.shape[1])))
+        return X, np.asarray(self.cluster_ids_)[k]
 
     def _checked(self, X) -> np.ndarray:
         check_is_fitted(self)
