@@ -230,7 +230,7 @@ class Estimator(BaseEstimator):
             if self.output_dir is not None:  # what bnpvi-train resume=DIR reads
                 (run_dir / ".hydra").mkdir(exist_ok=True)
                 OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-            train(cfg, run_dir, Progress(show=bool(self.verbose)))
+            train(cfg, run_dir, Progress(show=None if self.verbose else False))
             fitted = load(run_dir)
             self.elbo_trace_ = _elbo_trace(run_dir / "trace.csv")
         self.partial_run_ = (run_dir, data) if partial else None
@@ -257,7 +257,7 @@ class Estimator(BaseEstimator):
                         f"{type(self).__name__}.partial_fit")
         os.replace(grown, data)
         with _logging(self.verbose):
-            grow(run_dir, data, n_laps, Progress(show=bool(self.verbose)))
+            grow(run_dir, data, n_laps, Progress(show=None if self.verbose else False))
             fitted = load(run_dir)
             self.elbo_trace_ = _elbo_trace(run_dir / "trace.csv")
         return self._fitted(fitted)
