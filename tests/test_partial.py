@@ -158,3 +158,34 @@ def test_the_command_line_continues_a_run_on_its_file_and_more(tmp_path, cache_d
     assert summary["n_atoms"] == 1200 and summary["elbo"] == expected["elbo"] and summary["K"] == expected["K"]
     again = train(["resume=run", "alg.n_laps=300"], tmp_path, env)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["n_atoms"] == 1200, again.stderr
+
+
+def test_append_to_keeps_the_files_batches_and_adds_the_new_units(tmp_path):
+    """--append-to: sequences and documents too, labels where both have them, one-line refusals."""
+    from bnpvi.data.convert import convert
+    from bnpvi.data.store import BatchStore, write_documents, write_sequences
+
+    rng = np.random.default_rng(0)
+    write_sequences(tmp_path / "s.h5", rng.normal(size=(60, 2)), np.arange(0, 61, 10), n_batches=3)
+    np.savez(tmp_path / "more.npz", X=rng.normal(size=(25, 2)), seq_range=np.array([0, 10, 25]))
+    out = convert(tmp_path / "more.npz", tmp_path / "s2.h5", sequences="seq_range", append_to=tmp_path / "s.h5")
+    with BatchStore.open(out) as store, BatchStore.open(tmp_path / "s.h5") as base:
+        assert store.n_seqs == 8 and np.array_equal(np.diff(store.offsets)[:3], np.diff(base.offsets))
+        assert np.array_equal(store.read_batch(1).X, base.read_batch(1).X)
+        assert store.n_batches == 4 and store.read_batch(3).X.shape == (25, 2)
+    write_documents(tmp_path / "d.h5", np.array([0, 1, 2]), np.array([1.0, 2.0, 1.0]), np.array([0, 2, 3]), 4,
+                    vocab=["a", "b", "c", "d"])
+    import scipy.sparse as sp
+    sp.save_npz(tmp_path / "new.npz", sp.csr_matrix(np.array([[0, 0, 1, 3], [1, 0, 0, 0]])))
+    out = convert(tmp_path / "new.npz", tmp_path / "d2.h5", append_to=tmp_path / "d.h5", n_batches=2)
+    with BatchStore.open(out) as store:
+        assert store.n_batches == 3 and store.vocab() == ["a", "b", "c", "d"] and store.offsets[-1] == 4
+    with one_line_error("it holds bag-of-words documents, .*more.npz holds sequences"):
+        convert(tmp_path / "more.npz", tmp_path / "x.h5", sequences="seq_range", append_to=tmp_path / "d.h5")
+    write_points(tmp_path / "p.h5", rng.normal(size=(20, 3)), labels=np.zeros(20, dtype=int))
+    np.save(tmp_path / "p.npy", rng.normal(size=(5, 3)))
+    with one_line_error("the file has labels and the new data has none"):
+        convert(tmp_path / "p.npy", tmp_path / "x.h5", append_to=tmp_path / "p.h5")
+    with one_line_error("the number of new batches must be between 1 and 5, got 9"):
+        convert(tmp_path / "p.npy", tmp_path / "x.h5", append_to=tmp_path / "p.h5", n_batches=9)
+    assert not (tmp_path / "x.h5").exists()
