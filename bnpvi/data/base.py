@@ -556,6 +556,17 @@ class BatchStore:
         """The batch of units ``lo:hi``."""
         raise NotImplementedError
 
+    @property
+    def has_heldout(self) -> bool:
+        """Whether the file holds a held-out part (``bnpvi-data convert --heldout F``; its kind's
+        ``read_heldout``)."""
+        return self.n_heldout > 0
+
+    @property
+    def n_heldout(self) -> int:
+        """Held-out units (points, documents, whole sequences, node pairs); 0 when the file holds none."""
+        return int(self._layout.get("n_heldout", 0))
+
     def source_index(self, lo: int, hi: int, heldout: bool = False) -> np.ndarray:
         """(hi - lo,) int64: the source index of atoms ``lo:hi`` of the training part (or, with ``heldout``,
         of the held-out part): what the file's held-out split recorded (the group ``heldout``'s datasets

@@ -146,15 +146,6 @@ class BowStore(BatchStore, kind="bow"):
         return [str(w) for w in self._handle()["vocab"].asstr()[()]]
 
     # ---------------------------------------------------------- held out
-    @property
-    def has_heldout(self) -> bool:
-        return self._layout["n_heldout"] > 0
-
-    @property
-    def n_heldout(self) -> int:
-        """Number of held-out documents (0 when the file holds none)."""
-        return self._layout["n_heldout"]
-
     def _require_heldout(self) -> h5py.Group:
         if not self.has_heldout:
             raise BnpviError(f"data file {self._path} holds no held-out documents (write them with "

@@ -128,15 +128,6 @@ class PointStore(RowStore, kind="points"):
             layout["n_heldout"] = int(X.shape[0])
         return layout
 
-    @property
-    def has_heldout(self) -> bool:
-        """Whether the file holds held-out points (:meth:`read_heldout`)."""
-        return self._layout["n_heldout"] > 0
-
-    @property
-    def n_heldout(self) -> int:
-        return self._layout["n_heldout"]
-
     def read_heldout(self, lo: int = 0, hi: int | None = None) -> PointBatch:
         """Held-out points ``lo:hi`` (all by default) as a PointBatch; every value checked finite."""
         if not self.has_heldout:

@@ -168,16 +168,6 @@ class SeqStore(RowStore, kind="seq"):
     def is_lagged(self) -> bool:
         return self._lagged
 
-    @property
-    def has_heldout(self) -> bool:
-        """Whether the file holds held-out sequences (:meth:`read_heldout`)."""
-        return self._layout["n_heldout"] > 0
-
-    @property
-    def n_heldout(self) -> int:
-        """Number of held-out sequences."""
-        return self._layout["n_heldout"]
-
     def read_heldout(self, lo: int = 0, hi: int | None = None) -> SeqBatch:
         """Held-out sequences ``lo:hi`` (all by default) as a SeqBatch (no Xprev; ``first_seq`` = lo); seq_range
         and every value checked."""
