@@ -17,3 +17,8 @@ def __getattr__(name: str):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'bnpvi' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public API (``__all__``), the lazy names included."""
+    return sorted(__all__)

@@ -283,7 +283,7 @@ def test_resume_mid_lap_is_exact(compose_cfg, tmp_path, args):
 # ------------------------------------------------------------------ estimators
 def test_estimators_take_alg_em():
     X, labels = blobs(n=400, seed=4)
-    est = bnpvi.FiniteMixture(alg="em", K=3, random_state=0).fit(X)
+    est = bnpvi.FiniteMixture(alg="em", n_components=3, random_state=0).fit(X)
     assert adjusted_rand_index(labels, est.predict(X)) == 1.0
     # the score is the exact mean log-likelihood of the point estimates
     weights, moments = est.fitted_model_.weights_, est.fitted_model_.model.obs.cluster_moments(
@@ -293,7 +293,7 @@ def test_estimators_take_alg_em():
     np.testing.assert_allclose(est.score(X), np.mean(np.log(density)), rtol=1e-10)
     Xs, seq_range, seq_labels = make_toy_sequences(n_seqs=6, length=200, seed=5)
     seqs = [Xs[a:b] for a, b in zip(seq_range[:-1], seq_range[1:])]
-    hmm = bnpvi.FiniteHMM(alg="em", K=8, random_state=0).fit(seqs)
+    hmm = bnpvi.FiniteHMM(alg="em", n_components=8, random_state=0).fit(seqs)
     assert hmm.n_components_total_ == 8 and hmm.transmat_.shape == (8, 8)  # one state ends empty: n_components_ 7
     with pytest.raises(BnpviError, match="alg=em fits model=finite_mix or model=finite_hmm, not model=dp_mix"):
         bnpvi.DPMixture(alg="em").fit(X)

@@ -76,7 +76,7 @@ def test_fit_equals_the_bnpvi_train_run_of_the_same_config_and_batches(X, tmp_pa
 
 
 def test_fitted_attributes(X):
-    est = FiniteMixture(K=3, alg="vb", n_laps=30, random_state=0).fit(X)
+    est = FiniteMixture(n_components=3, alg="vb", n_laps=30, random_state=0).fit(X)
     K, D = 3, X.shape[1]
     assert est.n_components_ == K and est.n_features_in_ == D
     assert est.weights_.shape == (K,) and est.weights_.sum() == pytest.approx(1.0)
@@ -88,7 +88,7 @@ def test_fitted_attributes(X):
     assert proba.shape == (X.shape[0], K)
     np.testing.assert_array_equal(est.cluster_ids_[proba.argmax(axis=1)], est.labels_)
     assert est.score(X) == pytest.approx(est.score_samples(X).mean())
-    diag = FiniteMixture(K=3, obs="diag_gauss", alg="vb", n_laps=30).fit(X)
+    diag = FiniteMixture(n_components=3, obs="diag_gauss", alg="vb", n_laps=30).fit(X)
     assert np.count_nonzero(diag.covariances_ - np.eye(D) * diag.covariances_) == 0  # diagonal matrices
 
 
@@ -151,9 +151,50 @@ def test_fit_inside_a_hydra_app_leaves_its_hydra_in_place(X):
 
     with initialize_config_module(config_module="bnpvi.conf", version_base="1.3"):
         app = GlobalHydra.instance().hydra
-        FiniteMixture(K=2, alg="vb", n_laps=2).fit(X)
+        FiniteMixture(n_components=2, alg="vb", n_laps=2).fit(X)
         assert GlobalHydra.instance().hydra is app
 
 
 def test_lazy_exports():
     assert bnpvi.DPMixture is DPMixture and bnpvi.FiniteMixture is FiniteMixture
+
+
+def test_models_of_fixed_K_take_n_components():
+    """scikit-learn's and hmmlearn's name for a fixed number of clusters; the DP mixture's K is where it starts."""
+    for cls in (bnpvi.FiniteMixture, bnpvi.LDA, bnpvi.FiniteHMM):
+        params = cls().get_params()
+        assert "n_components" in params and "K" not in params, cls
+        assert cls.config_keys["n_components"] == "init.K"
+    assert "K" in bnpvi.DPMixture().get_params() and "n_components" not in bnpvi.DPMixture().get_params()
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    assert bnpvi.FiniteMixture(n_components=4, alg="vb", n_laps=3, random_state=0).fit(X).n_components_total_ == 4
+
+
+def test_random_state_none_is_fresh_randomness_as_in_scikit_learn():
+    """None draws the run's seed from NumPy's global RandomState (so np.random.seed makes it repeatable), a
+    RandomState or Generator gives one drawn from it, an int is the seed; the run records it."""
+    np.random.seed(3)
+    first = bnpvi.DPMixture().train_config().seed
+    np.random.seed(3)
+    assert bnpvi.DPMixture().train_config().seed == first
+    assert bnpvi.DPMixture().train_config().seed != first  # the global state moved on
+    assert bnpvi.DPMixture(random_state=5).train_config().seed == 5
+    assert bnpvi.DPMixture(random_state=np.random.RandomState(1)).train_config().seed == \
+        np.random.RandomState(1).randint(2**31 - 1)
+    assert bnpvi.DPMixture(random_state=np.random.default_rng(1)).train_config().seed == \
+        np.random.default_rng(1).integers(2**31 - 1)
+
+
+def test_sample_draws_from_the_fitted_mixture_and_dir_lists_the_api():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(c, 1.0, (300, 2)) for c in ([0, 0], [6, 0], [0, 6])])
+    mix = bnpvi.DPMixture(random_state=0).fit(X)
+    drawn, labels = mix.sample(6000, random_state=0)
+    for uid, mean, cov in zip(mix.cluster_ids_, mix.means_, mix.covariances_):
+        rows = drawn[labels == uid]
+        np.testing.assert_allclose(rows.mean(axis=0), mean, atol=0.1)
+        np.testing.assert_allclose(np.cov(rows.T), cov, atol=0.15)
+    np.testing.assert_array_equal(mix.sample(10, random_state=1)[0], mix.sample(10, random_state=1)[0])
+    binary = bnpvi.DPMixture(obs="bern", n_laps=5, random_state=0).fit((rng.random((300, 6)) < 0.3).astype(float))
+    assert set(np.unique(binary.sample(50, random_state=0)[0])) <= {0.0, 1.0}
+    assert {"DPMixture", "HDPHMM", "load", "BnpviError"} <= set(dir(bnpvi))

@@ -71,7 +71,7 @@ def test_hmm_fit_equals_the_bnpvi_train_run_of_the_same_config_and_batches(seqs,
 
 def test_topic_model_attributes(docs):
     vocab = [f"word{v}" for v in range(docs.shape[1])]
-    est = LDA(K=4, n_laps=3, random_state=0).fit(docs, vocabulary=vocab)
+    est = LDA(n_components=4, n_laps=3, random_state=0).fit(docs, vocabulary=vocab)
     assert est.n_components_ == 4 and est.n_features_in_ == docs.shape[1]
     assert est.topics_.shape == (4, docs.shape[1])
     np.testing.assert_allclose(est.topics_.sum(axis=1), 1.0, rtol=1e-12)
@@ -82,11 +82,11 @@ def test_topic_model_attributes(docs):
     assert weights.shape == (7, 4)
     np.testing.assert_allclose(weights.sum(axis=1), 1.0, rtol=1e-12)  # LDA: no mass beyond K
     assert est.score(docs) == est.fitted_model_.score(docs) < 0
-    assert LDA(K=4, n_laps=3).fit(docs).top_words(2)[0][0] in range(docs.shape[1])  # ids without a vocabulary
+    assert LDA(n_components=4, n_laps=3).fit(docs).top_words(2)[0][0] in range(docs.shape[1])  # ids without a vocabulary
 
 
 def test_hmm_attributes(seqs):
-    est = FiniteHMM(K=3, n_laps=3, random_state=0).fit(seqs)
+    est = FiniteHMM(n_components=3, n_laps=3, random_state=0).fit(seqs)
     assert est.n_components_ == 3 and est.n_features_in_ == 2
     np.testing.assert_allclose(est.transmat_.sum(axis=1), 1.0, rtol=1e-12)
     assert est.startprob_.shape == (3,) and est.startprob_.sum() == pytest.approx(1.0)
@@ -100,13 +100,13 @@ def test_hmm_attributes(seqs):
 
 
 def test_clone_params_and_grid_search(docs, seqs):
-    for est in (HDPTopicModel(gamma=3.0, n_laps=2), LDA(K=5), HDPHMM(sticky_kappa=10.0), FiniteHMM(K=3)):
+    for est in (HDPTopicModel(gamma=3.0, n_laps=2), LDA(n_components=5), HDPHMM(sticky_kappa=10.0), FiniteHMM(n_components=3)):
         twin = clone(est)
         assert twin.get_params() == est.get_params() and twin is not est
     assert HDPHMM().set_params(birth_max_per_lap=1, sticky_kappa=2.0).get_params()["sticky_kappa"] == 2.0
-    search = GridSearchCV(LDA(K=3, n_laps=2), {"alpha": [0.1, 1.0]}, cv=2).fit(docs)
+    search = GridSearchCV(LDA(n_components=3, n_laps=2), {"alpha": [0.1, 1.0]}, cv=2).fit(docs)
     assert search.best_params_["alpha"] in (0.1, 1.0) and np.isfinite(search.best_score_)
-    search = GridSearchCV(FiniteHMM(K=2, n_laps=2), {"sticky_kappa": [0.0, 10.0]}, cv=2).fit(seqs)
+    search = GridSearchCV(FiniteHMM(n_components=2, n_laps=2), {"sticky_kappa": [0.0, 10.0]}, cv=2).fit(seqs)
     assert np.isfinite(search.best_score_)
 
 
@@ -130,7 +130,7 @@ def test_bad_keywords_are_type_errors_naming_them(docs, seqs):
     (lambda d, s: LDA(n_laps=1).fit(-d), "counts must be non-negative whole numbers"),
     (lambda d, s: LDA(n_laps=1).fit(sp.vstack([d[:3], sp.csr_matrix((1, d.shape[1]))])), "document 3 has no words"),
     (lambda d, s: LDA(n_laps=1).fit(d, vocabulary=["a", "b"]), "vocab has 2 words"),
-    (lambda d, s: HDPHMM(n_laps=1).fit(s[0]), "list of \\(T_i, D\\) arrays"),
+    (lambda d, s: HDPHMM(n_laps=1).fit(s[0][:, 0]), "list of \\(T_i, D\\) arrays"),  # one 2-D array: one sequence
     (lambda d, s: HDPHMM(n_laps=1).fit([s[0], s[1][:, :1]]), "sequence 1 has D=1"),
     (lambda d, s: FiniteHMM(n_laps=1).fit(s).predict([s[0][:, :1]]), "the model was trained on D=2"),
 ])
@@ -140,10 +140,28 @@ def test_bad_data_is_a_one_line_error(docs, seqs, fit, problem):
 
 
 def test_transform_checks_the_vocabulary_size(docs):
-    est = LDA(K=2, n_laps=1).fit(docs)
+    est = LDA(n_components=2, n_laps=1).fit(docs)
     with pytest.raises(ValueError, match=f"X has 3 features, but LDA is expecting {docs.shape[1]} features"):
         est.transform(sp.csr_matrix((2, 3)))
 
 
 def test_lazy_exports():
     assert (bnpvi.HDPTopicModel, bnpvi.LDA, bnpvi.HDPHMM, bnpvi.FiniteHMM) == (HDPTopicModel, LDA, HDPHMM, FiniteHMM)
+
+
+def test_hmmlearn_and_scikit_learn_habits(seqs, docs):
+    """HMMs take hmmlearn's (X, lengths) in every method (paths and marginals come back as one array); LDA has
+    components_ (λ̂, the topics before normalising) and perplexity = exp(−score)."""
+    X, lengths = np.vstack(seqs), [len(s) for s in seqs]
+    hmm = FiniteHMM(n_components=3, n_laps=3, random_state=0).fit(X, lengths)
+    same = FiniteHMM(n_components=3, n_laps=3, random_state=0).fit(seqs)
+    assert hmm.elbo_ == same.elbo_
+    np.testing.assert_array_equal(hmm.predict(X, lengths), np.concatenate(same.predict(seqs)))
+    assert hmm.predict_proba(X, lengths).shape == (X.shape[0], 3)
+    assert hmm.score(X, lengths) == same.score(seqs)
+    assert hmm.means_.shape == (3, X.shape[1]) and hmm.covars_.shape == (3, X.shape[1], X.shape[1])
+    with pytest.raises(bnpvi.BnpviError, match="lengths must be positive integers that sum to the"):
+        hmm.predict(X, [1])
+    lda = LDA(n_components=3, n_laps=3, random_state=0).fit(docs)
+    np.testing.assert_allclose(lda.components_ / lda.components_.sum(axis=1, keepdims=True), lda.topics_)
+    assert lda.perplexity(docs[:5]) == pytest.approx(np.exp(-lda.score(docs[:5])))

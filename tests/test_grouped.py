@@ -7,11 +7,13 @@ import pytest
 from scipy.special import digamma, logsumexp
 
 import bnpvi
+from bnpvi.data.convert import convert
 from bnpvi.data.heldout import group_halves
-from bnpvi.data.store import write_sequences
+from bnpvi.data.store import BatchStore, write_sequences
 from bnpvi.errors import BnpviError
 from bnpvi.learn import runner
-from bnpvi.learn.heldout import group_completion_loglik
+from bnpvi.learn.heldout import group_completion_loglik, groups_loglik
+from setups import apply_cli
 
 MEANS = np.random.default_rng(0).uniform(-10, 10, size=(6, 2))
 
@@ -140,3 +142,33 @@ def test_lda_of_grouped_vectors(files, tmp_path, compose_cfg):
     cfg = compose_cfg("model=lda", "obs=diag_gauss", "init.K=6", "data=hdf5", f"data.path={files['real']}")
     summary = runner.train(cfg, tmp_path / "run")
     assert summary["K"] == 6 and summary["ari"] > 0.9, summary
+
+
+def test_held_out_groups_are_scored_by_the_run_and_by_apply(compose_cfg, tmp_path, caplog):
+    """A sequence file with whole groups held out (``--heldout``): the run's held-out score is group completion
+    of those groups, in any block size; bnpvi-apply on the file gives it again; an HMM run says it leaves
+    them out."""
+    groups, _ = admixture(40, 2)
+    bounds = np.concatenate([[0], np.cumsum([len(g) for g in groups])])
+    np.savez(tmp_path / "groups.npz", X=np.vstack(groups), seq_range=bounds)
+    path = convert(tmp_path / "groups.npz", tmp_path / "groups.h5", n_batches=2, sequences="seq_range", heldout=0.25)
+    cfg = compose_cfg("model=hdp_topic", "obs=gauss", "data=hdf5", f"data.path={path}", "eval_every=2")
+    summary = runner.train(cfg, tmp_path / "run")
+    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    assert trace["heldout_loglik"].notna().sum() >= 2
+    fitted = bnpvi.load(tmp_path / "run")
+    with BatchStore.open(path) as store:
+        assert store.n_heldout == 10
+        held = store.read_heldout()
+        expected = group_completion_loglik(fitted.model, fitted.globals_, held.X, held.seq_range)
+        in_blocks = groups_loglik(fitted.model, fitted.globals_, store, block_groups=3)
+    assert summary["heldout_points"] == expected["n_points"] == in_blocks["n_points"]
+    assert summary["heldout_loglik"] == pytest.approx(expected["loglik_per_point"], rel=1e-12)
+    assert in_blocks["loglik_per_point"] == pytest.approx(expected["loglik_per_point"], rel=1e-12)
+    proc = apply_cli(tmp_path / "run", path, tmp_path / "out.h5")
+    assert proc.returncode == 0, proc.stderr
+    assert f"{summary['heldout_loglik']:.6g}"[:6] in proc.stdout, proc.stdout
+    with caplog.at_level("WARNING", logger="bnpvi"):
+        runner.train(compose_cfg("model=hdp_hmm", "obs=gauss", "data=hdf5", f"data.path={path}", "alg.n_laps=2"),
+                     tmp_path / "hmm")
+    assert "holds 10 held-out sequences, which only a topic model of grouped vectors scores" in caplog.text

@@ -175,8 +175,6 @@ def test_cli_heldout_and_info(tmp_path, capsys):
     (["{tmp}/c.npz", "{tmp}/o.h5", "--heldout", "0.5", "--heldout-seed", "-3"], "held-out seed must be"),
     (["{tmp}/c.npz", "{tmp}/o.h5", "--heldout-seed", "3"], "--heldout-seed applies only with --heldout"),
     (["{tmp}/c.npz", "{tmp}/o.h5", "--heldout", "0.5", "--batches", "31"], "30 of them for training"),
-    (["{tmp}/s.npz", "{tmp}/o.h5", "--sequences", "seq_range", "--heldout", "0.2"],
-     "--heldout applies only to points and bag-of-words sources; this one holds sequences"),
 ])
 def test_cli_heldout_errors_are_one_line(tmp_path, capsys, args, fragment):
     ids, counts, dr, y = make_corpus(6)

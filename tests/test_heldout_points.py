@@ -45,10 +45,28 @@ def test_convert_holds_out_a_seeded_fraction_of_the_points(points_file):
     np.testing.assert_array_equal(train, X[train_index])
 
 
-def test_sequences_cannot_be_held_out(tmp_path):
-    np.savez(tmp_path / "s.npz", X=np.zeros((20, 2)), seq_range=np.array([0, 10, 20]))
-    with pytest.raises(BnpviError, match="--heldout applies only to points and bag-of-words sources"):
-        convert(tmp_path / "s.npz", tmp_path / "s.h5", sequences="seq_range", heldout=0.5)
+def test_sequences_are_held_out_whole(tmp_path):
+    """--heldout on sequences keeps whole sequences apart, with the source index of every one."""
+    lengths = np.arange(3, 13)
+    bounds = np.concatenate([[0], np.cumsum(lengths)])
+    X = np.arange(2.0 * bounds[-1]).reshape(-1, 2)
+    np.savez(tmp_path / "s.npz", X=X, seq_range=bounds)
+    path = convert(tmp_path / "s.npz", tmp_path / "s.h5", sequences="seq_range", heldout=0.3, heldout_seed=1)
+    with BatchStore.open(path) as store:
+        check_held_out_sequences(store, X, bounds, path)
+
+
+def check_held_out_sequences(store, X, bounds, path):
+    assert store.n_heldout == 3 and store.n_seqs == 7 and store.info()["heldout_fraction"] == 0.3
+    with h5py.File(path) as f:
+        index, train_index = f["heldout/index"][()], f["heldout/train_index"][()]
+    assert np.array_equal(np.sort(np.concatenate([index, train_index])), np.arange(10))
+    held = store.read_heldout()
+    for s, source in enumerate(index):
+        np.testing.assert_array_equal(held.X[held.seq_range[s]:held.seq_range[s + 1]],
+                                      X[bounds[source]:bounds[source + 1]])
+    train = np.vstack([store.read_batch(b).X for b in range(store.n_batches)])
+    np.testing.assert_array_equal(train, np.vstack([X[bounds[s]:bounds[s + 1]] for s in train_index]))
 
 
 @pytest.mark.parametrize("sparse", [[], ["alg.sparse_L=1"]], ids=["dense", "L=1"])

@@ -63,13 +63,23 @@ def test_is_terminal_of_files_and_closed_streams(tmp_path):
 
 
 @pytest.mark.parametrize("verbose", [True, False])
-def test_verbose_estimator_shows_the_bar(verbose, monkeypatch):
-    stream = io.StringIO()
+def test_verbose_estimator_shows_the_bar_on_a_terminal(verbose, monkeypatch):
+    stream = Terminal()
     monkeypatch.setattr(sys, "stderr", stream)
     X = np.random.default_rng(0).normal(size=(120, 2))
     bnpvi.DPMixture(n_laps=2, n_batches=2, verbose=verbose, random_state=0).fit(X)
     shown = stream.getvalue()
     assert ("lap 2:" in shown and "2/2" in shown and "elbo=" in shown) is verbose
+
+
+def test_verbose_estimator_into_a_pipe_prints_the_lap_lines_without_the_bar(monkeypatch, caplog):
+    """As the command line does: a file or pipe gets one line per lap, no bar."""
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    X = np.random.default_rng(0).normal(size=(120, 2))
+    bnpvi.DPMixture(n_laps=2, n_batches=2, verbose=True, random_state=0).fit(X)
+    assert len(lap_lines(caplog)) == 2
+    assert "2/2" not in stream.getvalue() and "elbo=" not in stream.getvalue()
 
 
 def test_conversion_shows_a_bar_per_pass_only_when_asked(tmp_path, capsys):

@@ -3,17 +3,20 @@ accepted reassignment installs, and a resumed run that carries one in flight."""
 import logging
 import warnings
 
+import h5py
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
 from bnpvi.alloc import DPMixAlloc
+from bnpvi.data.batch import SeqBatch
 from bnpvi.data.generate import topic_documents
 from bnpvi.data.store import BatchStore, write_documents
 from bnpvi.learn import runner
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.model import Model
-from bnpvi.moves.reassign import ReassignMove, exact_gains
+from bnpvi.io.h5tree import read_tree, write_tree
+from bnpvi.moves.reassign import Candidates, ReassignMove, exact_gains
 from bnpvi.obs import Mult
 from bnpvi.stats import ClusterIds, Responsibilities
 from setups import assert_resume_is_exact, brute_stats, dense_resp, elbo_of, fitted
@@ -170,6 +173,24 @@ def test_resume_with_reassignments_in_flight_is_exact(compose_cfg, tmp_path):
                       "alg.n_laps=6", "alg.converge_thr=-1", "checkpoint_every=1", "seed=7")
     _, trace = assert_resume_is_exact(cfg, tmp_path)
     assert trace["reassign_tried"].sum() >= 1
+
+
+@pytest.mark.parametrize("xprev", [False, True])
+def test_tracked_atoms_of_a_sequence_batch_go_through_a_checkpoint(tmp_path, xprev):
+    """A DP mixture of the steps of a sequence file tracks sequence batches, whose Xprev may be unset: they are
+    written and read back as they were."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(5, 2))
+    atoms = SeqBatch(X=X, seq_range=np.array([0, 2, 5]), Xprev=X + 1 if xprev else None, start=7, first_seq=2)
+    tracked = Candidates(rows=np.array([1, 3]), gain=np.array([0.5, 0.2]), resp=np.ones((2, 3)) / 3, atoms=atoms)
+    with h5py.File(tmp_path / "c.h5", "w") as f:
+        write_tree(f, {"tracked": tracked.to_tree()})
+    with h5py.File(tmp_path / "c.h5", "r") as f:
+        back = Candidates.from_tree(read_tree(f)["tracked"])
+    assert type(back["atoms"]) is SeqBatch and back["atoms"].start == 7 and back["atoms"].first_seq == 2
+    np.testing.assert_array_equal(back["atoms"].X, X)
+    assert (back["atoms"].Xprev is None) != xprev
+    np.testing.assert_array_equal(back["rows"], tracked["rows"])
 
 
 def test_reassign_is_skipped_quietly_where_it_does_not_apply(compose_cfg, tmp_path, caplog):

@@ -13,7 +13,10 @@ from __future__ import annotations
 import csv
 import inspect
 import logging
+import os
+import shutil
 import tempfile
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, ClassVar, Iterator
@@ -21,16 +24,23 @@ from typing import Callable, ClassVar, Iterator
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
 
 from bnpvi.api.fitted import FittedModel, load
 from bnpvi.api.keywords import compose_train, estimator_obs, keyword_paths, model_moves, set_keys
 from bnpvi.config import SCHEMAS
+from bnpvi.data.base import split_offsets
+from bnpvi.data.store import BatchStore
 from bnpvi.errors import BnpviError
 from bnpvi.learn.progress import Progress
 from bnpvi.learn.restarts import train
+from bnpvi.learn.runner import GROWS, grow
 
 DATA_FILE = "data.h5"
 """The name of the training data's batch file in a run directory made by ``fit``."""
+
+PARTIAL_LAPS = 3
+"""Laps of the whole data that each ``partial_fit`` call after the first runs by default."""
 
 
 @contextmanager
@@ -52,9 +62,13 @@ def _logging(verbose: bool) -> Iterator[None]:
 
 
 @contextmanager
-def _run_directory(output_dir) -> Iterator[tuple[Path, Path]]:
-    """The run directory of a fit and its data file: ``output_dir`` (a new one) and data.h5 in it, or both in a
-    temporary directory removed after."""
+def _run_directory(output_dir, kept: Path | None = None) -> Iterator[tuple[Path, Path]]:
+    """The run directory of a fit and its data file: ``output_dir`` (a new one) and data.h5 in it, or both in
+    ``kept`` (a temporary directory the estimator removes when it goes: ``partial_fit``'s), or in a temporary
+    directory removed after."""
+    if kept is not None and output_dir is None:
+        yield kept / "run", kept / DATA_FILE
+        return
     if output_dir is not None:
         run_dir = Path(output_dir).expanduser().resolve()
         if (run_dir / DATA_FILE).exists():
@@ -71,6 +85,26 @@ def _elbo_trace(path: Path) -> np.ndarray:
     """(laps,) float64: trace.csv's ELBO after every lap (NaN where the algorithm has none, alg=tfsvi)."""
     with path.open(newline="", encoding="utf-8") as handle:
         return np.array([float(row["elbo"]) if row["elbo"] else np.nan for row in csv.DictReader(handle)])
+
+
+def run_seed(random_state) -> int:
+    """The run's ``seed`` for scikit-learn's ``random_state``: an int as it is; a ``RandomState`` or ``Generator``,
+    or None (NumPy's global ``RandomState``, fresh randomness as in scikit-learn), a seed drawn from it (the run
+    records it in its config, so a fit with ``output_dir`` can be repeated)."""
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        return int(random_state)
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**31 - 1))
+    return int(check_random_state(random_state).randint(2**31 - 1))
+
+
+def refuse_partial(cfg: DictConfig, owner: str) -> None:
+    """A one-line BnpviError where ``partial_fit`` cannot go on from the run ``cfg`` makes."""
+    if cfg.alg.name not in GROWS:
+        raise BnpviError(f"{owner}.partial_fit continues memoized or full VB on more data (alg=memo or vb), not "
+                         f"alg={cfg.alg.name}")
+    if int(cfg.alg.n_init) != 1:
+        raise BnpviError(f"{owner}.partial_fit trains one run: n_init={int(cfg.alg.n_init)} is for fit")
 
 
 def refuse_empty(data, name: str, units: str) -> None:
@@ -103,10 +137,13 @@ class Estimator(BaseEstimator):
     ``class DPMixture(_Mixture, model="dp_mix", obs="gauss")``.
 
     Keywords (all keyword-only; ``None`` keeps the value of ``conf/``): ``obs``, ``alg`` ("memo"),
-    ``init`` ("kmeanspp"): the options of those groups; ``moves`` (models with moves only; None: the
-    alg's default, all moves for memo, none otherwise), a list such as ``["birth", "merge"]`` or ``[]``;
+    ``init`` ("kmeanspp"): the options of those groups; ``n_components`` (``init.K``) for a model of fixed K
+    (``fixed_K=True``: FiniteMixture, LDA, FiniteHMM), ``K`` (the initial K) for the others; ``moves``
+    (models with moves only; None: the alg's default, all moves for memo, none otherwise), a list such as
+    ``["birth", "merge"]`` or ``[]``;
     every leaf key of those options (the class attribute ``config_keys``); ``random_state`` (the
-    run's ``seed``; None: the config's, 0); ``verbose`` (a progress bar over each lap's batches with the
+    run's ``seed``: an int, or a seed drawn from a ``RandomState``/``Generator``, or for None from NumPy's
+    global one, fresh randomness as in scikit-learn; :func:`run_seed`); ``verbose`` (a progress bar over each lap's batches with the
     last lap's K, ELBO and seconds, and one log line per lap as ``bnpvi-train`` prints, on stderr); and
     ``output_dir`` (None: train in a temporary directory removed after ``fit``; a path makes it the
     run directory, with ``data.h5`` and ``.hydra/config.yaml``, which ``bnpvi-train resume=DIR``
@@ -120,12 +157,14 @@ class Estimator(BaseEstimator):
     extra_keywords: ClassVar[dict[str, object]] = {}
     """A family's own keywords beyond the config's, with their defaults (the topic models' text options)."""
 
-    def __init_subclass__(cls, model: str | None = None, obs: str | None = None, **kwargs):
+    def __init_subclass__(cls, model: str | None = None, obs: str | None = None, fixed_K: bool = False, **kwargs):
         super().__init_subclass__(**kwargs)
         if model is None:  # a family's base class
             return
         cls.model_option = model
         cls.config_keys = keyword_paths(model)
+        if fixed_K:  # a model of K clusters: scikit-learn's and hmmlearn's name for it
+            cls.config_keys = {("n_components" if key == "K" else key): path for key, path in cls.config_keys.items()}
         clash = set(cls.extra_keywords) & set(cls.config_keys)
         if clash:
             raise TypeError(f"{cls.__name__}: keywords {sorted(clash)} are config keys too")
@@ -156,8 +195,7 @@ class Estimator(BaseEstimator):
         cfg = compose_train(overrides)
         values = {name: getattr(self, name) for name in self.config_keys if getattr(self, name) is not None}
         set_keys(cfg, values, self.config_keys, owner)
-        if self.random_state is not None:
-            set_keys(cfg, {"random_state": self.random_state}, {"random_state": "seed"}, owner)
+        set_keys(cfg, {"random_state": run_seed(self.random_state)}, {"random_state": "seed"}, owner)
         return cfg
 
     def checked_choices(self) -> dict:
@@ -171,22 +209,61 @@ class Estimator(BaseEstimator):
         return choices
 
     # -------------------------------------------------------------------- fit
-    def train_on(self, write: Callable[[Path, int, str], Path]) -> FittedModel:
+    def train_on(self, write: Callable[[Path, int, str], Path], partial: bool = False) -> FittedModel:
         """Train on the data that ``write(path, n_batches, source)`` writes to a batch file; sets the attributes
         every estimator has (``fitted_model_``, ``n_components_``, ``n_components_total_``, ``elbo_``,
         ``cluster_ids_``, ``n_iter_``, ``converged_``: :class:`~bnpvi.api.fitted.FittedModel`'s; ``lower_bound_``,
         scikit-learn's name of the final ELBO; ``elbo_trace_``, the ELBO after every lap) and returns the loaded
-        model."""
+        model. ``partial``: the first call of ``partial_fit``, whose run directory and data file are kept for
+        the next (:meth:`grow_on`)."""
         cfg = self.train_config()
-        with _logging(self.verbose), _run_directory(self.output_dir) as (run_dir, data):
-            cfg.plots = cfg.checkpoints = self.output_dir is not None  # nothing to see or resume in a removed run
+        kept = None
+        if partial:
+            refuse_partial(cfg, type(self).__name__)
+            kept = Path(tempfile.mkdtemp(prefix="bnpvi-partial-")) if self.output_dir is None else None
+            if kept is not None:
+                weakref.finalize(self, shutil.rmtree, kept, True)
+        with _logging(self.verbose), _run_directory(self.output_dir, kept) as (run_dir, data):
+            cfg.plots = self.output_dir is not None  # nothing to see in a removed run
+            cfg.checkpoints = self.output_dir is not None or partial  # nor to resume, unless partial_fit goes on
             cfg.data.path = str(write(data, cfg.alg.n_batches or 1, f"{type(self).__name__}.fit"))
             if self.output_dir is not None:  # what bnpvi-train resume=DIR reads
                 (run_dir / ".hydra").mkdir(exist_ok=True)
                 OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-            train(cfg, run_dir, Progress(show=bool(self.verbose)))
+            train(cfg, run_dir, Progress(show=None if self.verbose else False))
             fitted = load(run_dir)
             self.elbo_trace_ = _elbo_trace(run_dir / "trace.csv")
+        self.partial_run_ = (run_dir, data) if partial else None
+        return self._fitted(fitted)
+
+    def partial_train_on(self, write: Callable[[Path, int, str], Path], write_grown: Callable, n_new: int,
+                         n_laps: int) -> FittedModel:
+        """``partial_fit``'s training: the first call is :meth:`train_on` ``write`` with its run kept; a later
+        one continues that run on its data and ``n_new`` new units (rows, sequences, documents) for ``n_laps``
+        laps (fewer if it converges; :func:`bnpvi.learn.runner.grow`). ``write_grown(path, store, batches,
+        batch_sizes, source)`` writes to ``path`` the units of ``batches`` (those of the run's data file
+        ``store``, as read) and the new ones after them,
+        in batches of ``batch_sizes`` units: the run's, then the new units cut into batches of about the mean
+        size of the run's. Sets the attributes :meth:`train_on` sets and returns the loaded model."""
+        if getattr(self, "partial_run_", None) is None:
+            return self.train_on(write, partial=True)
+        run_dir, data = self.partial_run_
+        grown = data.with_name(f".{data.stem}.grown.h5")
+        with BatchStore.open(data) as store:
+            sizes = np.diff(store.offsets)
+            count = min(n_new, max(1, round(n_new / sizes.mean())))
+            write_grown(grown, store, [store.read_batch(b) for b in range(store.n_batches)],
+                        np.concatenate([sizes, np.diff(split_offsets(n_new, count))]),
+                        f"{type(self).__name__}.partial_fit")
+        os.replace(grown, data)
+        with _logging(self.verbose):
+            grow(run_dir, data, n_laps, Progress(show=None if self.verbose else False))
+            fitted = load(run_dir)
+            self.elbo_trace_ = _elbo_trace(run_dir / "trace.csv")
+        return self._fitted(fitted)
+
+    def _fitted(self, fitted: FittedModel) -> FittedModel:
+        """Set the attributes of a fit from its loaded model; returns it."""
         self.fitted_model_ = fitted
         self.n_components_ = fitted.n_components_
         self.n_components_total_ = fitted.n_components_total_

@@ -28,7 +28,7 @@ from bnpvi.io.topic_weights import write_topic_weights
 from bnpvi.io.topics import topic_word_probs
 from bnpvi.learn.assign import TopicWeights, marks_heldout, topic_weights, weigh_file
 from bnpvi.metrics import npmi_coherence
-from bnpvi.learn.heldout import completion_loglik, completion_score, evaluates_heldout, group_completion_loglik
+from bnpvi.learn.heldout import completion_score, evaluates_heldout, group_completion_loglik, heldout_loglik
 
 SCORE_BLOCK = 5000
 """Documents split and scored at a time by :meth:`FittedTopicModel.score` (the score does not depend on it)."""
@@ -217,9 +217,8 @@ class FittedTopicModel(FittedModel, alloc=TopicAlloc):
                                    heldout=marks_heldout(store))
         scores = {}
         if evaluates_heldout(self.model, store):
-            score = completion_loglik(self.model, self.globals_, store, **self._completion())
-            scores["heldout_loglik"] = (score["loglik_per_token"],
-                                        f"nats per token ({score['n_tokens']} held-out target tokens)")
+            score, count, unit = heldout_loglik(self.model, self.globals_, store, **self._completion())
+            scores["heldout_loglik"] = (score, f"nats per {unit[:-1]} ({count} held-out target {unit})")
         return {"written": f"{rows} documents", "scores": scores}
 
     def apply_text(self, path, out: Path, text_column=None, encoding: str | None = None) -> dict:

@@ -9,38 +9,87 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from bnpvi.api.estimator import Estimator
+from bnpvi.api.estimator import PARTIAL_LAPS, Estimator
 from bnpvi.api.fitted_hmm import sequence_arrays
+from bnpvi.data.seq import joined_sequences
 from bnpvi.data.store import write_sequences
+from bnpvi.errors import BnpviError
+
+
+def as_sequences(seqs, lengths, what: str):
+    """``seqs`` as a list of (T_i, D) arrays, and whether they came as hmmlearn's (X, lengths): one (T, D)
+    array, the sequences one after another, with ``lengths`` (T_i, summing to T; None: one sequence)."""
+    if lengths is None and not (isinstance(seqs, np.ndarray) and seqs.ndim == 2):
+        return seqs, False
+    X = np.asarray(seqs)
+    if X.ndim != 2:
+        raise BnpviError(f"{what}: with lengths, X must be one (T, D) array of the sequences one after another")
+    lengths = np.array([X.shape[0]] if lengths is None else lengths)
+    if lengths.ndim != 1 or lengths.dtype.kind not in "iu" or np.any(lengths < 1) or lengths.sum() != X.shape[0]:
+        raise BnpviError(f"{what}: lengths must be positive integers that sum to the {X.shape[0]} rows of X")
+    return np.split(X, np.cumsum(lengths)[:-1]), True
 
 
 class _HMM(Estimator):
-    """What both HMM estimators share."""
+    """What both HMM estimators share. Sequences come as a list of (T_i, D) arrays, or as hmmlearn takes them:
+    one (T, D) array and ``lengths``, the second argument of every method (paths and marginals then come back
+    as one array, the sequences one after another; scikit-learn's tools pass no second argument to these
+    unsupervised estimators)."""
 
-    def fit(self, seqs, y=None):
-        """Train on the sequences ``seqs`` (a list of (T_i, D) arrays); ``y`` is ignored. Returns self."""
-        X, seq_range = sequence_arrays(seqs, "fit")
+    def fit(self, seqs, lengths=None):
+        """Train on the sequences ``seqs`` (a list of (T_i, D) arrays, or hmmlearn's (X, ``lengths``)). Returns
+        self."""
+        X, seq_range = sequence_arrays(as_sequences(seqs, lengths, "fit")[0], "fit")
         fitted = self.train_on(lambda path, n_batches, source: write_sequences(path, X, seq_range,
                                                                                n_batches=n_batches, source=source))
-        self.n_features_in_ = X.shape[1]
+        return self._set_fitted(fitted, X.shape[1])
+
+    def partial_fit(self, seqs, lengths=None, n_laps: int = PARTIAL_LAPS):
+        """Train on the sequences ``seqs`` as more data: the first call fits them (as :meth:`fit`, its run
+        kept), each later call adds them to the run's data as new batches and goes on for ``n_laps`` laps
+        (:meth:`~bnpvi.api.estimator.Estimator.partial_train_on`; alg=memo or vb). Returns self."""
+        first = getattr(self, "partial_run_", None) is None
+        X, seq_range = sequence_arrays(as_sequences(seqs, lengths, "partial_fit")[0], "partial_fit",
+                                       None if first else self.n_features_in_)
+        fitted = self.partial_train_on(
+            lambda path, n_batches, source: write_sequences(path, X, seq_range, n_batches=n_batches, source=source),
+            lambda path, store, batches, sizes, source: write_sequences(
+                path, *joined_sequences([(b.X, b.seq_range) for b in batches] + [(X, seq_range)]),
+                batch_sizes=sizes, source=source),
+            seq_range.shape[0] - 1, n_laps)
+        return self._set_fitted(fitted, X.shape[1])
+
+    def _set_fitted(self, fitted, D: int):
+        """The HMM's attributes from the loaded model: ``startprob_``, ``transmat_``, and the states' ``means_``
+        and ``covars_`` (hmmlearn's names; ``ObsFamily.cluster_moments``) where the family has them. Returns
+        self."""
+        self.n_features_in_ = D
         self.startprob_ = fitted.startprob_
         self.transmat_ = fitted.transmat_
+        moments = fitted.model.obs.cluster_moments(fitted.globals_.obs)
+        self.means_, self.covars_ = moments.get("means_"), moments.get("covariances_")
         return self
 
-    def predict(self, seqs) -> list[np.ndarray]:
-        """The Viterbi path of every sequence, as stable state ids (:meth:`FittedHMM.predict`)."""
+    def predict(self, seqs, lengths=None):
+        """The Viterbi path of every sequence, as stable state ids (:meth:`FittedHMM.predict`): a list, or one
+        array for (X, ``lengths``)."""
         check_is_fitted(self)
-        return self.fitted_model_.predict(seqs)
+        seqs, joined = as_sequences(seqs, lengths, "predict")
+        paths = self.fitted_model_.predict(seqs)
+        return np.concatenate(paths) if joined else paths
 
-    def predict_proba(self, seqs) -> list[np.ndarray]:
-        """The (T_i, K) forward-backward marginals of every sequence (:meth:`FittedHMM.predict_proba`)."""
+    def predict_proba(self, seqs, lengths=None):
+        """The (T_i, K) forward-backward marginals of every sequence (:meth:`FittedHMM.predict_proba`): a list,
+        or one (T, K) array for (X, ``lengths``)."""
         check_is_fitted(self)
-        return self.fitted_model_.predict_proba(seqs)
+        seqs, joined = as_sequences(seqs, lengths, "predict_proba")
+        marginals = self.fitted_model_.predict_proba(seqs)
+        return np.concatenate(marginals) if joined else marginals
 
-    def score(self, seqs, y=None) -> float:
-        """Nats per time step of the sequences' local-step bound (:meth:`FittedHMM.score`); ``y`` is ignored."""
+    def score(self, seqs, lengths=None) -> float:
+        """Nats per time step of the sequences' local-step bound (:meth:`FittedHMM.score`)."""
         check_is_fitted(self)
-        return self.fitted_model_.score(seqs)
+        return self.fitted_model_.score(as_sequences(seqs, lengths, "score")[0])
 
 
 class HDPHMM(_HMM, model="hdp_hmm", obs="gauss"):
@@ -55,8 +104,8 @@ class HDPHMM(_HMM, model="hdp_hmm", obs="gauss"):
     """
 
 
-class FiniteHMM(_HMM, model="finite_hmm", obs="gauss"):
-    """Finite sticky HMM with ``K`` states (``model=finite_hmm``; no moves).
+class FiniteHMM(_HMM, model="finite_hmm", obs="gauss", fixed_K=True):
+    """Finite sticky HMM with ``n_components`` states (``model=finite_hmm``; no moves).
 
     Fitted attributes and keywords as :class:`HDPHMM`'s, without ``moves`` and the moves' keys.
     """

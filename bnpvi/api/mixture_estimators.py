@@ -10,7 +10,8 @@ import numpy as np
 from sklearn.base import ClusterMixin, DensityMixin
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from bnpvi.api.estimator import Estimator, refuse_empty
+from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, refuse_empty, run_seed
+from bnpvi.errors import check_int
 from bnpvi.data.store import write_points
 
 
@@ -25,13 +26,49 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
-        fitted = self.train_on(lambda path, n_batches, source: write_points(path, X, n_batches=n_batches,
-                                                                             source=source, weights=sample_weight))
+        return self._set_fitted(self.train_on(lambda path, n_batches, source: write_points(
+            path, X, n_batches=n_batches, source=source, weights=sample_weight)), X)
+
+    def partial_fit(self, X, y=None, n_laps: int = PARTIAL_LAPS):
+        """Train on the rows of ``X`` as more data: the first call fits them (as :meth:`fit`, its run kept), each
+        later call adds them to the run's data as new batches (of about the size of the first call's) and goes
+        on for ``n_laps`` laps of the whole data with its moves, the memoized summaries of the rows seen before
+        kept and the stable cluster ids too (:func:`bnpvi.learn.runner.grow`; alg=memo or vb). ``labels_`` are
+        then those of ``X``. ``y`` is ignored. Returns self."""
+        refuse_empty(X, "X", "rows (points)")
+        first = getattr(self, "partial_run_", None) is None
+        X = validate_data(self, X, dtype=np.float64, reset=first, ensure_min_samples=2 if first else 1)
+        return self._set_fitted(self.partial_train_on(
+            lambda path, n_batches, source: write_points(path, X, n_batches=n_batches, source=source),
+            lambda path, store, batches, sizes, source: write_points(path, np.vstack([b.X for b in batches] + [X]),
+                                                              batch_sizes=sizes, source=source),
+            X.shape[0], n_laps), X)
+
+    def _set_fitted(self, fitted, X):
+        """The mixture's attributes from the loaded model; ``labels_`` of ``X``. Returns self."""
         self.weights_ = fitted.weights_
         for name, value in fitted.model.obs.cluster_moments(fitted.globals_.obs).items():
             setattr(self, name, value)
         self.labels_ = fitted.predict(X)
         return self
+
+    def sample(self, n_samples: int = 1, random_state=None) -> tuple[np.ndarray, np.ndarray]:
+        """(X (n_samples, D), labels): points drawn from the fitted mixture under its point estimates, as
+        scikit-learn's ``GaussianMixture.sample``: a cluster k with probability ``weights_``, then a Gaussian of
+        mean ``means_[k]`` and covariance ``covariances_[k]`` (Bernoulli families: independent 1s with
+        probability ``means_[k]``); labels are the clusters' ids (:attr:`cluster_ids_`)."""
+        check_is_fitted(self)
+        n_samples = check_int(n_samples, "n_samples", 1)
+        rng = np.random.default_rng(run_seed(random_state))
+        means, covariances = self.means_, getattr(self, "covariances_", None)
+        weights = np.asarray(self.weights_, dtype=np.float64)
+        k = rng.choice(weights.shape[0], size=n_samples, p=weights / weights.sum())
+        if covariances is None:  # Bernoulli
+            X = (rng.random((n_samples, means.shape[1])) < means[k]).astype(np.float64)
+        else:
+            factors = np.linalg.cholesky(covariances)
+            X = means[k] + np.einsum("nij,nj->ni", factors[k], rng.standard_normal((n_samples, means.shape[1])))
+        return X, np.asarray(self.cluster_ids_)[k]
 
     def _checked(self, X) -> np.ndarray:
         check_is_fitted(self)
@@ -73,8 +110,8 @@ class DPMixture(_Mixture, model="dp_mix", obs="gauss"):
     """
 
 
-class FiniteMixture(_Mixture, model="finite_mix", obs="gauss"):
-    """Finite mixture of ``K`` clusters (``model=finite_mix``, symmetric Dirichlet(γ/K) weights; no moves).
+class FiniteMixture(_Mixture, model="finite_mix", obs="gauss", fixed_K=True):
+    """Finite mixture of ``n_components`` clusters (``model=finite_mix``, symmetric Dirichlet(γ/K) weights; no moves).
 
     Fitted attributes and keywords as :class:`DPMixture`'s, without ``moves`` and the moves' keys.
     """

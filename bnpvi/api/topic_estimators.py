@@ -17,9 +17,11 @@ import numpy as np
 from sklearn.base import TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from bnpvi.api.estimator import Estimator, refuse_empty
+from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, refuse_empty
 from bnpvi.api.fitted_topics import count_matrix, is_texts, stack_groups
+from bnpvi.data.bow import joined_documents
 from bnpvi.data.checks import check_vocab
+from bnpvi.data.seq import joined_sequences
 from bnpvi.data.store import write_documents, write_sequences
 from bnpvi.data.text_in import VocabularyLimits, text_documents
 from bnpvi.data.tokens import DEFAULT_STOP_WORDS, TextSettings
@@ -53,15 +55,59 @@ class _TopicModel(TransformerMixin, Estimator):
         group (an admixture of that family's clusters). ``y`` is ignored. Returns self."""
         refuse_empty(docs, "docs", "documents")
         self.checked_choices()
+        return self._fit(docs, vocabulary, partial=False)
+
+    def partial_fit(self, docs, y=None, vocabulary=None, n_laps: int = PARTIAL_LAPS):
+        """Train on ``docs`` (as :meth:`fit` takes them) as more data: the first call fits them (its run kept),
+        each later call adds them to the run's data as new batches and goes on for ``n_laps`` laps
+        (:meth:`~bnpvi.api.estimator.Estimator.partial_train_on`; alg=memo or vb). Later documents are counted
+        by the run's vocabulary (raw texts by its tokeniser, unknown words dropped, documents left without a
+        word dropped), so ``vocabulary`` goes with the first call only. ``y`` is ignored. Returns self."""
+        refuse_empty(docs, "docs", "documents")
+        self.checked_choices()
+        if getattr(self, "partial_run_", None) is None:
+            return self._fit(docs, vocabulary, partial=True)
+        if vocabulary is not None:
+            raise BnpviError("partial_fit: vocabulary= goes with the first call; later documents are counted by "
+                             "the run's vocabulary")
+        if self._grouped():
+            X, seq_range = stack_groups(docs, "partial_fit", self.n_features_in_)
+            n_new = seq_range.shape[0] - 1
+
+            def write_grown(path, store, batches, sizes, source):
+                return write_sequences(path, *joined_sequences([(b.X, b.seq_range) for b in batches] + [(X, seq_range)]),
+                                       batch_sizes=sizes, source=source)
+        else:
+            X = self.fitted_model_.count_text(docs)[0] if is_texts(docs) else self._counts(docs, reset=False)
+            X = X[np.diff(X.indptr) > 0]
+            if X.shape[0] == 0:
+                raise BnpviError("partial_fit: no document holds a word of the run's vocabulary")
+            n_new = X.shape[0]
+
+            def write_grown(path, store, batches, sizes, source):
+                parts = [(b.word_ids, b.word_counts, b.doc_range) for b in batches] + [(X.indices, X.data, X.indptr)]
+                return write_documents(path, *joined_documents(parts), store.D, batch_sizes=sizes,
+                                       vocab=store.vocab(), text=store.text_origin(),
+                                       source=source)
+        return self._set_topics(self.partial_train_on(None, write_grown, n_new, n_laps))
+
+    def _set_topics(self, fitted):
+        """The topics' attributes from the loaded model (None for groups of vectors): ``topics_`` (K, V) the
+        probabilities λ̂_k / Σ_v λ̂_kv, ``components_`` (K, V) the Dirichlet parameters λ̂ (scikit-learn's
+        name), ``vocabulary_``. Returns self."""
+        self.topics_, self.vocabulary_ = fitted.topics_, fitted.vocabulary_
+        self.components_ = None if fitted.topics_ is None else np.asarray(fitted.globals_.obs["lam"])
+        return self
+
+    def _fit(self, docs, vocabulary, partial: bool):
+        """:meth:`fit`'s training (``partial``: the first call of :meth:`partial_fit`)."""
         if self._grouped():
             if vocabulary is not None:
                 raise BnpviError(f"fit: vocabulary= is for word counts (obs=mult), not obs={self.obs}")
             X, seq_range = stack_groups(docs, "fit")
             self.n_features_in_ = X.shape[1]
-            self.train_on(lambda path, n_batches, source: write_sequences(path, X, seq_range, n_batches=n_batches,
-                                                                          source=source))
-            self.topics_ = self.vocabulary_ = None
-            return self
+            return self._set_topics(self.train_on(lambda path, n_batches, source: write_sequences(
+                path, X, seq_range, n_batches=n_batches, source=source), partial))
         if is_texts(docs):
             if vocabulary is not None:
                 raise BnpviError("fit: raw texts make their own vocabulary; pass vocabulary= with a count matrix only")
@@ -70,7 +116,7 @@ class _TopicModel(TransformerMixin, Estimator):
                                     VocabularyLimits.make(self.min_df, self.max_df, self.max_vocab), "fit")
             self.n_features_in_ = corpus.vocab_size
             fitted = self.train_on(lambda path, n_batches, source: corpus.write(path, n_batches=n_batches,
-                                                                                source=source))
+                                                                                source=source), partial)
         else:
             X = self._counts(docs, reset=True)
             empty = np.flatnonzero(np.diff(X.indptr) == 0)
@@ -79,10 +125,9 @@ class _TopicModel(TransformerMixin, Estimator):
                                  "empty documents before fitting")
             vocab = None if vocabulary is None else check_vocab(vocabulary, X.shape[1], "fit")
             fitted = self.train_on(lambda path, n_batches, source: write_documents(
-                path, X.indices, X.data, X.indptr, X.shape[1], n_batches=n_batches, vocab=vocab, source=source))
-        self.topics_ = fitted.topics_
-        self.vocabulary_ = fitted.vocabulary_
-        return self
+                path, X.indices, X.data, X.indptr, X.shape[1], n_batches=n_batches, vocab=vocab, source=source),
+                partial)
+        return self._set_topics(fitted)
 
     def coherence(self, docs, top_n: int = 10) -> np.ndarray:
         """(K,) NPMI coherence of every topic's ``top_n`` words over document co-occurrence in ``docs`` (the
@@ -100,6 +145,11 @@ class _TopicModel(TransformerMixin, Estimator):
         """The ``n`` most probable words (or word ids) of every topic (:meth:`FittedTopicModel.top_words`)."""
         check_is_fitted(self)
         return self.fitted_model_.top_words(n)
+
+    def perplexity(self, docs) -> float:
+        """exp(−:meth:`score`): the perplexity per held-out token (per point, for groups of vectors) by document
+        completion, lower is better (scikit-learn's name; its value comes from another bound)."""
+        return float(np.exp(-self.score(docs)))
 
     def score(self, docs, y=None) -> float:
         """Log-likelihood per token by document completion of ``docs`` (:meth:`FittedTopicModel.score`; the
@@ -119,8 +169,9 @@ class HDPTopicModel(_TopicModel, model="hdp_topic", obs="mult"):
     """
 
 
-class LDA(_TopicModel, model="lda", obs="mult"):
-    """Latent Dirichlet allocation with ``K`` topics (``model=lda``, document weights Dirichlet(α/K); no moves).
+class LDA(_TopicModel, model="lda", obs="mult", fixed_K=True):
+    """Latent Dirichlet allocation with ``n_components`` topics (``model=lda``, document weights Dirichlet(α/K);
+    no moves).
 
     Fitted attributes and keywords as :class:`HDPTopicModel`'s, without ``moves`` and the moves' keys.
     """

@@ -49,8 +49,8 @@ def _parser() -> argparse.ArgumentParser:
                     "stop words left out (--stop-words), with document-frequency limits; documents left without a "
                     "word are dropped (the count is printed). Text files (raw text, CSV, vocabulary, labels, "
                     "stop-word files, edge lists) are read as UTF-8 unless --encoding names another encoding. "
-                    "With --heldout F (points or bag of words), a random fraction F of the rows (documents) is kept "
-                    "apart for evaluation in DST and left out of the batches.")
+                    "With --heldout F (points, bag of words or sequences), a random fraction F of the rows "
+                    "(documents, whole sequences) is kept apart for evaluation in DST and left out of the batches.")
     conv.add_argument("src", metavar="SRC", help="input file (.csv, .npz, .npy or .ldac; with --text any text file, "
                                                  "or .csv / .tsv with --text-column)")
     conv.add_argument("dst", metavar="DST", help="output batch file (a name ending in .h5)")
@@ -92,9 +92,11 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("--vocab-size", type=int, default=None, metavar="V",
                       help="bag of words: vocabulary size V (default: from --vocab or the file, else largest id + 1)")
     conv.add_argument("--heldout", default=None, metavar="F",
-                      help="points or bag of words: keep a random fraction F (0 < F < 1) of the rows (documents) "
-                           "apart for evaluation (round(F*N) of them, at least 1), stored in DST's 'heldout' group "
-                           "with the source index of every row; the batches hold only the remaining (training) ones")
+                      help="points, bag of words or sequences: keep a random fraction F (0 < F < 1) of the rows "
+                           "(documents, whole sequences) apart for evaluation (round(F*N) of them, at least 1), stored "
+                           "in DST's 'heldout' group with the source index of every one; the batches hold only the "
+                           "remaining (training) ones. Held-out sequences are scored by topic models of grouped "
+                           "vectors (model=hdp_topic or lda with obs=gauss, diag_gauss, zm_gauss or bern)")
     conv.add_argument("--heldout-seed", default=None, metavar="S",
                       help="seed of the --heldout choice (default 0): the held-out documents are the first "
                            "round(F*N) of numpy.random.default_rng(S).permutation(N)")
@@ -127,6 +129,11 @@ def _parser() -> argparse.ArgumentParser:
     text.add_argument("--token-pattern", default=None, metavar="REGEX",
                       help="the regular expression of a token (default: scikit-learn's (?u)\\b\\w\\w+\\b, "
                            "runs of 2 or more word characters)")
+    conv.add_argument("--append-to", default=None, metavar="BASE",
+                      help="DST holds the batches of the batch file BASE (a run's data), unchanged, then SRC's "
+                           "rows (sequences, documents) in new batches (--batches of them; default: about BASE's "
+                           "batch size): continue the run on its data and more with `bnpvi-train resume=RUN_DIR "
+                           "data.path=DST alg.n_laps=N` (points, sequences, bag of words)")
     conv.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
 
     info = sub.add_parser("info", help="describe a batch file",
@@ -147,6 +154,8 @@ def _convert(args) -> None:
 
     if args.heldout is None and args.heldout_seed is not None:
         raise BnpviError("--heldout-seed applies only with --heldout F")
+    if args.append_to is not None and args.graph:
+        raise BnpviError("--append-to applies to points, sequences and bag of words, not --graph")
     if args.undirected and not args.graph:
         raise BnpviError("--undirected applies only with --graph")
     if args.graph:
@@ -161,7 +170,7 @@ def _convert(args) -> None:
                        text=args.text or None, text_column=args.text_column, stop_words=args.stop_words,
                        min_df=args.min_df, max_df=args.max_df, max_vocab=args.max_vocab,
                        lowercase=False if args.keep_case else None, token_pattern=args.token_pattern,
-                       encoding=args.encoding, weights=args.weights)
+                       encoding=args.encoding, weights=args.weights, append_to=args.append_to)
     with BatchStore.open(path) as store:
         info = store.info()
     if info["kind"] == "bow":
@@ -169,7 +178,8 @@ def _convert(args) -> None:
         if info["heldout"]:
             size += f" heldout={info['heldout']} documents"
     elif info["kind"] == "seq":
-        size = f"kind=seq N={info['N']} time steps D={info['D']} sequences={info['n_seqs']}"
+        size = f"kind=seq N={info['N']} time steps D={info['D']} sequences={info['n_seqs']}" + (
+            f" heldout={info['heldout']} sequences" if info["heldout"] else "")
     else:
         size = f"N={info['N']} D={info['D']}" + (f" heldout={info['heldout']} points" if info["heldout"] else "")
         size += f" weighted (total weight {info['weight_total']:g})" if info.get("weighted") else ""
@@ -228,7 +238,7 @@ def _info(args) -> None:
     elif kind == "seq":
         rows += [("N", f"{info['N']} time steps"), ("D", info["D"]),
                  ("sequences", f"{info['n_seqs']}, length {_span(info['seq_length_min'], info['seq_length_max'])}"),
-                 ("Xprev", _yes(info["xprev"]))]
+                 ("Xprev", _yes(info["xprev"])), ("heldout", _heldout(info, "sequences"))]
     else:
         rows += [("N", info["N"]), ("D", info["D"]), ("heldout", _heldout(info, "points")),
                  ("weights", f"yes, total {info['weight_total']:g} (every row counts its weight)"

@@ -7,12 +7,15 @@
     bnpvi-train -m model.gamma=0.5,1,5 seed=1,2,3 # Hydra multirun sweep
     bnpvi-train resume=outputs/2026-11-21/10-00-00 [alg.n_laps=200]
     bnpvi-train -m resume=RUN_DIR1,RUN_DIR2 alg.n_laps=200
+    bnpvi-train resume=RUN_DIR data.path=more.h5 alg.n_laps=200   # more.h5: --append-to the run's file
     bnpvi-train model=hdp_topic --help            # the options, and the chosen ones' keys
 
 ``resume=RUN_DIR`` is an override like any other: the run continues in RUN_DIR
 (Hydra's output directory becomes RUN_DIR, conf/train.yaml) with the config saved
 there; only the keys in ``RESUMABLE_KEYS`` may change, since any other would make
-the resumed run differ from an uninterrupted one.
+the resumed run differ from an uninterrupted one, and ``data.path``, to a file that holds
+the run's batches and new ones after them (``bnpvi-data convert NEW DST --append-to
+RUN_DATA``): the run then goes on on all of it (:func:`bnpvi.learn.runner.grow`).
 
 Config errors (unknown key, bad value, unknown option), an output location that cannot
 be written and a run directory that already holds a run are reported on one line before
@@ -83,8 +86,9 @@ def _check_resume(values: list[str], keys: list[str]) -> None:
         if not (path / ".hydra" / "config.yaml").is_file():
             _fail(f"cannot resume: {path / '.hydra' / 'config.yaml'} not found (is {path} a bnpvi run directory?)")
     for key in keys:
-        if key not in RESUMABLE_KEYS:
-            _fail(f"cannot change {key!r} when resuming; only {', '.join(sorted(RESUMABLE_KEYS))} may be set")
+        if key not in RESUMABLE_KEYS | {"data.path", "data"}:
+            _fail(f"cannot change {key!r} when resuming; only {', '.join(sorted(RESUMABLE_KEYS))} may be set, and "
+                  "data.path to a file that continues the run's data (bnpvi-data convert --append-to)")
 
 
 def with_data_option(args: list[str]) -> list[str]:
@@ -310,12 +314,17 @@ def _saved_overrides(run_dir: Path) -> list[str]:
 
 
 def resumed_config(run_dir: Path, cfg: DictConfig, overrides: list[str]) -> DictConfig:
-    """The config saved in ``run_dir`` with the resumable keys this command line sets taken from ``cfg``."""
+    """The config saved in ``run_dir`` with the resumable keys this command line sets taken from ``cfg``, and
+    ``data.path`` (absolute: a file that continues the run's data, checked by the runner)."""
     saved = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
     for line in overrides:
         key = line.split("=", 1)[0].lstrip("+~")
         if key in RESUMABLE_KEYS:
             OmegaConf.update(saved, key, OmegaConf.select(cfg, key))
+        elif key == "data.path":
+            given = Path(str(cfg.data.path)).expanduser().resolve()
+            if given != Path(str(OmegaConf.select(saved, key))).expanduser().resolve():
+                OmegaConf.update(saved, key, str(given))
     return saved
 
 

@@ -61,6 +61,15 @@ def chunk_1d(n: int, itemsize: int) -> int:
     return int(max(1, min(n, _CHUNK_BYTES // max(1, int(itemsize)))))
 
 
+def sized_offsets(batch_sizes, N: int, where: str) -> np.ndarray:
+    """(B + 1,) int64 offsets of batches of the given sizes; one-line BnpviError unless they are positive
+    integers that sum to N."""
+    sizes = np.asarray(batch_sizes)
+    if sizes.ndim != 1 or sizes.size == 0 or sizes.dtype.kind not in "iu" or np.any(sizes < 1) or sizes.sum() != N:
+        raise BnpviError(f"{where}: batch_sizes must be positive integers that sum to N={N}")
+    return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+
+
 def split_offsets(N: int, n_batches: int) -> np.ndarray:
     """Offsets of ``n_batches`` contiguous, as-equal-as-possible ranges of N units (rows, documents, sequences).
 
@@ -546,6 +555,17 @@ class BatchStore:
     def _read(self, lo: int, hi: int):
         """The batch of units ``lo:hi``."""
         raise NotImplementedError
+
+    @property
+    def has_heldout(self) -> bool:
+        """Whether the file holds a held-out part (``bnpvi-data convert --heldout F``; its kind's
+        ``read_heldout``)."""
+        return self.n_heldout > 0
+
+    @property
+    def n_heldout(self) -> int:
+        """Held-out units (points, documents, whole sequences, node pairs); 0 when the file holds none."""
+        return int(self._layout.get("n_heldout", 0))
 
     def source_index(self, lo: int, hi: int, heldout: bool = False) -> np.ndarray:
         """(hi - lo,) int64: the source index of atoms ``lo:hi`` of the training part (or, with ``heldout``,

@@ -40,7 +40,7 @@ import h5py
 import numpy as np
 
 from bnpvi.data.base import (BatchStore, block_values, chunk_1d, heldout_info, plain_number, range_groups,
-                             read_attrs, split_offsets, write_batch_file)
+                             read_attrs, sized_offsets, split_offsets, write_batch_file)
 from bnpvi.data.batch import WordCountBatch
 from bnpvi.data.checks import (as_index_array, as_rows, check_doc_range, check_documents, check_label_names,
                                check_labels, check_n_batches, check_vocab, check_vocab_size)
@@ -146,15 +146,6 @@ class BowStore(BatchStore, kind="bow"):
         return [str(w) for w in self._handle()["vocab"].asstr()[()]]
 
     # ---------------------------------------------------------- held out
-    @property
-    def has_heldout(self) -> bool:
-        return self._layout["n_heldout"] > 0
-
-    @property
-    def n_heldout(self) -> int:
-        """Number of held-out documents (0 when the file holds none)."""
-        return self._layout["n_heldout"]
-
     def _require_heldout(self) -> h5py.Group:
         if not self.has_heldout:
             raise BnpviError(f"data file {self._path} holds no held-out documents (write them with "
@@ -452,10 +443,20 @@ def _write_text(f: h5py.File, origin: TextOrigin) -> None:
     g.create_dataset("dropped", data=np.asarray(origin.dropped, dtype=np.int64))
 
 
+def joined_documents(parts) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(word_ids, word_counts, doc_range) of the documents of ``parts`` (triples of them with doc_range from
+    0, e.g. the batches of a file as read, then new documents), one part after another."""
+    parts = list(parts)
+    lengths = np.concatenate([np.diff(np.asarray(doc_range, dtype=np.int64)) for _, _, doc_range in parts])
+    return (np.concatenate([np.asarray(ids, dtype=np.int64) for ids, _, _ in parts]),
+            np.concatenate([np.asarray(counts, dtype=np.float64) for _, counts, _ in parts]),
+            np.concatenate([[0], np.cumsum(lengths)]))
+
+
 def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_batches: int = 1, labels=None,
                     vocab=None, batches_fixed: bool = True, source: str = "", compression: str | None = None,
                     heldout: HeldoutDocuments | None = None, true_topics=None, label_names=None,
-                    text: TextOrigin | None = None) -> Path:
+                    text: TextOrigin | None = None, batch_sizes=None) -> Path:
     """Write a bag-of-words corpus (CSR arrays) to a batch file of kind ``"bow"``, atomically.
 
     Parameters
@@ -495,6 +496,9 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
         The name of each label code (``labels`` and the held-out labels are then codes).
     text : TextOrigin, optional
         How raw text became the counts, stored in the group ``text``.
+    batch_sizes : sequence of int, optional
+        The documents of every batch, in order, in place of ``n_batches`` equal ones (as for
+        :func:`~bnpvi.data.points.write_points`).
 
     Returns
     -------
@@ -521,7 +525,8 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
         label_names = check_label_names(label_names, labels, where)
     if vocab is not None:
         vocab = check_vocab(vocab, V, where)
-    n_batches = check_n_batches(n_batches, N, where, f"N={N} (documents)")
+    offsets = split_offsets(N, check_n_batches(n_batches, N, where, f"N={N} (documents)")) \
+        if batch_sizes is None else sized_offsets(batch_sizes, N, where)
     held = None if heldout is None else _checked_heldout(heldout, N, where)
     if true_topics is not None:
         true_topics = _checked_topics(true_topics, V, where)
@@ -539,7 +544,7 @@ def write_documents(path, word_ids, word_counts, doc_range, vocab_size: int, n_b
             _write_text(f, text)
         return {"tokens": np.int64(tokens) if tokens < 2**63 else tokens}
 
-    return write_batch_file(path, where, "bow", N, V, split_offsets(N, n_batches), labels, batches_fixed, source,
+    return write_batch_file(path, where, "bow", N, V, offsets, labels, batches_fixed, source,
                             datasets, {"nnz": np.int64(dr[-1])}, label_names)
 
 

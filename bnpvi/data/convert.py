@@ -26,9 +26,9 @@ an option that does not apply to the source's kind.
 
 Labels come from a column or array (``labels``) or a labels file (``labels_file``, one per line);
 labels that are not integers are stored as codes with their names (:mod:`bnpvi.data.labels`).
-With ``heldout=F`` a bag-of-words corpus (or a point set) keeps a random fraction F of its documents
-(points) apart for evaluation (:mod:`bnpvi.data.heldout`), in the file's ``heldout`` group; the
-batches hold only the training documents (points).
+With ``heldout=F`` a bag-of-words corpus (a point set, a set of sequences) keeps a random fraction F of
+its documents (points, whole sequences) apart for evaluation (:mod:`bnpvi.data.heldout`), in the file's
+``heldout`` group; the batches hold only the training ones.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ import numpy as np
 from bnpvi.data import documents_in, points_in, sequences_in, text_in
 from bnpvi.data.checks import positive_int
 from bnpvi.data.documents_in import Documents, read_documents, read_vocab
+from bnpvi.data.base import split_offsets
 from bnpvi.data.heldout import check_fraction, check_seed, choose_heldout
 from bnpvi.data.ldac import read_ldac
 from bnpvi.data.mapped import scratch_space
@@ -89,7 +90,8 @@ def _listed(keep) -> list[Reader]:
 
 
 def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = None, overwrite: bool = False,
-            batches_fixed: bool | None = None, heldout=None, heldout_seed: int = 0, **options) -> Path:
+            batches_fixed: bool | None = None, heldout=None, heldout_seed: int = 0, append_to=None,
+            **options) -> Path:
     """Read ``src``, check it, and write the batch file ``dst``.
 
     Parameters
@@ -111,8 +113,8 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
         Store the split as fixed (training may not re-split it). Default: fixed
         exactly when ``n_batches`` was given.
     heldout : float, optional
-        Bag of words and points: keep a random fraction F (0 < F < 1) of the documents (points)
-        apart for evaluation - round(F N) of them, at least 1 and at most N - 1,
+        Bag of words, points and sequences: keep a random fraction F (0 < F < 1) of the documents (points,
+        whole sequences) apart for evaluation - round(F N) of them, at least 1 and at most N - 1,
         chosen by :func:`~bnpvi.data.heldout.choose_heldout` in source order
         before any shuffle. They are stored (in source order, with labels) in
         the ``heldout`` group of ``dst`` with the source index of every training
@@ -120,6 +122,12 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
         ``n_batches`` counts only those.
     heldout_seed : int, default 0
         Seed of the held-out choice (non-negative).
+    append_to : str or Path, optional
+        A batch file of the same kind (a run's data): ``dst`` then holds its batches, unchanged, and the
+        source's units after them in new batches (``n_batches`` of them, by default as many as make them
+        about the size of the file's), so that ``bnpvi-train resume=RUN_DIR data.path=DST`` continues a run
+        on its data and more (:func:`bnpvi.learn.runner.grow`). Points, sequences and bag of words (the same
+        vocabulary size, and the same vocabulary where both hold one); not with ``heldout`` nor raw text.
     **options
         Read options of the source's reader (None means not given):
         ``labels`` (a column or array name), ``labels_file`` (one label per line) for every kind;
@@ -143,7 +151,7 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
         Bad input, ``dst`` exists (without ``overwrite``) or does not end in ``.h5``, ``n_batches`` out of
         1..N (1..n_seqs for sequences; the training documents with ``heldout``),
         an option of another kind of source, a bad held-out fraction or
-        seed, or ``heldout`` for sequences.
+        seed.
     TypeError
         An unknown option.
     """
@@ -151,7 +159,7 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
     check_output(src, dst, overwrite)
     if batches_fixed is None:
         batches_fixed = n_batches is not None
-    count = 1 if n_batches is None else positive_int(n_batches, "the number of batches")
+    count = None if n_batches is None else positive_int(n_batches, "the number of batches")
     if shuffle_seed is not None:
         shuffle_seed = check_seed(shuffle_seed, "the shuffle seed")
     if heldout is not None:
@@ -159,13 +167,38 @@ def convert(src, dst, n_batches: int | None = None, shuffle_seed: int | None = N
         heldout_seed = check_seed(heldout_seed, "the held-out seed")
     options = {name: value for name, value in options.items() if value is not None}
     reader = reader_for(src, options)
-    if heldout is not None and not reader.heldout:
-        kinds = " and ".join(dict.fromkeys(other.kind_name for other in _listed(lambda other: other.heldout)))
-        raise BnpviError(f"{src}: --heldout applies only to {kinds} sources; this one holds {reader.holds}")
+    if append_to is not None and (heldout is not None or options.get("text")):
+        raise BnpviError(f"--append-to adds points, sequences or bag-of-words documents to a file as they are; "
+                         f"not with {'--heldout' if heldout is not None else '--text'}")
     with scratch_space(dst.parent) as scratch:
         data = reader.read(src, scratch=scratch,
                            **{name: value for name, value in options.items() if name in reader.options})
-        return _write(data, src, dst, count, batches_fixed, shuffle_seed, heldout, heldout_seed)
+        if append_to is not None:
+            return appended(data, src, Path(append_to).expanduser(), dst, count, shuffle_seed)
+        return _write(data, src, dst, 1 if count is None else count, batches_fixed, shuffle_seed, heldout,
+                      heldout_seed)
+
+
+def appended(data, src: Path, base: Path, dst: Path, count: int | None, shuffle_seed: int | None) -> Path:
+    """Write ``dst``: the batches of the batch file ``base``, then the units of ``data`` (read from ``src``;
+    shuffled by ``shuffle_seed``) in ``count`` new batches (default: about the size of ``base``'s)."""
+    from bnpvi.data.store import BatchStore
+
+    n = data.n_units
+    if shuffle_seed is not None:
+        data = data.permuted(np.random.default_rng(shuffle_seed).permutation(n))
+    with BatchStore.open(base) as store:
+        kind = {"points": "points", "seq": "sequences", "bow": "bag-of-words documents"}.get(store.kind)
+        if kind is None or kind != data.holds:
+            raise BnpviError(f"--append-to {base}: it holds {kind or store.kind}, {src} holds {data.holds}")
+        sizes = np.diff(store.offsets)
+        count = min(n, max(1, round(n / sizes.mean()))) if count is None else count
+        if count > n:
+            raise BnpviError(f"{src} has {n} {data.unit}; the number of new batches must be between 1 and {n}, "
+                             f"got {count}")
+        joined = data.after(store, base)
+        source = f"{base} and {src} appended in {count} new batches"
+    return joined.write(dst, batch_sizes=np.concatenate([sizes, np.diff(split_offsets(n, count))]), source=source)
 
 
 def _write(data, src: Path, dst: Path, count: int, batches_fixed: bool, shuffle_seed: int | None, heldout,

@@ -19,10 +19,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from bnpvi.data.base import block_values, range_groups
-from bnpvi.data.bow import HeldoutDocuments, TextOrigin, write_documents
+from bnpvi.data.bow import HeldoutDocuments, TextOrigin, joined_documents, write_documents
 from bnpvi.data.checks import (as_index_array, check_doc_range, check_documents, check_labels, check_vocab,
                                first_repeat, positive_int)
-from bnpvi.data.labels import one_source, source_labels
+from bnpvi.data.labels import appended_labels, one_source, source_labels
 from bnpvi.data.ldac import ldac_documents
 from bnpvi.data.mapped import Spool, scratch_space
 from bnpvi.data.progress import meter
@@ -71,6 +71,7 @@ class Documents:
 
     unit: ClassVar[str] = "documents"
     count_name: ClassVar[str] = "N"
+    holds: ClassVar[str] = "bag-of-words documents"
 
     @property
     def n_docs(self) -> int:
@@ -100,6 +101,21 @@ class Documents:
         the source."""
         return HeldoutDocuments(self.word_ids, self.word_counts, self.doc_range, index, train_index, self.labels,
                                 fraction, seed)
+
+    def after(self, store, where: str) -> "Documents":
+        """The documents of the bag-of-words file ``store`` (named ``where``), then these
+        (``convert(append_to=...)``): the same vocabulary size, and the same words where both name them."""
+        if store.D != self.vocab_size:
+            raise BnpviError(f"{where} has a vocabulary of V={store.D} words, the new documents V={self.vocab_size}")
+        vocab = store.vocab()
+        if vocab is not None and self.vocab is not None and list(vocab) != list(self.vocab):
+            raise BnpviError(f"{where} has another vocabulary than the new documents")
+        labels, names = appended_labels(store, self.labels, self.label_names, where)
+        batches = [store.read_batch(b) for b in range(store.n_batches)]
+        parts = [(b.word_ids, b.word_counts, b.doc_range) for b in batches]
+        ids, counts, doc_range = joined_documents(parts + [(self.word_ids[:], self.word_counts[:], self.doc_range)])
+        return Documents(ids, counts, doc_range, self.vocab_size, labels, vocab if vocab is not None else self.vocab,
+                         label_names=names, text=store.text_origin())
 
     def write(self, dst, **options) -> Path:
         """Write a ``"bow"`` batch file (``options``: those of ``write_documents``)."""
@@ -386,6 +402,6 @@ def _is_documents_file(path: Path, options: dict) -> bool:
     return suffix == ".ldac" or (suffix == ".npz" and path.is_file() and npz_layout(path) in ("triplet", "scipy"))
 
 
-READER = Reader(holds="bag-of-words documents", kind_name="bag-of-words", files=".ldac and sparse .npz files",
+READER = Reader(holds="bag-of-words documents", files=".ldac and sparse .npz files",
                 suffixes=BOW_SUFFIXES, options=frozenset({"labels", "labels_file", "vocab", "vocab_size", "encoding"}),
-                heldout=True, claims=_is_documents_file, read=read_documents)
+                claims=_is_documents_file, read=read_documents)

@@ -139,14 +139,6 @@ class GraphStore(BatchStore, kind="graph"):
     def n_edges(self) -> int:
         return self._layout["n_edges"]
 
-    @property
-    def has_heldout(self) -> bool:
-        return self._layout["n_heldout"] > 0
-
-    @property
-    def n_heldout(self) -> int:
-        return self._layout["n_heldout"]
-
     # ----------------------------------------------------------------- I/O
     def _rows(self, group: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows lo:hi of the CSR group ``group`` ("" for the training edges); its row pointers (N+1 integers) and

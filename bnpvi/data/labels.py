@@ -172,3 +172,19 @@ def one_source(labels, labels_file) -> None:
     if labels is not None and labels_file is not None:
         raise BnpviError("give the labels either as --labels NAME (a column or array of the source) or as "
                          "--labels-file FILE (one per line), not both")
+
+
+def appended_labels(store, labels, label_names, where: str) -> tuple[np.ndarray | None, tuple[str, ...] | None]:
+    """The labels of a batch file ``store`` followed by ``labels`` (with their ``label_names``): kept where both
+    have them, coded alike; (None, None) where neither has; a one-line BnpviError where one of them has."""
+    theirs = store.labels()
+    if theirs is None and labels is None:
+        return None, None
+    if theirs is None or labels is None:
+        raise BnpviError(f"{where}: {'the file' if labels is None else 'the new data'} has labels and "
+                         f"{'the new data' if labels is None else 'the file'} has none; give both or neither")
+    names = store.label_names()
+    names = None if names is None else tuple(names)
+    if names != (None if label_names is None else tuple(label_names)):
+        raise BnpviError(f"{where}: the file's labels and the new data's are not coded alike (their names differ)")
+    return np.concatenate([theirs, np.asarray(labels[:], dtype=np.int64)]), names

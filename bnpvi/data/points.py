@@ -13,8 +13,8 @@ from typing import Iterator
 import h5py
 import numpy as np
 
-from bnpvi.data.base import (BatchStore, chunk_1d, chunk_rows, heldout_info, split_offsets, write_batch_file,
-                             write_blocks)
+from bnpvi.data.base import (BatchStore, chunk_1d, chunk_rows, heldout_info, sized_offsets, split_offsets,
+                             write_batch_file, write_blocks)
 from bnpvi.data.batch import PointBatch
 from bnpvi.data.checks import (as_rows, check_finite, check_label_names, check_labels, check_n_batches,
                                check_points_layout, check_weights, first_nonfinite)
@@ -153,15 +153,6 @@ class PointStore(RowStore, kind="points"):
             return float(self.n_atoms)
         return float(self._handle().attrs.get("weight_total", np.sum(self.read_weights())))
 
-    @property
-    def has_heldout(self) -> bool:
-        """Whether the file holds held-out points (:meth:`read_heldout`)."""
-        return self._layout["n_heldout"] > 0
-
-    @property
-    def n_heldout(self) -> int:
-        return self._layout["n_heldout"]
-
     def read_heldout(self, lo: int = 0, hi: int | None = None) -> PointBatch:
         """Held-out points ``lo:hi`` (all by default) as a PointBatch; every value checked finite."""
         if not self.has_heldout:
@@ -236,7 +227,7 @@ class _MomentSum:
 
 def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool = True, source: str = "",
                  compression: str | None = None, heldout: HeldoutPoints | None = None, label_names=None,
-                 weights=None) -> Path:
+                 weights=None, batch_sizes=None) -> Path:
     """Write a point data set to a batch file, atomically.
 
     Parameters
@@ -264,6 +255,9 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
     weights : array_like of float, shape (N,), optional
         w_n ≥ 0 of every training row (not all 0), stored as ``/weights`` and read with each batch: a row of
         weight w counts w times in every summary and entropy. Weights that are all 1 are not stored.
+    batch_sizes : sequence of int, optional
+        The rows of every batch, in order (positive, summing to N), in place of ``n_batches`` equal ones: a
+        run continued on more data (``partial_fit``) keeps its batches and adds new ones after them.
 
     Returns
     -------
@@ -285,7 +279,8 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
         labels = check_labels(labels[:], N, where)
     if label_names is not None:
         label_names = check_label_names(label_names, labels, where)
-    n_batches = check_n_batches(n_batches, N, where, f"N={N}")
+    offsets = split_offsets(N, check_n_batches(n_batches, N, where, f"N={N}")) if batch_sizes is None else \
+        sized_offsets(batch_sizes, N, where)
     if weights is not None:
         weights = check_weights(weights[:], N, where)
 
@@ -315,5 +310,5 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
                 if getattr(heldout, key) is not None:
                     g.attrs[key] = getattr(heldout, key)
 
-    return write_batch_file(path, where, "points", N, D, split_offsets(N, n_batches), labels, batches_fixed,
-                            source, datasets, label_names=label_names)
+    return write_batch_file(path, where, "points", N, D, offsets, labels, batches_fixed, source, datasets,
+                            label_names=label_names)

@@ -13,7 +13,7 @@ from typing import ClassVar
 import numpy as np
 
 from bnpvi.data.checks import check_points_layout, check_weights
-from bnpvi.data.labels import LabelCoder, one_source, row_labels
+from bnpvi.data.labels import LabelCoder, appended_labels, one_source, row_labels
 from bnpvi.data.mapped import scratch_space
 from bnpvi.data.points import HeldoutPoints, write_points
 from bnpvi.data.reorder import take_units
@@ -49,6 +49,7 @@ class Points:
 
     unit: ClassVar[str] = "rows"
     count_name: ClassVar[str] = "N"
+    holds: ClassVar[str] = "points"
 
     @property
     def n_units(self) -> int:
@@ -64,6 +65,18 @@ class Points:
         """The same points with every array read into memory."""
         return Points(self.X[:], None if self.labels is None else self.labels[:], self.label_names,
                       None if self.weights is None else self.weights[:])
+
+    def after(self, store, where: str) -> "Points":
+        """The rows of the points file ``store`` (named ``where``), then these (``convert(append_to=...)``)."""
+        if store.D != self.X.shape[1]:
+            raise BnpviError(f"{where} has D={store.D} columns, the new rows D={self.X.shape[1]}")
+        labels, names = appended_labels(store, self.labels, self.label_names, where)
+        rows = [store.read_batch(b).X for b in range(store.n_batches)]
+        weights = None  # a row without a weight (on either side) counts once
+        if store.has_weights or self.weights is not None:
+            old = store.read_weights() if store.has_weights else np.ones(store.n_atoms)
+            weights = np.concatenate([old, np.ones(self.X.shape[0]) if self.weights is None else self.weights[:]])
+        return Points(np.vstack(rows + [self.X[:]]), labels, names, weights)
 
     def heldout_part(self, index: np.ndarray, train_index: np.ndarray, fraction: float, seed: int) -> HeldoutPoints:
         """These rows as the held-out part of a file whose training rows are ``train_index`` of the source (their
@@ -177,6 +190,6 @@ def read_table(path, labels: str | None = None) -> tuple[np.ndarray, np.ndarray 
     return points.X, points.labels
 
 
-READER = Reader(holds="points", kind_name="points", files=".csv, .npz and .npy files", suffixes=POINT_SUFFIXES,
-                options=frozenset({"labels", "labels_file", "columns", "encoding", "weights"}), heldout=True,
+READER = Reader(holds="points", files=".csv, .npz and .npy files", suffixes=POINT_SUFFIXES,
+                options=frozenset({"labels", "labels_file", "columns", "encoding", "weights"}),
                 claims=lambda path, options: True, read=read_points)

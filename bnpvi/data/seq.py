@@ -9,14 +9,15 @@ each sequence, with the step before it as Xprev (never across sequences).
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
 import h5py
 import numpy as np
 
-from bnpvi.data.base import chunk_1d, chunk_rows, split_offsets, write_batch_file, write_blocks
+from bnpvi.data.base import (chunk_1d, chunk_rows, heldout_info, sized_offsets, split_offsets, write_batch_file,
+                             write_blocks)
 from bnpvi.data.batch import SeqBatch
 from bnpvi.data.checks import (as_rows, check_finite, check_label_names, check_labels, check_n_batches,
                                check_points_layout, check_seq_range)
@@ -25,6 +26,32 @@ from bnpvi.data.points import RowStore, _MomentSum
 from bnpvi.errors import BnpviError
 
 _log = logging.getLogger("bnpvi.data")
+
+
+@dataclass(frozen=True)
+class HeldoutSequences:
+    """Whole sequences (groups) kept apart for evaluation, stored in the ``heldout`` group of a sequence
+    file (``bnpvi-data convert --heldout F``): a topic model of grouped real vectors scores them by group
+    completion (:func:`bnpvi.learn.heldout.group_completion_loglik`).
+
+    Attributes
+    ----------
+    X : (T_h, D) array
+        Their time steps, one sequence after another.
+    seq_range : (n_h + 1,) int
+        Held-out sequence s is rows ``seq_range[s]:seq_range[s+1]`` of X.
+    index, train_index : int arrays
+        Source index of each held-out sequence, and of each training sequence in the order written.
+    fraction, seed : optional
+        The fraction F asked for and the seed that chose them (stored as attributes).
+    """
+
+    X: np.ndarray
+    seq_range: np.ndarray
+    index: np.ndarray
+    train_index: np.ndarray
+    fraction: float | None = None
+    seed: int | None = None
 
 
 class SeqStore(RowStore, kind="seq"):
@@ -118,6 +145,15 @@ class SeqStore(RowStore, kind="seq"):
             xprev = f["Xprev"]
             if not isinstance(xprev, h5py.Dataset) or xprev.shape != (T, layout["D"]) or xprev.dtype.kind not in "biuf":
                 raise fail(f"has an invalid Xprev dataset (expected ({T}, {layout['D']}) numbers, like X)")
+        layout["n_heldout"] = 0
+        if "heldout" in f:
+            g = f["heldout"]
+            X = g.get("X") if isinstance(g, h5py.Group) else None
+            sr = g.get("seq_range") if isinstance(g, h5py.Group) else None
+            if not isinstance(X, h5py.Dataset) or X.ndim != 2 or X.shape[1] != layout["D"] or X.shape[0] < 1 \
+                    or not isinstance(sr, h5py.Dataset) or sr.ndim != 1 or sr.shape[0] < 2:
+                raise fail(f"has a 'heldout' group without (T_h, D={layout['D']}) time steps X and their seq_range")
+            layout["n_heldout"] = int(sr.shape[0]) - 1
         return {**layout, "n_units": n_seqs, "has_xprev": has_xprev}
 
     @property
@@ -131,6 +167,23 @@ class SeqStore(RowStore, kind="seq"):
     @property
     def is_lagged(self) -> bool:
         return self._lagged
+
+    def read_heldout(self, lo: int = 0, hi: int | None = None) -> SeqBatch:
+        """Held-out sequences ``lo:hi`` (all by default) as a SeqBatch (no Xprev; ``first_seq`` = lo); seq_range
+        and every value checked."""
+        if not self.has_heldout:
+            raise BnpviError(f"{self._path} holds no held-out sequences (make them with "
+                             "`bnpvi-data convert SRC DST --heldout F`)")
+        hi = self.n_heldout if hi is None else int(hi)
+        g = self._handle()["heldout"]
+        sr = np.asarray(g["seq_range"][int(lo):hi + 1], dtype=np.int64)
+        first, last = int(sr[0]), int(sr[-1])
+        if np.any(np.diff(sr) <= 0) or first < 0 or last > g["X"].shape[0]:
+            raise BnpviError(f"data file {self._path} has an inconsistent heldout/seq_range (held-out sequences "
+                             f"{lo}..{hi})")
+        X = self._read_rows(first, last, "heldout/X")
+        self._check_finite("heldout/X", first, X)
+        return SeqBatch(X=X, seq_range=sr - first, first_seq=int(lo))
 
     @property
     def n_atoms(self) -> int:
@@ -158,6 +211,11 @@ class SeqStore(RowStore, kind="seq"):
             return SeqBatch(X=X, seq_range=seq_range, Xprev=Xprev, start=first - lo, first_seq=lo)
         Xprev = self._read_rows(first, last, "Xprev") if self.has_xprev else None
         return SeqBatch(X=X, seq_range=sr - first, Xprev=Xprev, start=first, first_seq=lo)
+
+    def source_index(self, lo: int, hi: int, heldout: bool = False) -> np.ndarray:
+        """(hi - lo,) int64: time steps ``lo:hi`` of the training part, numbered as the file holds them (its
+        held-out part records the source index of whole sequences, not of steps)."""
+        return np.arange(int(lo), int(hi), dtype=np.int64)
 
     def _seq_pieces(self) -> Iterator[tuple[int, np.ndarray]]:
         return self._range_pieces("seq_range", "sequence", "is empty", self._limit())
@@ -228,6 +286,8 @@ class SeqStore(RowStore, kind="seq"):
         return replace(total.moments(), diff_cov=diffs.moments().cov if diffs.n else None)
 
     def _locate(self, name: str, row: int, col: int) -> str:
+        if name.startswith("heldout/"):
+            return f"in {name} at row {row} (column {col})"
         seq = next(start + int(np.searchsorted(sr, row, side="right")) - 1
                    for start, sr in self._seq_pieces() if row < sr[-1])
         return f"in {name} at time step {row} (sequence {seq}, batch {self._batch_of(seq)}, column {col})"
@@ -235,7 +295,7 @@ class SeqStore(RowStore, kind="seq"):
     def _info_extras(self) -> dict:
         extremes = np.array([(d.min(), d.max()) for d in (np.diff(sr) for _, sr in self._seq_pieces())])
         return {"n_seqs": self.n_seqs, "seq_length_min": int(extremes[:, 0].min()),
-                "seq_length_max": int(extremes[:, 1].max()), "xprev": self.has_xprev}
+                "seq_length_max": int(extremes[:, 1].max()), "xprev": self.has_xprev, **heldout_info(self)}
 
     def _describe(self) -> str:
         lagged = ", lagged" if self._lagged else ""
@@ -273,8 +333,17 @@ def lag_sequences(X: np.ndarray, seq_range: np.ndarray) -> tuple[np.ndarray, np.
     return np.ascontiguousarray(X[later]), np.ascontiguousarray(X[above]), kept_range
 
 
+def joined_sequences(parts) -> tuple[np.ndarray, np.ndarray]:
+    """(X, seq_range) of the sequences of ``parts`` (pairs of X and its seq_range from 0, e.g. the batches
+    of a file as read, then new sequences), one part after another."""
+    parts = list(parts)
+    lengths = np.concatenate([np.diff(np.asarray(seq_range, dtype=np.int64)) for _, seq_range in parts])
+    return np.vstack([X for X, _ in parts]), np.concatenate([[0], np.cumsum(lengths)])
+
+
 def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=None, batches_fixed: bool = True,
-                    source: str = "", compression: str | None = None, label_names=None) -> Path:
+                    source: str = "", compression: str | None = None, label_names=None,
+                    heldout: HeldoutSequences | None = None, batch_sizes=None) -> Path:
     """Write sequences to a batch file of kind ``"seq"``, atomically.
 
     Parameters
@@ -300,6 +369,12 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
         HDF5 compression filter for X and Xprev; none by default.
     label_names : sequence of str, optional
         The name of each label code (``labels`` are then codes).
+    heldout : HeldoutSequences, optional
+        Whole sequences kept apart for evaluation (group ``heldout``); X above is then the training
+        sequences only.
+    batch_sizes : sequence of int, optional
+        The sequences of every batch, in order, in place of ``n_batches`` equal ones (as for
+        :func:`~bnpvi.data.points.write_points`).
 
     Returns
     -------
@@ -329,7 +404,14 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
         labels = check_labels(labels[:], T, where, atoms=f"X has {T} rows (time steps)")
     if label_names is not None:
         label_names = check_label_names(label_names, labels, where)
-    n_batches = check_n_batches(n_batches, n_seqs, where, f"n_seqs={n_seqs}")
+    offsets = split_offsets(n_seqs, check_n_batches(n_batches, n_seqs, where, f"n_seqs={n_seqs}")) \
+        if batch_sizes is None else sized_offsets(batch_sizes, n_seqs, where)
+    if heldout is not None:
+        held = as_rows(heldout.X)
+        check_points_layout(held, f"{where}: held-out sequences")
+        if held.shape[1] != D:
+            raise BnpviError(f"{where}: the held-out sequences have D={held.shape[1]}, the training ones D={D}")
+        held_range = check_seq_range(heldout.seq_range, held.shape[0], f"{where}: held-out sequences")
 
     def datasets(f: h5py.File) -> None:
         chunks = (chunk_rows(T, D), D)
@@ -339,6 +421,17 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
                              lambda block, first, name=name: check_finite(block, where, name, first),
                              chunks=chunks, compression=compression)
         f.create_dataset("seq_range", data=seq_range, chunks=(chunk_1d(n_seqs + 1, 8),))
+        if heldout is not None:
+            g = f.create_group("heldout")
+            write_blocks(g, "X", held, np.float64,
+                         lambda block, first: check_finite(block, f"{where}: held-out sequences", "X", first),
+                         compression=compression)
+            g.create_dataset("seq_range", data=held_range)
+            g.create_dataset("index", data=np.asarray(heldout.index, dtype=np.int64))
+            g.create_dataset("train_index", data=np.asarray(heldout.train_index, dtype=np.int64))
+            for key in ("fraction", "seed"):
+                if getattr(heldout, key) is not None:
+                    g.attrs[key] = getattr(heldout, key)
 
-    return write_batch_file(path, where, "seq", T, D, split_offsets(n_seqs, n_batches), labels, batches_fixed,
+    return write_batch_file(path, where, "seq", T, D, offsets, labels, batches_fixed,
                             source, datasets, {"n_seqs": np.int64(n_seqs)}, label_names)

@@ -9,10 +9,10 @@ from typing import ClassVar
 import numpy as np
 
 from bnpvi.data.checks import check_seq_range
-from bnpvi.data.labels import LabelCoder, one_source, row_labels
+from bnpvi.data.labels import LabelCoder, appended_labels, one_source, row_labels
 from bnpvi.data.mapped import scratch_space
 from bnpvi.data.reorder import permuted_ranges, take_ranges
-from bnpvi.data.seq import write_sequences
+from bnpvi.data.seq import HeldoutSequences, joined_sequences, write_sequences
 from bnpvi.data.sources import (Reader, existing_file, no_columns_in_arrays, nonempty, read_npz_arrays, show_suffix,
                                 spool_csv_table)
 from bnpvi.errors import BnpviError
@@ -46,6 +46,7 @@ class Sequences:
 
     unit: ClassVar[str] = "sequences"
     count_name: ClassVar[str] = "n_seqs"
+    holds: ClassVar[str] = "sequences"
 
     @property
     def n_units(self) -> int:
@@ -67,6 +68,26 @@ class Sequences:
             return None if rows is None else rows[:]
 
         return Sequences(whole(self.X), self.seq_range, whole(self.Xprev), whole(self.labels), self.label_names)
+
+    def after(self, store, where: str) -> "Sequences":
+        """The sequences of the sequence file ``store`` (named ``where``), then these
+        (``convert(append_to=...)``); Xprev where both have it."""
+        if store.D != self.X.shape[1]:
+            raise BnpviError(f"{where} has D={store.D} columns, the new sequences D={self.X.shape[1]}")
+        if store.has_xprev != (self.Xprev is not None):
+            raise BnpviError(f"{where}: {'the file' if store.has_xprev else 'the new data'} has Xprev and the other "
+                             "has none; give both or neither")
+        labels, names = appended_labels(store, self.labels, self.label_names, where)
+        batches = [store.read_batch(b) for b in range(store.n_batches)]
+        X, seq_range = joined_sequences([(b.X, b.seq_range) for b in batches] + [(self.X[:], self.seq_range)])
+        Xprev = None if self.Xprev is None else np.vstack([b.Xprev for b in batches] + [self.Xprev[:]])
+        return Sequences(X, seq_range, Xprev, labels, names)
+
+    def heldout_part(self, index: np.ndarray, train_index: np.ndarray, fraction: float,
+                     seed: int) -> HeldoutSequences:
+        """These sequences as the held-out part of a file whose training sequences are ``train_index`` of the
+        source (their Xprev and labels are not kept: held-out groups are scored by group completion)."""
+        return HeldoutSequences(self.X, self.seq_range, index, train_index, fraction, seed)
 
     def write(self, dst, **options) -> Path:
         """Write a ``"seq"`` batch file (``options``: those of ``write_sequences``)."""
@@ -184,10 +205,9 @@ class _SequenceRuns:
         return np.array(self.starts + [n_rows], dtype=np.int64)
 
 
-READER = Reader(holds="sequences", kind_name="sequences", files=".csv and .npz files of sequences",
+READER = Reader(holds="sequences", files=".csv and .npz files of sequences",
                 suffixes=SEQ_SUFFIXES,
                 options=frozenset({"sequences", "sequence_column", "labels", "labels_file", "columns", "encoding"}),
-                heldout=False,
                 claims=lambda path, options: options.get("sequences") is not None
                 or options.get("sequence_column") is not None,
                 read=read_sequences)

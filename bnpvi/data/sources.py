@@ -39,16 +39,12 @@ class Reader:
     ----------
     holds : str
         What such a source holds, in messages (``"points"``, ``"bag-of-words documents"``).
-    kind_name : str
-        Its kind in the message about ``--heldout`` (``"points"``, ``"bag-of-words"``).
     files : str
         Which files it reads, in messages (``".ldac and sparse .npz files"``).
     suffixes : tuple of str
         The file suffixes it reads (empty: any file).
     options : frozenset of str
         The read options it takes (keywords of ``read``).
-    heldout : bool
-        Whether a part of the source can be held out (``convert(..., heldout=F)``).
     claims : callable
         ``claims(path, options) -> bool``: whether this reader reads the source.
     read : callable
@@ -56,11 +52,9 @@ class Reader:
     """
 
     holds: str
-    kind_name: str
     files: str
     suffixes: tuple[str, ...]
     options: frozenset[str]
-    heldout: bool
     claims: Callable[[Path, dict], bool]
     read: Callable
 

@@ -362,8 +362,8 @@ def count_text_file(path, vocab, settings: TextSettings, text_column=None,
     return sp.vstack(blocks, format="csr"), unknown
 
 
-READER = Reader(holds="raw text", kind_name="bag-of-words", files="text read with --text", suffixes=(),
+READER = Reader(holds="raw text", files="text read with --text", suffixes=(),
                 options=frozenset({"text", "text_column", "labels", "labels_file", "stop_words", "min_df", "max_df",
                                    "max_vocab", "lowercase", "token_pattern", "encoding"}),
-                heldout=True, claims=lambda path, options: bool(options.get("text")),
+                claims=lambda path, options: bool(options.get("text")),
                 read=lambda path, text, **options: read_text(path, **options))

@@ -61,8 +61,9 @@ class TopicWeights:
 
 
 def marks_heldout(store) -> bool:
-    """Whether the file has a held-out part, whose atoms the file's parts include."""
-    return getattr(store, "has_heldout", False)
+    """Whether the file has a held-out part whose atoms the file's parts include: held-out points or
+    documents (held-out groups of a sequence file are scored, not assigned)."""
+    return getattr(store, "has_heldout", False) and getattr(store, "kind", None) != "seq"
 
 
 def file_parts(store, block: int = HELDOUT_BLOCK) -> Iterator[tuple[object, np.ndarray, bool]]:

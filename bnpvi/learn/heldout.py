@@ -46,7 +46,8 @@ from bnpvi.errors import BnpviError, check_int, check_number
 from bnpvi.kernels.mixture import dense_local_step
 from bnpvi.kernels import topic as topic_kernel
 
-__all__ = ["completion_loglik", "completion_score", "group_completion_loglik", "check_split", "evaluates_heldout", "point_bounds", "points_loglik"]
+__all__ = ["completion_loglik", "completion_score", "group_completion_loglik", "group_completion_values",
+           "groups_loglik", "check_split", "evaluates_heldout", "heldout_loglik", "point_bounds", "points_loglik"]
 
 
 def check_split(mode, what: str = "mode") -> str:
@@ -61,12 +62,34 @@ def is_topic_model(model) -> bool:
     return isinstance(model.alloc, TopicAlloc) and getattr(model.obs, "name", None) == "mult"
 
 
+def is_grouped_store(store) -> bool:
+    """Whether ``store`` is a sequence file (groups of real vectors, for a topic model of another family
+    than ``mult``)."""
+    return getattr(store, "kind", None) == "seq"
+
+
 def evaluates_heldout(model, store) -> bool:
     """Whether the file's held-out part can be scored: documents for a topic model with obs=mult
-    (:func:`completion_loglik`), points or whole documents for a mixture (:func:`points_loglik`)."""
+    (:func:`completion_loglik`), whole groups of a sequence file for a topic model of grouped real vectors
+    (:func:`groups_loglik`), points or whole documents for a mixture (:func:`points_loglik`)."""
     if not getattr(store, "has_heldout", False):
         return False
-    return is_topic_model(model) if isinstance(model.alloc, TopicAlloc) else isinstance(model.alloc, MixtureAlloc)
+    if isinstance(model.alloc, TopicAlloc):
+        return is_grouped_store(store) != is_topic_model(model)
+    return isinstance(model.alloc, MixtureAlloc) and not is_grouped_store(store)
+
+
+def heldout_loglik(model, globals_, store, seed: int = 0, mode: str = "halves") -> tuple[float, int, str]:
+    """The held-out score of ``store`` (:func:`evaluates_heldout` must hold): (mean log-likelihood, how many
+    tokens or points it averages, their name "tokens" or "points") by document completion for a topic model
+    of words (``seed``, ``mode``), group completion for one of grouped vectors (``seed``), the per-point
+    bound for a mixture."""
+    if isinstance(model.alloc, TopicAlloc) and is_topic_model(model):
+        out = completion_loglik(model, globals_, store, seed=seed, mode=mode)
+        return out["loglik_per_token"], out["n_tokens"], "tokens"
+    out = groups_loglik(model, globals_, store, seed=seed) if isinstance(model.alloc, TopicAlloc) else \
+        points_loglik(model, globals_, store)
+    return out["loglik_per_point"], out["n_points"], "points"
 
 
 def points_loglik(model, globals_, store, block: int = 20000) -> dict:
@@ -91,6 +114,28 @@ def point_bounds(model, globals_, batch) -> np.ndarray:
     log_pi = np.ascontiguousarray(model.alloc.expected_log_pi(globals_.alloc))
     log_lik = np.ascontiguousarray(model.alloc.expected_log_lik(model.obs, globals_.obs, batch))
     return dense_local_step(log_lik, log_pi)[1]
+
+
+def groups_loglik(model, globals_, store, seed: int = 0, block_groups: int = 2000) -> dict:
+    """Held-out log-likelihood per point by group completion (:func:`group_completion_loglik`) of the held-out
+    groups of a sequence file, read ``block_groups`` at a time; each group's split depends on the seed and its
+    index alone and the per-point values are added in held-out order, so the result does not depend on the
+    block size.
+
+    Returns
+    -------
+    dict
+        ``loglik_per_point`` (mean over the target points of every held-out group) and ``n_points``.
+    """
+    total, n_points = 0.0, 0
+    for lo in range(0, store.n_heldout, block_groups):
+        batch = store.read_heldout(lo, min(store.n_heldout, lo + block_groups))
+        values = group_completion_values(model, globals_, batch.X, batch.seq_range, seed, lo)
+        total, n_points = total + float(np.sum(values)), n_points + values.shape[0]
+    if n_points == 0:
+        raise BnpviError(f"group completion: every held-out group of {getattr(store, 'path', store)} has a single "
+                         "point, so no point is left to score")
+    return {"loglik_per_point": total / n_points, "n_points": n_points}
 
 
 def group_completion_loglik(model, globals_, X, seq_range, seed: int = 0, start: int = 0, max_iters: int = 100,
@@ -121,6 +166,16 @@ def group_completion_loglik(model, globals_, X, seq_range, seed: int = 0, start:
     dict
         ``loglik_per_point`` (mean over the target points) and ``n_points``.
     """
+    values = group_completion_values(model, globals_, X, seq_range, seed, start, max_iters, conv_thr)
+    if values.shape[0] == 0:
+        raise BnpviError("group completion: every group has a single point, so no point is left to score")
+    return {"loglik_per_point": float(np.sum(values)) / values.shape[0], "n_points": values.shape[0]}
+
+
+def group_completion_values(model, globals_, X, seq_range, seed: int = 0, start: int = 0, max_iters: int = 100,
+                            conv_thr: float = 0.01) -> np.ndarray:
+    """ln Σ_k π̂_dk exp(E ln p(x_n | φ_k)) of every target point of the groups, in row order
+    (:func:`group_completion_loglik`); empty when every group has a single point."""
     if not isinstance(model.alloc, TopicAlloc) or getattr(model.obs, "name", None) == "mult":
         raise BnpviError(f"group completion scores a topic model of grouped real vectors, not model="
                          f"{model.alloc.name} obs={getattr(model.obs, 'name', '?')}")
@@ -130,7 +185,7 @@ def group_completion_loglik(model, globals_, X, seq_range, seed: int = 0, start:
     seq_range = np.asarray(seq_range, dtype=np.int64)
     observed = group_halves(seq_range, seed, start)
     if observed.all():
-        raise BnpviError("group completion: every group has a single point, so no point is left to score")
+        return np.empty(0)
     log_lik = np.ascontiguousarray(model.obs.expected_log_lik(globals_.obs, PointBatch(X)))
     group = np.repeat(np.arange(seq_range.shape[0] - 1), np.diff(seq_range))
     prior, prior_rest = model.alloc.doc_prior(globals_.alloc)
@@ -142,9 +197,8 @@ def group_completion_loglik(model, globals_, X, seq_range, seed: int = 0, start:
     theta = fit.doc_counts + prior
     log_pi = np.log(theta / theta.sum(axis=1, keepdims=True))
     target = ~observed
-    values = dense_local_step(np.ascontiguousarray(log_lik[target] + log_pi[group[target]]),
-                              np.zeros(log_lik.shape[1]))[1]  # ln Σ_k exp(·), the compiled normaliser
-    return {"loglik_per_point": float(np.sum(values)) / int(target.sum()), "n_points": int(target.sum())}
+    return dense_local_step(np.ascontiguousarray(log_lik[target] + log_pi[group[target]]),
+                            np.zeros(log_lik.shape[1]))[1]  # ln Σ_k exp(·), the compiled normaliser
 
 
 def completion_loglik(model, globals_, store, seed: int = 0, mode: str = "halves", max_iters: int = 100,

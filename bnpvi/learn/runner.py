@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -48,7 +49,7 @@ from bnpvi.learn.base import LapResult
 from bnpvi.learn.build import build_model, make_alloc
 from bnpvi.learn.cache import make_caches
 from bnpvi.learn.em import EM
-from bnpvi.learn.heldout import check_split, completion_loglik, evaluates_heldout, points_loglik
+from bnpvi.learn.heldout import check_split, evaluates_heldout, heldout_loglik
 from bnpvi.learn.init import fixed_K_start, initial_stats, saved_globals
 from bnpvi.learn.links import evaluate_links, write_graph_outputs
 from bnpvi.learn.memo import MemoizedVB
@@ -66,6 +67,9 @@ from bnpvi.obs import FAMILIES
 from bnpvi.stats import ClusterIds, SuffStats
 
 log = logging.getLogger("bnpvi")
+
+GROWS = ("memo", "vb")
+"""The algorithms whose runs continue on more data (:func:`grow`): their state is per batch or none."""
 
 ALGORITHMS = {cls.name: cls for cls in (FullVB, MemoizedVB, StochasticVB, EM, TruncationFreeSVI)}
 
@@ -216,9 +220,11 @@ class Run:
     """One training run in one run directory (fresh or resumed)."""
 
     def __init__(self, cfg: DictConfig, run_dir: Path, checkpoint: dict | None = None,
-                 claim: RunDirLock | None = None):
-        """``claim`` (the hold on ``run_dir``) is the run's once it is made, and released by :meth:`close`."""
+                 claim: RunDirLock | None = None, grows: bool = False):
+        """``claim`` (the hold on ``run_dir``) is the run's once it is made, and released by :meth:`close`;
+        ``grows``: the data file holds the checkpoint's batches and new ones after them (:func:`grow`)."""
         self.cfg = cfg
+        self.grows = grows
         self.run_dir = Path(run_dir)
         self.claim: RunDirLock | None = None
         for key, minimum in (("alg.n_laps", 1), ("checkpoint_every", 1), ("eval_every", 1)):
@@ -260,11 +266,15 @@ class Run:
         # sequences in the HMM sense (a topic model's grouped vectors are documents, scored by ARI per token)
         self.sequences = self.store.kind == "seq" and not isinstance(self.model.alloc, TopicAlloc)
         self.heldout = evaluates_heldout(self.model, self.store)
+        if self.store.kind == "seq" and getattr(self.store, "has_heldout", False) and not self.heldout:
+            log.warning("%s holds %d held-out sequences, which only a topic model of grouped vectors scores; "
+                         "this run leaves them out", self.store.path, self.store.n_heldout)
         self._heldout_last: tuple | None = None  # (globals, result) of the latest held-out evaluation
         # a graph model on a file with held-out pairs: link prediction every eval_every laps (and its PR curves)
         self.links = isinstance(self.model.alloc, MMSBAlloc) and getattr(self.store, "has_heldout", False)
         self.pr_curves: list[tuple] = []
         self.meta = {"D": self.store.D, "n_atoms": self.store.n_atoms, "n_batches": self.store.n_batches,
+                     "batch_sizes": np.asarray(self.store.batch_sizes(), dtype=np.int64),
                      "data_mean": np.zeros(0) if moments is None else moments.mean,
                      "data_path": str(Path(self.store.path).resolve())}
         self.rng = np.random.default_rng(int(cfg.seed))
@@ -386,11 +396,13 @@ class Run:
         if int(meta["D"]) != self.store.D:
             raise BnpviError(f"data dimension D={self.store.D} of {self.store.path} does not match the "
                              f"checkpoint's D={int(meta['D'])}")
-        if int(meta["n_atoms"]) != self.store.n_atoms or int(meta["n_batches"]) != self.store.n_batches:
+        if self.grows:
+            self._check_grown(meta)
+        elif int(meta["n_atoms"]) != self.store.n_atoms or int(meta["n_batches"]) != self.store.n_batches:
             raise BnpviError(
                 f"data file {self.store.path} has N={self.store.n_atoms} in {self.store.n_batches} batches; "
                 f"the checkpoint was made with N={int(meta['n_atoms'])} in {int(meta['n_batches'])} batches")
-        if not np.array_equal(np.asarray(meta["data_mean"]), self.meta["data_mean"]):
+        elif not np.array_equal(np.asarray(meta["data_mean"]), self.meta["data_mean"]):
             raise BnpviError(f"data file {self.store.path} has changed since the checkpoint was written")
         self.rng.bit_generator.state = json.loads(ckpt["rng"])
         state = ckpt["alg"]
@@ -406,6 +418,27 @@ class Run:
         self.elapsed_before = float(run.get("elapsed_s", 0.0))
         self.converged = bool(int(run.get("converged", 0)))
         self.prev_counts = np.asarray(run["prev_counts"]) if "prev_counts" in run else None
+        if self.grows:  # new data: nothing has converged, and the moves look at every cluster again
+            if self.alg.pos != 0:
+                raise BnpviError(f"cannot continue {self.run_dir} on more data: its checkpoint is in the middle of "
+                                 f"lap {self.alg.lap + 1}; finish that lap first (bnpvi-train resume=DIR)")
+            self.converged, self.prev_counts = False, None
+            if getattr(self.alg, "moves", None) is not None:
+                self.alg.moves.settled = False
+
+    def _check_grown(self, meta: dict) -> None:
+        """The data file holds the checkpoint's batches, of the same sizes, and at least one batch more."""
+        if self.cfg.alg.name not in GROWS:
+            raise BnpviError(f"a run of alg={self.cfg.alg.name} cannot be continued on more data "
+                             f"({self.store.path}); alg=memo or vb can")
+        old_batches, sizes = int(meta["n_batches"]), np.asarray(self.store.batch_sizes())
+        saved = np.asarray(meta["batch_sizes"]) if "batch_sizes" in meta else None
+        same = sizes.shape[0] > old_batches and (np.array_equal(sizes[:old_batches], saved) if saved is not None
+                                                 else int(sizes[:old_batches].sum()) == int(meta["n_atoms"]))
+        if not same:
+            raise BnpviError(f"data file {self.store.path} does not continue the run's data: it must hold the "
+                             f"run's {old_batches} batches ({int(meta['n_atoms'])} atoms) first, then new batches "
+                             f"(it has {sizes.shape[0]} batches, {int(sizes.sum())} atoms)")
 
     def elapsed(self) -> float:
         """Seconds of training so far, summed over the processes that ran this run."""
@@ -439,19 +472,15 @@ class Run:
             return path_scores_of_counts(ids, table)
         return {"ari": adjusted_rand_index_of_counts(table)}
 
-    def heldout_score(self, globals_) -> tuple[float, int]:
-        """The held-out score under ``globals_`` and how many tokens (points) it averages: a topic model's
-        log-likelihood per token by document completion (``heldout_split``, ``heldout_seed``; Hughes, Kim &
-        Sudderth 2015 (AISTATS) §6, Eq. 22), a mixture's per-point bound (``points_loglik``). Deterministic
+    def heldout_score(self, globals_) -> tuple[float, int, str]:
+        """The held-out score under ``globals_``, how many tokens (points) it averages and their name
+        (:func:`~bnpvi.learn.heldout.heldout_loglik`): a topic model's log-likelihood per token by document
+        completion (``heldout_split``, ``heldout_seed``; Hughes, Kim & Sudderth 2015 (AISTATS) §6, Eq. 22) or per
+        point by group completion, a mixture's per-point bound. Deterministic
         and draws nothing from the run's generator; the latest result is reused for the same globals."""
         if self._heldout_last is not None and self._heldout_last[0] is globals_:
             return self._heldout_last[1]
-        if isinstance(self.model.alloc, TopicAlloc):
-            out = completion_loglik(self.model, globals_, self.store, seed=self.heldout_seed, mode=self.heldout_split)
-            result = (out["loglik_per_token"], out["n_tokens"])
-        else:
-            out = points_loglik(self.model, globals_, self.store)
-            result = (out["loglik_per_point"], out["n_points"])
+        result = heldout_loglik(self.model, globals_, self.store, seed=self.heldout_seed, mode=self.heldout_split)
         self._heldout_last = (globals_, result)
         return result
 
@@ -608,10 +637,8 @@ class Run:
         segmentation = segment_all(self.model, globals_, self.store, self.labels) if hmm else None
         summary.update(self.scores(segmentation))
         if self.heldout:
-            score, count = self.heldout_score(globals_)
-            summary.update(heldout_loglik=score, **{"heldout_tokens" if isinstance(self.model.alloc, TopicAlloc) else
-                                                    "heldout_points":
-                                                    count})
+            score, count, unit = self.heldout_score(globals_)
+            summary.update({"heldout_loglik": score, f"heldout_{unit}": count})
         if isinstance(self.model.alloc, MMSBAlloc):
             summary.update(write_graph_outputs(self.run_dir, self.model, globals_, self.store, self.alg.ids.uids,
                                                self.pr_curves if self.links else None, plots))
@@ -705,11 +732,38 @@ def start(cfg: DictConfig, run_dir: Path, claim: RunDirLock | None = None) -> Ru
     return claimed(run_dir, claim, begin)
 
 
-def check_same_config(checkpoint: dict, cfg: DictConfig, run_dir: Path) -> None:
+def another_file(checkpoint: dict, cfg: DictConfig) -> bool:
+    """Whether ``cfg`` names another data file than the one ``checkpoint`` was made on (a resume on more data,
+    :func:`grow`; the file must then continue the run's, which :class:`Run` checks)."""
+    saved = checkpoint["meta"].get("data_path")
+    path = OmegaConf.select(cfg, "data.path", default=None)
+    if saved is None or path is None or cfg.data.get("name", "hdf5") != "hdf5":
+        return False
+    path = Path(str(path)).expanduser()
+    if not path.is_absolute() and not path.exists():  # the run's own file, named from where it started
+        return False
+    return path.resolve() != Path(str(saved)).resolve()
+
+
+def record_grown(run_dir: Path, cfg: DictConfig) -> None:
+    """The run's saved config (``.hydra/config.yaml``, what a later resume starts from) names the grown data
+    file and the laps of ``cfg``, once the run has opened on it: a later resume goes on on all the data."""
+    saved = run_dir / ".hydra" / "config.yaml"
+    if saved.exists():
+        record = OmegaConf.load(saved)
+        record.data.path, record.alg.n_laps = cfg.data.path, cfg.alg.n_laps
+        temporary = saved.with_name(f".{saved.name}.tmp")
+        OmegaConf.save(record, temporary)
+        os.replace(temporary, saved)
+
+
+def check_same_config(checkpoint: dict, cfg: DictConfig, run_dir: Path, grows: bool = False) -> None:
     """Refuse to resume with a config that differs from the one ``checkpoint`` was made with, but for the
-    resumable keys (:data:`bnpvi.config.RESUMABLE_KEYS`): a resume goes on with the model it stopped in."""
+    resumable keys (:data:`bnpvi.config.RESUMABLE_KEYS`), and ``data.path`` when the run ``grows`` on a file
+    that continues its data: a resume goes on with the model it stopped in."""
     saved = checkpoint.get("config")
     changes = [] if saved is None else changed_keys(str(saved), cfg)
+    changes = [change for change in changes if not (grows and change[0] == "data.path")]
     if changes:
         key, then, now = changes[0]
         more = f" (and {len(changes) - 1} other key(s))" if len(changes) > 1 else ""
@@ -729,11 +783,44 @@ def reopen(run_dir: Path, cfg: DictConfig, claim: RunDirLock | None = None) -> R
             raise BnpviError(f"cannot resume {run_dir}: the run stopped before its first checkpoint; start it again "
                              f"in place (the same command without resume=, with hydra.run.dir={run_dir})")
         checkpoint = load_checkpoint(run_dir)
-        check_same_config(checkpoint, cfg, run_dir)
-        run = Run(cfg, run_dir, checkpoint, claim=claim)
-        log.info("resuming %s at lap %d, batch %d", run_dir, run.alg.lap, run.alg.pos)
+        grows = another_file(checkpoint, cfg)
+        check_same_config(checkpoint, cfg, run_dir, grows)
+        if grows:
+            checkpoint["meta"]["data_path"] = str(Path(cfg.data.path).expanduser().resolve())
+        run = Run(cfg, run_dir, checkpoint, claim=claim, grows=grows)
+        if grows:
+            record_grown(run_dir, cfg)
+        log.info("%s %s at lap %d, batch %d", "continuing on more data" if grows else "resuming", run_dir,
+                 run.alg.lap, run.alg.pos)
         return run
     return claimed(run_dir, claim, begin)
+
+
+def grow(run_dir: Path, data_path: Path, n_laps: int, progress: Progress | None = None) -> dict:
+    """Continue the run in ``run_dir`` on the data file ``data_path``, which holds the run's batches (the same
+    atoms, in the same batches) and new batches after them, for ``n_laps`` more laps (fewer if it converges).
+
+    The run must have a checkpoint at the end of a lap. Memoized VI keeps every old batch's cached summaries
+    and adds each new batch's the first time it is visited, so after one lap the aggregate again summarises
+    every atom and the ELBO is the whole-data ELBO of all of them; its moves go on as before (full VB simply
+    visits every batch). The prior's data-driven defaults come from the grown file. What was a run to its
+    end becomes a run of more laps: ``alg.n_laps`` of the saved config grows by ``n_laps``.
+    """
+    run_dir = Path(run_dir)
+    n_laps = check_int(n_laps, "n_laps", 1)
+
+    def begin(claim: RunDirLock) -> Run:
+        checkpoint = load_checkpoint(run_dir)
+        cfg = OmegaConf.create(str(checkpoint["config"]))
+        lap = int(checkpoint["alg"]["lap"])
+        cfg.data.path, cfg.alg.n_laps = str(Path(data_path).resolve()), lap + n_laps
+        checkpoint["meta"]["data_path"] = cfg.data.path
+        run = Run(cfg, run_dir, checkpoint, claim=claim, grows=True)
+        record_grown(run_dir, cfg)
+        log.info("continuing %s at lap %d on %d atoms in %d batches", run_dir, lap, run.store.n_atoms,
+                 run.store.n_batches)
+        return run
+    return run_to_end(claimed(run_dir, None, begin), progress)
 
 
 def run_to_end(run: Run, progress: Progress | None = None, hard_stop: bool = False) -> dict:

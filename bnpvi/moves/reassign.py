@@ -53,13 +53,13 @@ import numpy as np
 from scipy.special import xlogy
 
 from bnpvi.alloc.base import Local
-from bnpvi.data.batch import PointBatch, WordCountBatch, atom_weights
+from bnpvi.data.batch import PointBatch, SeqBatch, WordCountBatch, atom_weights
 from bnpvi.moves.base import Move, accepts, ordered_sum
 from bnpvi.moves.judge import Proposal, judge
 from bnpvi.moves.protocols import Reassigns
 from bnpvi.stats import Responsibilities, SuffStats
 
-BATCH_TYPES = {cls.__name__: cls for cls in (PointBatch, WordCountBatch)}
+BATCH_TYPES = {cls.__name__: cls for cls in (PointBatch, SeqBatch, WordCountBatch)}
 
 
 class Candidates(dict):
@@ -69,7 +69,7 @@ class Candidates(dict):
         atoms = self["atoms"]
         return {"rows": self["rows"], "gain": self["gain"], "resp": self["resp"], "kind": type(atoms).__name__,
                 "atoms": {f.name: np.asarray(getattr(atoms, f.name)) for f in dataclass_fields(atoms)
-                          if getattr(atoms, f.name) is not None}}
+                          if getattr(atoms, f.name) is not None}}  # unset optional fields (a SeqBatch's Xprev)
 
     @classmethod
     def from_tree(cls, tree: dict) -> "Candidates":

@@ -297,9 +297,9 @@ class SequenceBirthMove(TargetedBirths):
         positions = run.ids.positions(self.eligible[np.isin(self.eligible, run.ids.uids)])
         if not positions.size:
             return None
-        old = run.caches[b]
-        return IntervalPlan(positions, tries, (self.seed, b), run.aggregate - old.pad_to(run.aggregate.K),
-                            int(self.cfg.Kmax) - run.globals.K)
+        old = run.caches[b]  # none yet for a batch a run continued on more data has not visited
+        rest = run.aggregate if old is None else run.aggregate - old.pad_to(run.aggregate.K)
+        return IntervalPlan(positions, tries, (self.seed, b), rest, int(self.cfg.Kmax) - run.globals.K)
 
     def track(self, model, globals_, batch, log_lik, local, plan):
         """Proposals at this batch, each judged against the best state so far (pure: a function of
