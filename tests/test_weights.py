@@ -359,7 +359,7 @@ def test_convert_weights_of_an_array_file_is_refused(tmp_path, capsys):
 def test_estimators_take_sample_weight(estimator):
     X, labels = blobs(300)
     w = integer_weights(300)
-    keys = {"random_state": 0, **({"K": 4} if estimator is bnpvi.FiniteMixture else {})}
+    keys = {"random_state": 0, **({"n_components": 4} if estimator is bnpvi.FiniteMixture else {})}
     plain = estimator(**keys).fit(X)
     ones = estimator(**keys).fit(X, sample_weight=np.ones(300))
     assert ones.elbo_ == plain.elbo_ and np.array_equal(ones.elbo_trace_, plain.elbo_trace_)
@@ -406,3 +406,20 @@ def test_a_weighted_run_resumed_mid_lap_ends_where_it_would_have(compose_cfg, tm
     path = write_points(tmp_path / "w.h5", X, n_batches=3, labels=labels, weights=w)
     cfg = compose_cfg("data=hdf5", f"data.path={path}", "init.K=1", f"moves={moves}", *RESUME_COMMON)
     assert_resume_is_exact(cfg, tmp_path, lap=3)
+
+
+def test_appending_rows_keeps_every_rows_weight(tmp_path):
+    from bnpvi.cli.data import main
+    X, _ = blobs(30)
+    w = integer_weights(30).astype(np.int64)
+    csv_with_weights(tmp_path / "old.csv", X[:20], w[:20])
+    csv_with_weights(tmp_path / "new.csv", X[20:], w[20:])
+    assert main(["convert", str(tmp_path / "old.csv"), str(tmp_path / "old.h5"), "--weights", "count"]) == 0
+    assert main(["convert", str(tmp_path / "new.csv"), str(tmp_path / "both.h5"), "--weights", "count",
+                 "--append-to", str(tmp_path / "old.h5")]) == 0
+    np.savetxt(tmp_path / "plain.csv", X[20:], delimiter=",", header="x,y", comments="")
+    assert main(["convert", str(tmp_path / "plain.csv"), str(tmp_path / "more.h5"),
+                 "--append-to", str(tmp_path / "old.h5")]) == 0
+    with BatchStore.open(tmp_path / "both.h5") as both, BatchStore.open(tmp_path / "more.h5") as more:
+        np.testing.assert_array_equal(both.read_weights(), w.astype(np.float64))
+        np.testing.assert_array_equal(more.read_weights(), np.r_[w[:20], np.ones(10)])  # new rows count once
