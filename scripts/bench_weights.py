@@ -4,13 +4,9 @@ The 200,000 × 16 points of ``bench_scale.py --quick`` (``bench_moves.make_data(
 batches), full Gaussian, memo without moves from Bregman k-means++ at K = 25, in this process at 1 thread:
 seconds per lap (laps 2..``--laps``) of the unweighted file and of the same points with weights (Gamma(2, 1)
 draws, a fixed seed), each run ``--repeats`` times alternately, the fastest kept; then their ratio
-(target: at most 1.10, issue 51). A weighted lap does the same local step; what it adds is the entropy
-−Σ_n w_n r_nk ln r_nk in NumPy (the compiled local step's unweighted one is dropped) and the scaling of the
-responsibilities by w_n before the family's summaries.
-
-Measured on the shared 2-core machine (loaded by other work, so the lap times move by 20 %): 1.22 while the
-weighted entropy was summed again in NumPy after the compiled step; 0.81 (0.379 vs 0.467 s/lap, noise) once
-the compiled step weighs it, when one ``process_batch`` of 10,000 rows costs 27.1 ms weighted, 27.2 unweighted.
+(target: at most 1.10). A weighted lap does the same local step, whose compiled kernel also sums the
+weighted entropy −Σ_n w_n r_nk ln r_nk; what it adds is the scaling of the responsibilities by w_n before the
+family's summaries.
 
 Usage: python scripts/bench_weights.py [--laps 6] [--repeats 2]
 """
