@@ -42,6 +42,14 @@ def absorbed_columns(r_target, r_absorb, weights, into):
     return after
 
 
+def deleted_resp(r, target, absorb, scores, N):
+    """The brute-force responsibilities after deleting cluster ``target`` into ``absorb`` (:func:`absorbed_columns`,
+    with ``scores`` the (N, K) E log p + E ln π and ``N`` the clusters' counts)."""
+    new = r.copy()
+    new[:, absorb] = absorbed_columns(r[:, target], r[:, absorb], scores[:, absorb], int(np.argmax(N[absorb])))
+    return np.delete(new, target, axis=1)
+
+
 def assert_gain(predicted, brute):
     assert predicted == pytest.approx(brute, rel=1e-6, abs=1e-6 * max(1.0, abs(brute)))
 
@@ -164,10 +172,7 @@ def test_delete_gain_equals_brute_force(family, sparse_L, temperature):
         assert (r[:, [t for t, _ in proposals]] == 0).any()
     for (target, absorb), (rows, _) in zip(proposals, tracked):
         predicted = elbo_of(model, stats.with_clusters(absorb, rows).remove([target])) - elbo_of(model, stats)
-        new = r.copy()
-        new[:, absorb] = absorbed_columns(r[:, target], r[:, absorb], log_lik[:, absorb] + log_pi[absorb],
-                                          int(np.argmax(globals_.stats.N[absorb])))
-        new = np.delete(new, target, axis=1)
+        new = deleted_resp(r, target, absorb, log_lik + log_pi, globals_.stats.N)
         brute = elbo_of(model, brute_stats(model, batch, new)) - elbo_of(model, stats)
         assert_gain(predicted, brute)
 

@@ -29,7 +29,7 @@ from bnpvi.obs.bregman import kmeanspp_seeds
 from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
 
 from setups import BIRTH, DELETE, FAMILIES, MERGE, dense_resp, elbo_of, family_batch, moments, obs_cfg, run_laps
-from test_moves import absorbed_columns, assert_gain, proposal_share
+from test_moves import assert_gain, deleted_resp, proposal_share
 
 
 def integer_weights(n, seed=3):
@@ -177,10 +177,7 @@ def test_delete_gains_on_weighted_points_are_the_brute_force_change_of_the_weigh
                                                           [np.concatenate([[t], a]) for t, a in proposals])
     for (target, absorb), (rows, _) in zip(proposals, tracked):
         predicted = elbo_of(model, stats.with_clusters(absorb, rows).remove([target])) - elbo_of(model, stats)
-        new = r.copy()
-        new[:, absorb] = absorbed_columns(r[:, target], r[:, absorb], log_lik[:, absorb] + log_pi[absorb],
-                                          int(np.argmax(globals_.stats.N[absorb])))
-        new = np.delete(new, target, axis=1)
+        new = deleted_resp(r, target, absorb, log_lik + log_pi, globals_.stats.N)
         brute = elbo_of(model, brute_weighted_stats(model, batch, new, w)) - elbo_of(model, stats)
         assert_gain(predicted, brute)
 
