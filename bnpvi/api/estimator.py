@@ -29,7 +29,7 @@ from sklearn.utils import check_random_state
 from bnpvi.api.fitted import FittedModel, load
 from bnpvi.api.keywords import compose_train, estimator_obs, keyword_paths, model_moves, set_keys
 from bnpvi.config import SCHEMAS
-from bnpvi.data.base import split_offsets
+from bnpvi.data.convert import appended_to
 from bnpvi.data.store import BatchStore
 from bnpvi.errors import BnpviError
 from bnpvi.learn.progress import Progress
@@ -140,14 +140,13 @@ class Estimator(BaseEstimator):
     ``init`` ("kmeanspp"): the options of those groups; ``n_components`` (``init.K``) for a model of fixed K
     (``fixed_K=True``: FiniteMixture, LDA, FiniteHMM), ``K`` (the initial K) for the others; ``moves``
     (models with moves only; None: the alg's default, all moves for memo, none otherwise), a list such as
-    ``["birth", "merge"]`` or ``[]``;
-    every leaf key of those options (the class attribute ``config_keys``); ``random_state`` (the
-    run's ``seed``: an int, or a seed drawn from a ``RandomState``/``Generator``, or for None from NumPy's
-    global one, fresh randomness as in scikit-learn; :func:`run_seed`); ``verbose`` (a progress bar over each lap's batches with the
-    last lap's K, ELBO and seconds, and one log line per lap as ``bnpvi-train`` prints, on stderr); and
-    ``output_dir`` (None: train in a temporary directory removed after ``fit``; a path makes it the
-    run directory, with ``data.h5`` and ``.hydra/config.yaml``, which ``bnpvi-train resume=DIR``
-    continues and :func:`bnpvi.load` reads).
+    ``["birth", "merge"]`` or ``[]``; every leaf key of those options (the class attribute ``config_keys``);
+    ``random_state`` (the run's ``seed``: an int, or a seed drawn from a ``RandomState``/``Generator``, or for
+    None from NumPy's global one, fresh randomness as in scikit-learn; :func:`run_seed`); ``verbose`` (one log
+    line per lap as ``bnpvi-train`` prints, on stderr, and on a terminal a progress bar over each lap's
+    batches with the last lap's K, ELBO and seconds); and ``output_dir`` (None: train in a temporary
+    directory removed after ``fit``; a path makes it the run directory, with ``data.h5`` and
+    ``.hydra/config.yaml``, which ``bnpvi-train resume=DIR`` continues and :func:`bnpvi.load` reads).
     """
 
     model_option: ClassVar[str]
@@ -236,25 +235,20 @@ class Estimator(BaseEstimator):
         self.partial_run_ = (run_dir, data) if partial else None
         return self._fitted(fitted)
 
-    def partial_train_on(self, write: Callable[[Path, int, str], Path], write_grown: Callable, n_new: int,
-                         n_laps: int) -> FittedModel:
+    def partial_train_on(self, write: Callable[[Path, int, str], Path], more, n_laps: int) -> FittedModel:
         """``partial_fit``'s training: the first call is :meth:`train_on` ``write`` with its run kept; a later
-        one continues that run on its data and ``n_new`` new units (rows, sequences, documents) for ``n_laps``
-        laps (fewer if it converges; :func:`bnpvi.learn.runner.grow`). ``write_grown(path, store, batches,
-        batch_sizes, source)`` writes to ``path`` the units of ``batches`` (those of the run's data file
-        ``store``, as read) and the new ones after them,
-        in batches of ``batch_sizes`` units: the run's, then the new units cut into batches of about the mean
-        size of the run's. Sets the attributes :meth:`train_on` sets and returns the loaded model."""
+        one writes the run's data file anew with the units of ``more`` (``Points``, ``Sequences`` or
+        ``Documents``) after its batches, in new batches of about the size of the run's
+        (:func:`bnpvi.data.convert.appended_to`, as ``bnpvi-data convert --append-to`` does), and continues the
+        run on it for ``n_laps`` laps (fewer if it converges; :func:`bnpvi.learn.runner.grow`). Sets the
+        attributes :meth:`train_on` sets and returns the loaded model."""
         if getattr(self, "partial_run_", None) is None:
             return self.train_on(write, partial=True)
         run_dir, data = self.partial_run_
-        grown = data.with_name(f".{data.stem}.grown.h5")
         with BatchStore.open(data) as store:
-            sizes = np.diff(store.offsets)
-            count = min(n_new, max(1, round(n_new / sizes.mean())))
-            write_grown(grown, store, [store.read_batch(b) for b in range(store.n_batches)],
-                        np.concatenate([sizes, np.diff(split_offsets(n_new, count))]),
-                        f"{type(self).__name__}.partial_fit")
+            joined, sizes = appended_to(more, store, data, f"{type(self).__name__}.partial_fit")
+        grown = data.with_name(f".{data.stem}.grown.h5")
+        joined.write(grown, batch_sizes=sizes, source=f"{type(self).__name__}.partial_fit")
         os.replace(grown, data)
         with _logging(self.verbose):
             grow(run_dir, data, n_laps, Progress(show=None if self.verbose else False))

@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from bnpvi.api.estimator import PARTIAL_LAPS, Estimator
 from bnpvi.api.fitted_hmm import sequence_arrays
-from bnpvi.data.seq import joined_sequences
+from bnpvi.data.sequences_in import Sequences
 from bnpvi.data.store import write_sequences
 from bnpvi.errors import BnpviError
 
@@ -51,12 +51,9 @@ class _HMM(Estimator):
         first = getattr(self, "partial_run_", None) is None
         X, seq_range = sequence_arrays(as_sequences(seqs, lengths, "partial_fit")[0], "partial_fit",
                                        None if first else self.n_features_in_)
+        more = Sequences(X, seq_range)
         fitted = self.partial_train_on(
-            lambda path, n_batches, source: write_sequences(path, X, seq_range, n_batches=n_batches, source=source),
-            lambda path, store, batches, sizes, source: write_sequences(
-                path, *joined_sequences([(b.X, b.seq_range) for b in batches] + [(X, seq_range)]),
-                batch_sizes=sizes, source=source),
-            seq_range.shape[0] - 1, n_laps)
+            lambda path, n_batches, source: more.write(path, n_batches=n_batches, source=source), more, n_laps)
         return self._set_fitted(fitted, X.shape[1])
 
     def _set_fitted(self, fitted, D: int):

@@ -11,8 +11,9 @@ from sklearn.base import ClusterMixin, DensityMixin
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, refuse_empty, run_seed
-from bnpvi.errors import check_int
+from bnpvi.data.points_in import Points
 from bnpvi.data.store import write_points
+from bnpvi.errors import check_int
 
 
 class _Mixture(ClusterMixin, DensityMixin, Estimator):
@@ -38,11 +39,9 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         refuse_empty(X, "X", "rows (points)")
         first = getattr(self, "partial_run_", None) is None
         X = validate_data(self, X, dtype=np.float64, reset=first, ensure_min_samples=2 if first else 1)
+        more = Points(X)
         return self._set_fitted(self.partial_train_on(
-            lambda path, n_batches, source: write_points(path, X, n_batches=n_batches, source=source),
-            lambda path, store, batches, sizes, source: write_points(path, np.vstack([b.X for b in batches] + [X]),
-                                                              batch_sizes=sizes, source=source),
-            X.shape[0], n_laps), X)
+            lambda path, n_batches, source: more.write(path, n_batches=n_batches, source=source), more, n_laps), X)
 
     def _set_fitted(self, fitted, X):
         """The mixture's attributes from the loaded model; ``labels_`` of ``X``. Returns self."""

@@ -19,9 +19,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, refuse_empty
 from bnpvi.api.fitted_topics import count_matrix, is_texts, stack_groups
-from bnpvi.data.bow import joined_documents
 from bnpvi.data.checks import check_vocab
-from bnpvi.data.seq import joined_sequences
+from bnpvi.data.documents_in import Documents
+from bnpvi.data.sequences_in import Sequences
 from bnpvi.data.store import write_documents, write_sequences
 from bnpvi.data.text_in import VocabularyLimits, text_documents
 from bnpvi.data.tokens import DEFAULT_STOP_WORDS, TextSettings
@@ -71,25 +71,14 @@ class _TopicModel(TransformerMixin, Estimator):
             raise BnpviError("partial_fit: vocabulary= goes with the first call; later documents are counted by "
                              "the run's vocabulary")
         if self._grouped():
-            X, seq_range = stack_groups(docs, "partial_fit", self.n_features_in_)
-            n_new = seq_range.shape[0] - 1
-
-            def write_grown(path, store, batches, sizes, source):
-                return write_sequences(path, *joined_sequences([(b.X, b.seq_range) for b in batches] + [(X, seq_range)]),
-                                       batch_sizes=sizes, source=source)
+            more = Sequences(*stack_groups(docs, "partial_fit", self.n_features_in_))
         else:
             X = self.fitted_model_.count_text(docs)[0] if is_texts(docs) else self._counts(docs, reset=False)
             X = X[np.diff(X.indptr) > 0]
             if X.shape[0] == 0:
                 raise BnpviError("partial_fit: no document holds a word of the run's vocabulary")
-            n_new = X.shape[0]
-
-            def write_grown(path, store, batches, sizes, source):
-                parts = [(b.word_ids, b.word_counts, b.doc_range) for b in batches] + [(X.indices, X.data, X.indptr)]
-                return write_documents(path, *joined_documents(parts), store.D, batch_sizes=sizes,
-                                       vocab=store.vocab(), text=store.text_origin(),
-                                       source=source)
-        return self._set_topics(self.partial_train_on(None, write_grown, n_new, n_laps))
+            more = Documents(X.indices, X.data, X.indptr, X.shape[1])  # the run's vocabulary and text origin follow
+        return self._set_topics(self.partial_train_on(None, more, n_laps))
 
     def _set_topics(self, fitted):
         """The topics' attributes from the loaded model (None for groups of vectors): ``topics_`` (K, V) the

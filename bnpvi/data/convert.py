@@ -37,9 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from bnpvi.data import documents_in, points_in, sequences_in, text_in
+from bnpvi.data.base import split_offsets
 from bnpvi.data.checks import positive_int
 from bnpvi.data.documents_in import Documents, read_documents, read_vocab
-from bnpvi.data.base import split_offsets
 from bnpvi.data.heldout import check_fraction, check_seed, choose_heldout
 from bnpvi.data.ldac import read_ldac
 from bnpvi.data.mapped import scratch_space
@@ -184,21 +184,29 @@ def appended(data, src: Path, base: Path, dst: Path, count: int | None, shuffle_
     shuffled by ``shuffle_seed``) in ``count`` new batches (default: about the size of ``base``'s)."""
     from bnpvi.data.store import BatchStore
 
-    n = data.n_units
     if shuffle_seed is not None:
-        data = data.permuted(np.random.default_rng(shuffle_seed).permutation(n))
+        data = data.permuted(np.random.default_rng(shuffle_seed).permutation(data.n_units))
     with BatchStore.open(base) as store:
-        kind = {"points": "points", "seq": "sequences", "bow": "bag-of-words documents"}.get(store.kind)
-        if kind is None or kind != data.holds:
-            raise BnpviError(f"--append-to {base}: it holds {kind or store.kind}, {src} holds {data.holds}")
-        sizes = np.diff(store.offsets)
-        count = min(n, max(1, round(n / sizes.mean()))) if count is None else count
-        if count > n:
-            raise BnpviError(f"{src} has {n} {data.unit}; the number of new batches must be between 1 and {n}, "
-                             f"got {count}")
-        joined = data.after(store, base)
-        source = f"{base} and {src} appended in {count} new batches"
-    return joined.write(dst, batch_sizes=np.concatenate([sizes, np.diff(split_offsets(n, count))]), source=source)
+        joined, sizes = appended_to(data, store, base, src, count)
+    source = f"{base} and {src} appended in {sizes.shape[0] - store.n_batches} new batches"
+    return joined.write(dst, batch_sizes=sizes, source=source)
+
+
+def appended_to(data, store, base, src, count: int | None = None) -> tuple[object, np.ndarray]:
+    """The units of the open batch file ``store`` (named ``base``) then those of ``data`` (from ``src``), read
+    into memory (``Points.after``, ``Sequences.after``, ``Documents.after``), and their batch sizes: the
+    file's batches, then ``count`` new ones (default: as many as make them about the size of the file's).
+    One-line BnpviErrors for another kind of data or a bad ``count``."""
+    n = data.n_units
+    kind = {"points": "points", "seq": "sequences", "bow": "bag-of-words documents"}.get(store.kind)
+    if kind is None or kind != data.holds:
+        raise BnpviError(f"--append-to {base}: it holds {kind or store.kind}, {src} holds {data.holds}")
+    sizes = np.diff(store.offsets)
+    count = min(n, max(1, round(n / sizes.mean()))) if count is None else count
+    if count > n:
+        raise BnpviError(f"{src} has {n} {data.unit}; the number of new batches must be between 1 and {n}, "
+                         f"got {count}")
+    return data.after(store, base), np.concatenate([sizes, np.diff(split_offsets(n, count))])
 
 
 def _write(data, src: Path, dst: Path, count: int, batches_fixed: bool, shuffle_seed: int | None, heldout,

@@ -84,7 +84,7 @@ def heldout_loglik(model, globals_, store, seed: int = 0, mode: str = "halves") 
     tokens or points it averages, their name "tokens" or "points") by document completion for a topic model
     of words (``seed``, ``mode``), group completion for one of grouped vectors (``seed``), the per-point
     bound for a mixture."""
-    if isinstance(model.alloc, TopicAlloc) and is_topic_model(model):
+    if is_topic_model(model):
         out = completion_loglik(model, globals_, store, seed=seed, mode=mode)
         return out["loglik_per_token"], out["n_tokens"], "tokens"
     out = groups_loglik(model, globals_, store, seed=seed) if isinstance(model.alloc, TopicAlloc) else \
