@@ -10,6 +10,11 @@ class BnpviError(Exception):
     """
 
 
+class BadValues(BnpviError, ValueError):
+    """A BnpviError about the values of the data (missing entries a family cannot model): also a ValueError, as
+    scikit-learn's conventions and checks expect of an estimator given such data."""
+
+
 def check_number(value, name: str, minimum: float = 0.0, strict: bool = True) -> float:
     """``value`` as a finite float above ``minimum`` (or at least it, when not ``strict``).
 

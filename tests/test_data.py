@@ -168,10 +168,11 @@ def test_validate_names_file_and_row(tmp_path, data):
     X, _ = data
     path = write_points(tmp_path / "nan.h5", X, n_batches=4)
     with h5py.File(path, "r+") as f:
-        f["X"][60, 2] = np.nan
+        f["X"][50, 1] = np.nan  # a missing entry, not an error
+        f["X"][60, 2] = -np.inf
         f["X"][90, 0] = np.inf
     with BatchStore.open(path) as store:
-        with pytest.raises(BnpviError, match=r"nan\.h5 has NaN in row 60 \(batch 2, column 2\)"):
+        with pytest.raises(BnpviError, match=r"nan\.h5 has -inf in row 60 \(batch 2, column 2\)"):
             store.validate()
 
 
@@ -313,8 +314,8 @@ def _write(path, content):
 
 BAD_INPUTS = [
     ("missing.csv", None, None, "not found"),
-    ("nan.csv", "1,2\n3,nan\n5,6\n", None, "row 1"),
-    ("blank.csv", "1,2\n3,\n5,6\n", None, "row 1"),
+    ("nan.csv", "1,2\n3,nan\n5,-inf\n", None, "-inf in row 2"),
+    ("blank.csv", "1,2\n3,\n5,x\n", None, "non-numeric value 'x' in row 2"),
     ("inf.csv", "x,y\n1,2\n3,4\n5,inf\n", None, "inf in row 2"),
     ("empty.csv", "", None, "empty"),
     ("header_only.csv", "x,y\n", None, "no data rows"),
@@ -323,7 +324,7 @@ BAD_INPUTS = [
     ("labels.csv", "x,y\n1,2\n3,4\n", "cls", "no column 'cls'"),
     ("one_d.npy", np.arange(5.0), None, "1-D"),
     ("three_d.npz", np.zeros((2, 2, 2)), None, "2-D"),
-    ("nan.npz", np.array([[1.0, 2.0], [3.0, 4.0], [np.nan, 1.0]]), None, "NaN in row 2"),
+    ("nan.npz", np.array([[1.0, 2.0], [np.nan, 4.0], [np.inf, 1.0]]), None, "inf in row 2"),
     ("inf.npy", np.array([[1.0], [-np.inf]]), None, "-inf in row 1"),
     ("zero_rows.npy", np.zeros((0, 3)), None, "no rows"),
     ("strings.npy", np.array([["a", "b"]]), None, "real numbers"),
@@ -371,7 +372,7 @@ def test_cli_convert_and_info(tmp_path, data, capsys):
     (["info", "{tmp}/good.csv"], "not an HDF5 file"),
 ])
 def test_cli_errors_are_one_line(tmp_path, capsys, args, fragment):
-    (tmp_path / "bad.csv").write_text("x,y\n1,2\n3,nan\n")
+    (tmp_path / "bad.csv").write_text("x,y\n1,2\n3,inf\n")
     (tmp_path / "good.csv").write_text("x,y\n1,2\n3,4\n5,6\n")
     assert main([a.format(tmp=tmp_path) for a in args]) == 2
     captured = capsys.readouterr()
@@ -1052,7 +1053,8 @@ BAD_SEQS = [
     (dict(seq_range=[0, 9, 5, 41]), "seq_range decreases at sequence 1"),
     (dict(seq_range=[0.0, 2.5, 41.0]), "seq_range must hold integers"),
     (dict(seq_range=[0]), "no sequences"),
-    (dict(X="nan"), "X has NaN in row 7, column 1"),
+    (dict(X="inf"), "X has inf in row 7, column 1"),
+    (dict(Xprev="nan"), "Xprev has NaN in row 7, column 1"),
     (dict(Xprev="inf"), "Xprev has inf in row 7, column 1"),
     (dict(Xprev=np.zeros((41, 3))), r"Xprev has shape \(41, 3\) but X has shape \(41, 2\)"),
     (dict(labels=np.zeros(40, dtype=int)), "labels have 40 entries but X has 41 rows"),
@@ -1078,7 +1080,7 @@ def test_write_sequences_rejects_bad_input(tmp_path, change, fragment):
 
 
 @pytest.mark.parametrize("dataset, fragment", [
-    ("X", r"s\.h5 has NaN in X at time step 20 \(sequence 3, batch 1, column 1\)"),
+    ("X", r"s\.h5 has inf in X at time step 20 \(sequence 3, batch 1, column 1\)"),
     ("Xprev", r"s\.h5 has NaN in Xprev at time step 20 \(sequence 3, batch 1, column 1\)"),
     ("seq_range", r"s\.h5: sequence 4 is empty \(batch 1\)"),
 ])
@@ -1091,7 +1093,9 @@ def test_seq_scan_names_step_sequence_and_batch(tmp_path, monkeypatch, dataset, 
         if dataset == "seq_range":
             f["seq_range"][5] = f["seq_range"][4]
         else:
-            f[dataset][20, 1] = np.nan
+            if dataset == "X":
+                f["X"][19, 0] = np.nan  # a missing entry, not an error
+            f[dataset][20, 1] = np.inf if dataset == "X" else np.nan
     with BatchStore.open(path) as store:
         for check in (store.scan, store.validate):
             with pytest.raises(BnpviError, match=fragment):

@@ -45,7 +45,8 @@ def X() -> np.ndarray:
         rng.permutation(240)]
 
 
-@parametrize_with_checks([DPMixture(n_laps=3), FiniteMixture(n_laps=3)], expected_failed_checks=expected_failed_checks)
+@parametrize_with_checks([DPMixture(n_laps=3), FiniteMixture(n_laps=3), DPMixture(obs="diag_gauss", n_laps=3)],
+                         expected_failed_checks=expected_failed_checks)
 def test_scikit_learn_checks(estimator, check):
     check(estimator)
 

@@ -127,8 +127,10 @@ def test_grouped_input_errors():
         est.fit([np.ones((3, 2)), np.ones((0, 2))])
     with pytest.raises(BnpviError, match="2 different dimensions"):
         est.fit([np.ones((3, 2)), np.ones((3, 3))])
-    with pytest.raises(BnpviError, match="group 0 holds a NaN"):
+    with pytest.raises(BnpviError, match="group 0 has 6 missing .* which obs=gauss cannot model"):
         est.fit([np.full((3, 2), np.nan)])
+    with pytest.raises(BnpviError, match="group 1 holds an infinite value"):
+        est.fit([np.ones((3, 2)), np.full((3, 2), np.inf)])
     with pytest.raises(BnpviError, match="vocabulary= is for word counts"):
         est.fit([np.ones((3, 2))], vocabulary=["a", "b"])
     groups, _ = admixture(10, 1)

@@ -35,6 +35,7 @@ from bnpvi.errors import BnpviError
 from bnpvi.learn.progress import Progress
 from bnpvi.learn.restarts import train
 from bnpvi.learn.runner import GROWS, grow
+from bnpvi.obs import FAMILIES, ObsFamily
 
 DATA_FILE = "data.h5"
 """The name of the training data's batch file in a run directory made by ``fit``."""
@@ -170,6 +171,16 @@ class Estimator(BaseEstimator):
         choices = {"obs": obs, "alg": "memo", "init": "kmeanspp", **({"moves": None} if model_moves(model) else {})}
         cls.__init__ = _keyword_init({**choices, "random_state": None, "verbose": False, "output_dir": None,
                                       **cls.extra_keywords, **dict.fromkeys(cls.config_keys)})
+
+    def __sklearn_tags__(self):
+        """scikit-learn's tags, with ``allow_nan`` where the chosen family marginalises missing entries."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = self.family().handles_missing
+        return tags
+
+    def family(self) -> type:
+        """The class of the chosen observation family (``obs``): what it can model, before any data is read."""
+        return FAMILIES.get(self.obs, ObsFamily)  # an unknown option is refused when the estimator trains
 
     # ----------------------------------------------------------------- config
     def train_config(self) -> DictConfig:

@@ -25,9 +25,10 @@ from bnpvi.data.writes import replacing
 from bnpvi.errors import BnpviError
 from bnpvi.io.segmentation import write_segmentation, write_segmentation_csv
 from bnpvi.learn.runner import needs_lag, segment_all
+from bnpvi.obs.base import refuse_missing
 
 
-def sequence_arrays(seqs, what: str, D: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def sequence_arrays(seqs, what: str, D: int | None = None, *, family) -> tuple[np.ndarray, np.ndarray]:
     """The sequences ``seqs`` (a list of (T_i, D) arrays) one after another, and their boundaries.
 
     Returns
@@ -39,14 +40,17 @@ def sequence_arrays(seqs, what: str, D: int | None = None) -> tuple[np.ndarray, 
     ------
     BnpviError
         Not a non-empty list or tuple of finite 2-D arrays of one number of columns (``D`` when given),
-        on one line naming the first bad sequence.
+        on one line naming the first bad sequence; NaN entries are missing values, refused only when
+        ``family`` (the observation family, an instance or its class) cannot model them.
     """
     if not isinstance(seqs, (list, tuple)):
         raise BnpviError(f"{what}: seqs must be a list of (T_i, D) arrays (one per sequence; [X] for a single "
                          f"one), got {type(seqs).__name__}")
     if not seqs:
         raise BnpviError(f"{what}: seqs holds no sequence")
-    arrays = [check_points(x, f"{what}: sequence {i}") for i, x in enumerate(seqs)]
+    arrays = [check_points(x, f"{what}: sequence {i}", missing_ok=True) for i, x in enumerate(seqs)]
+    for i, x in enumerate(arrays):
+        refuse_missing(family, x, f"{what}: sequence {i}")
     width = D if D is not None else arrays[0].shape[1]
     for i, x in enumerate(arrays):
         if x.shape[1] != width:
@@ -78,7 +82,7 @@ class FittedHMM(FittedModel, alloc=HMMAlloc):
     def _batch(self, seqs, what: str) -> SeqBatch:
         """``seqs`` as one batch, after the checks; lagged for an auto-regressive family (module docstring)."""
         self.check_kind(what, "seq")
-        X, seq_range = sequence_arrays(seqs, what, self.D)
+        X, seq_range = sequence_arrays(seqs, what, self.D, family=self.model.obs)
         if not self.model.obs.needs_xprev:
             return SeqBatch(X, seq_range)
         short = np.flatnonzero(np.diff(seq_range) < 2)

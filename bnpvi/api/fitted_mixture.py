@@ -18,6 +18,7 @@ from bnpvi.errors import BnpviError
 from bnpvi.io.assignments import write_assignments
 from bnpvi.learn.assign import assign_file, best_labels, marks_heldout
 from bnpvi.learn.heldout import evaluates_heldout, point_bounds, points_loglik
+from bnpvi.obs.base import refuse_missing
 
 
 class FittedMixture(FittedModel, alloc=MixtureAlloc):
@@ -34,9 +35,11 @@ class FittedMixture(FittedModel, alloc=MixtureAlloc):
         self.weights_ = model.alloc.export(globals_.alloc)["weights"]
 
     def _points(self, X, what: str) -> PointBatch:
-        """``X`` as a batch, after the checks: a 2-D finite array of D columns."""
+        """``X`` as a batch, after the checks: a 2-D array of D columns, finite or missing (NaN, where the family
+        marginalises missing entries)."""
         self.check_kind(what, "points")
-        X = check_points(X, what)
+        X = check_points(X, what, missing_ok=True)
+        refuse_missing(self.model.obs, X, f"{what}: X")
         if X.shape[1] != self.D:
             raise BnpviError(f"{what}: X has D={X.shape[1]} columns, the model was trained on D={self.D}")
         return PointBatch(X=X)

@@ -29,6 +29,7 @@ from bnpvi.io.topics import topic_word_probs
 from bnpvi.learn.assign import TopicWeights, marks_heldout, topic_weights, weigh_file
 from bnpvi.metrics import npmi_coherence
 from bnpvi.learn.heldout import completion_score, evaluates_heldout, group_completion_loglik, heldout_loglik
+from bnpvi.obs.base import refuse_missing
 
 SCORE_BLOCK = 5000
 """Documents split and scored at a time by :meth:`FittedTopicModel.score` (the score does not depend on it)."""
@@ -72,9 +73,10 @@ def count_matrix(docs, V: int, what: str) -> sp.csr_matrix:
     return X
 
 
-def stack_groups(groups, what: str, D: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def stack_groups(groups, what: str, D: int | None = None, *, family) -> tuple[np.ndarray, np.ndarray]:
     """(X (T, D), seq_range (G+1,)) of a list of groups of real vectors, each an (n_g, D) array of finite
-    numbers with n_g ≥ 1 (``D``: the dimension they must have); one-line BnpviErrors naming the group."""
+    numbers with n_g ≥ 1 (``D``: the dimension they must have), NaN a missing entry where ``family`` (the
+    observation family, an instance or its class) models them; one-line BnpviErrors naming the group."""
     if not isinstance(groups, (list, tuple)) or not groups:
         raise BnpviError(f"{what} takes groups of vectors (the model's kind of data): a non-empty list of (n, D) "
                          "arrays, one per group")
@@ -86,8 +88,9 @@ def stack_groups(groups, what: str, D: int | None = None) -> tuple[np.ndarray, n
             raise BnpviError(f"{what}: group {g} is not an array of numbers") from None
         if array.ndim != 2 or array.shape[0] == 0:
             raise BnpviError(f"{what}: group {g} has shape {array.shape}; each group is an (n, D) array with n >= 1")
-        if not np.isfinite(array).all():
-            raise BnpviError(f"{what}: group {g} holds a NaN or infinite value")
+        if np.isinf(array).any():
+            raise BnpviError(f"{what}: group {g} holds an infinite value")
+        refuse_missing(family, array, f"{what}: group {g}")
         arrays.append(array)
     dims = {array.shape[1] for array in arrays} | ({D} if D is not None else set())
     if len(dims) > 1:
@@ -158,7 +161,8 @@ class FittedTopicModel(FittedModel, alloc=TopicAlloc):
         A document without words gets the prior's weights.
         """
         if self.kind == "seq":
-            return topic_weights(self.model, self.globals_, SeqBatch(*stack_groups(docs, "transform", self.D)))
+            return topic_weights(self.model, self.globals_, SeqBatch(*stack_groups(docs, "transform", self.D,
+                                                                                    family=self.model.obs)))
         return topic_weights(self.model, self.globals_, as_batch(self._documents(docs, "transform")))
 
     def top_words(self, n: int = 10) -> list[list]:
@@ -190,7 +194,7 @@ class FittedTopicModel(FittedModel, alloc=TopicAlloc):
         target point (:func:`bnpvi.learn.heldout.group_completion_loglik`, seeded by ``heldout_seed``).
         """
         if self.kind == "seq":
-            X, seq_range = stack_groups(docs, "score", self.D)
+            X, seq_range = stack_groups(docs, "score", self.D, family=self.model.obs)
             return group_completion_loglik(self.model, self.globals_, X, seq_range,
                                            seed=self._completion()["seed"])["loglik_per_point"]
         X = self._documents(docs, "score")

@@ -39,7 +39,7 @@ class _HMM(Estimator):
     def fit(self, seqs, lengths=None):
         """Train on the sequences ``seqs`` (a list of (T_i, D) arrays, or hmmlearn's (X, ``lengths``)). Returns
         self."""
-        X, seq_range = sequence_arrays(as_sequences(seqs, lengths, "fit")[0], "fit")
+        X, seq_range = sequence_arrays(as_sequences(seqs, lengths, "fit")[0], "fit", family=self.family())
         fitted = self.train_on(lambda path, n_batches, source: write_sequences(path, X, seq_range,
                                                                                n_batches=n_batches, source=source))
         return self._set_fitted(fitted, X.shape[1])
@@ -50,7 +50,7 @@ class _HMM(Estimator):
         (:meth:`~bnpvi.api.estimator.Estimator.partial_train_on`; alg=memo or vb). Returns self."""
         first = getattr(self, "partial_run_", None) is None
         X, seq_range = sequence_arrays(as_sequences(seqs, lengths, "partial_fit")[0], "partial_fit",
-                                       None if first else self.n_features_in_)
+                                       None if first else self.n_features_in_, family=self.family())
         more = Sequences(X, seq_range)
         fitted = self.partial_train_on(
             lambda path, n_batches, source: more.write(path, n_batches=n_batches, source=source), more, n_laps)

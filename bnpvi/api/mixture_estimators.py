@@ -14,6 +14,7 @@ from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, refuse_empty, run_seed
 from bnpvi.data.points_in import Points
 from bnpvi.data.store import write_points
 from bnpvi.errors import check_int
+from bnpvi.obs.base import refuse_missing
 
 
 class _Mixture(ClusterMixin, DensityMixin, Estimator):
@@ -24,7 +25,8 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         stored as the run's data file's weights, ``bnpvi-data convert --weights``); ``y`` is ignored.
         Returns self."""
         refuse_empty(X, "X", "rows (points)")
-        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2)
+        X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2, ensure_all_finite="allow-nan")
+        refuse_missing(self.family(), X, "fit: X")
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
         return self._set_fitted(self.train_on(lambda path, n_batches, source: write_points(
@@ -38,7 +40,9 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         then those of ``X``. ``y`` is ignored. Returns self."""
         refuse_empty(X, "X", "rows (points)")
         first = getattr(self, "partial_run_", None) is None
-        X = validate_data(self, X, dtype=np.float64, reset=first, ensure_min_samples=2 if first else 1)
+        X = validate_data(self, X, dtype=np.float64, reset=first, ensure_min_samples=2 if first else 1,
+                          ensure_all_finite="allow-nan")
+        refuse_missing(self.family(), X, "partial_fit: X")
         more = Points(X)
         return self._set_fitted(self.partial_train_on(
             lambda path, n_batches, source: more.write(path, n_batches=n_batches, source=source), more, n_laps), X)
@@ -71,7 +75,7 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
 
     def _checked(self, X) -> np.ndarray:
         check_is_fitted(self)
-        return validate_data(self, X, dtype=np.float64, reset=False)
+        return validate_data(self, X, dtype=np.float64, reset=False, ensure_all_finite="allow-nan")
 
     def predict(self, X) -> np.ndarray:
         """(N,) int64: the id (in :attr:`cluster_ids_`) of every row's most responsible cluster."""

@@ -71,7 +71,7 @@ class _TopicModel(TransformerMixin, Estimator):
             raise BnpviError("partial_fit: vocabulary= goes with the first call; later documents are counted by "
                              "the run's vocabulary")
         if self._grouped():
-            more = Sequences(*stack_groups(docs, "partial_fit", self.n_features_in_))
+            more = Sequences(*stack_groups(docs, "partial_fit", self.n_features_in_, family=self.family()))
         else:
             X = self.fitted_model_.count_text(docs)[0] if is_texts(docs) else self._counts(docs, reset=False)
             X = X[np.diff(X.indptr) > 0]
@@ -93,7 +93,7 @@ class _TopicModel(TransformerMixin, Estimator):
         if self._grouped():
             if vocabulary is not None:
                 raise BnpviError(f"fit: vocabulary= is for word counts (obs=mult), not obs={self.obs}")
-            X, seq_range = stack_groups(docs, "fit")
+            X, seq_range = stack_groups(docs, "fit", family=self.family())
             self.n_features_in_ = X.shape[1]
             return self._set_topics(self.train_on(lambda path, n_batches, source: write_sequences(
                 path, X, seq_range, n_batches=n_batches, source=source), partial))

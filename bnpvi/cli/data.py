@@ -183,6 +183,8 @@ def _convert(args) -> None:
     else:
         size = f"N={info['N']} D={info['D']}" + (f" heldout={info['heldout']} points" if info["heldout"] else "")
         size += f" weighted (total weight {info['weight_total']:g})" if info.get("weighted") else ""
+    if info.get("missing"):
+        size += f" missing={_missing(info)}"
     print(f"wrote {path}: {size} batches={info['n_batches']} ({_split(info)}) "
           f"labels={_labels(info)}")
     if info.get("text_dropped"):
@@ -238,9 +240,9 @@ def _info(args) -> None:
     elif kind == "seq":
         rows += [("N", f"{info['N']} time steps"), ("D", info["D"]),
                  ("sequences", f"{info['n_seqs']}, length {_span(info['seq_length_min'], info['seq_length_max'])}"),
-                 ("Xprev", _yes(info["xprev"])), ("heldout", _heldout(info, "sequences"))]
+                 ("Xprev", _yes(info["xprev"])), ("missing", _missing(info)), ("heldout", _heldout(info, "sequences"))]
     else:
-        rows += [("N", info["N"]), ("D", info["D"]), ("heldout", _heldout(info, "points")),
+        rows += [("N", info["N"]), ("D", info["D"]), ("missing", _missing(info)), ("heldout", _heldout(info, "points")),
                  ("weights", f"yes, total {info['weight_total']:g} (every row counts its weight)"
                   if info.get("weighted") else "no")]
     rows += [
@@ -253,8 +255,9 @@ def _info(args) -> None:
     if args.check:
         bow_check = "all ids and counts valid" + (", held-out documents too" if info.get("heldout") else "")
         rows.append(("check", {"bow": bow_check, "graph": "every edge and held-out pair valid",
-                               "seq": "all values finite, sequence boundaries valid"}.get(
-                                   kind, "all values finite" + (", weights >= 0" if info.get("weighted") else ""))))
+                               "seq": "all values finite or missing, sequence boundaries valid"}.get(
+                                   kind, "all values finite or missing" + (", weights >= 0" if info.get("weighted")
+                                                                           else ""))))
     width = max(len(key) for key, _ in rows) + 2
     for key, value in rows:
         print(f"{key + ':':{width}s}{value}")
@@ -268,6 +271,13 @@ def _heldout(info: dict, unit: str = "documents") -> str:
            f"seed {info['heldout_seed']}" if info["heldout_seed"] is not None else ""]
     how = ", ".join(part for part in how if part)
     return f"{info['heldout']} {unit}" + (f" ({how})" if how else "")
+
+
+def _missing(info: dict) -> str:
+    """How many entries of a points or sequences file are missing (NaN), and their share."""
+    if not info["missing"]:
+        return "none"
+    return f"{info['missing']:,} entries ({100.0 * info['missing'] / (info['N'] * info['D']):.3g} %)"
 
 
 def _yes(flag: bool) -> str:

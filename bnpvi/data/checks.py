@@ -14,24 +14,32 @@ from bnpvi.errors import BnpviError
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
 
-def first_nonfinite(X: np.ndarray) -> tuple[int, int, str] | None:
-    """Locate the first non-finite entry of a 2-D float array.
+def first_nonfinite(X: np.ndarray, missing_ok: bool = False) -> tuple[int, int, str] | None:
+    """Locate the first non-finite entry of a 2-D float array (the first infinite one when ``missing_ok``: a
+    NaN is then a missing entry, not an error).
 
     Returns
     -------
     (row, column, what) or None
-        ``what`` is ``"NaN"``, ``"inf"`` or ``"-inf"``; None when all entries are finite.
+        ``what`` is ``"NaN"``, ``"inf"`` or ``"-inf"``; None when all entries are finite (or NaN).
     """
     if np.isfinite(np.sum(X)):  # a NaN or an infinity anywhere makes the sum NaN or infinite (one cheap pass)
         return None
-    bad = ~np.isfinite(X)
-    if not bad.any():  # finite entries whose sum overflowed
+    bad = np.isinf(X) if missing_ok else ~np.isfinite(X)
+    if not bad.any():  # finite entries whose sum overflowed, or only missing ones
         return None
     row = int(np.flatnonzero(bad.any(axis=1))[0])
     col = int(np.flatnonzero(bad[row])[0])
     value = X[row, col]
     what = "NaN" if np.isnan(value) else ("inf" if value > 0 else "-inf")
     return row, col, what
+
+
+def count_missing(X: np.ndarray) -> int:
+    """How many entries of ``X`` are NaN (missing); 0 after one cheap pass when none is."""
+    if np.isfinite(np.sum(X)):
+        return 0
+    return int(np.count_nonzero(np.isnan(X)))
 
 
 def check_points_layout(X, where: str, name: str = "X") -> None:
@@ -71,16 +79,30 @@ def as_rows(X):
     return X if hasattr(X, "shape") and hasattr(X, "dtype") else np.asarray(X)
 
 
-def check_finite(block: np.ndarray, where: str, name: str = "X", first: int = 0) -> None:
+def check_finite(block: np.ndarray, where: str, name: str = "X", first: int = 0, missing_ok: bool = False) -> None:
     """BnpviError naming the first non-finite value of rows ``first, first + 1, ...`` of a matrix (a block
-    of it), counted from 0 in the whole matrix."""
-    bad = first_nonfinite(block)
+    of it), counted from 0 in the whole matrix; with ``missing_ok`` only an infinite value (NaN is missing)."""
+    bad = first_nonfinite(block, missing_ok)
     if bad is not None:
         row, col, what = bad
         raise BnpviError(f"{where}: {name} has {what} in row {first + row}, column {col} (rows counted from 0)")
 
 
-def check_points(X, where: str, name: str = "X") -> np.ndarray:
+class EntryCheck:
+    """``check(block, first)`` of :func:`~bnpvi.data.base.write_blocks` for a data matrix whose entries may be
+    missing: every entry finite or NaN (:func:`check_finite` with ``missing_ok``), the NaN counted in
+    ``missing``."""
+
+    def __init__(self, where: str, name: str = "X"):
+        self.where, self.name = where, name
+        self.missing = 0
+
+    def __call__(self, block: np.ndarray, first: int) -> None:
+        check_finite(block, self.where, self.name, first, missing_ok=True)
+        self.missing += count_missing(block)
+
+
+def check_points(X, where: str, name: str = "X", missing_ok: bool = False) -> np.ndarray:
     """Validate a data matrix in memory and return it as a C-contiguous float64 array.
 
     Parameters
@@ -91,6 +113,8 @@ def check_points(X, where: str, name: str = "X") -> np.ndarray:
         What to name in error messages (usually the file name).
     name : str, default "X"
         The matrix's name in error messages (e.g. ``"Xprev"``).
+    missing_ok : bool, default False
+        NaN entries are missing values, not errors (an infinite value still is one).
 
     Returns
     -------
@@ -104,7 +128,7 @@ def check_points(X, where: str, name: str = "X") -> np.ndarray:
     arr = np.asarray(X)
     check_points_layout(arr, where, name)
     arr = np.ascontiguousarray(arr, dtype=np.float64)
-    check_finite(arr, where, name)
+    check_finite(arr, where, name, missing_ok=missing_ok)
     return arr
 
 

@@ -22,9 +22,13 @@ class DataMoments:
         x_t − x_{t−1} (x_t − Xprev_t when the file holds Xprev, else within each sequence),
         the default prior scale of the auto-regressive family (Stephenson 2015 App. D.3).
         None for other kinds, or when no step has a previous one.
+    n_missing : int
+        How many entries of the data are missing (NaN); the moments are then pairwise-complete: each entry
+        over the rows that observe its columns.
     """
 
     n_atoms: int
     mean: np.ndarray
     cov: np.ndarray
     diff_cov: np.ndarray | None = None
+    n_missing: int = 0

@@ -16,8 +16,8 @@ import numpy as np
 from bnpvi.data.base import (BatchStore, chunk_1d, chunk_rows, heldout_info, sized_offsets, split_offsets,
                              write_batch_file, write_blocks)
 from bnpvi.data.batch import PointBatch
-from bnpvi.data.checks import (as_rows, check_finite, check_label_names, check_labels, check_n_batches,
-                               check_points_layout, check_weights, first_nonfinite)
+from bnpvi.data.checks import (EntryCheck, as_rows, check_label_names, check_labels, check_n_batches,
+                               check_points_layout, check_weights, count_missing, first_nonfinite)
 from bnpvi.data.moments import DataMoments
 from bnpvi.errors import BnpviError
 
@@ -57,8 +57,14 @@ class RowStore(BatchStore):
         for start in range(0, self.n_atoms, rows):
             yield start, self._read_rows(start, min(self.n_atoms, start + rows), name)
 
+    @property
+    def n_missing(self) -> int:
+        """How many entries of X are missing (NaN), as recorded when the file was written (0 if not recorded)."""
+        return int(self._handle()["X"].attrs.get("n_missing", 0))
+
     def _scan(self, check: bool, moments: bool) -> DataMoments | None:
-        """Every value of X finite (``check``); mean and covariance of the rows (``moments``).
+        """Every value of X finite or missing (NaN; ``check``); mean and covariance of the rows (``moments``),
+        with the count of missing entries.
 
         Blocks are combined with Chan et al.'s parallel update of the centered
         sums, so the moments are accurate even for data far from the origin.
@@ -70,10 +76,12 @@ class RowStore(BatchStore):
                 self._check_finite("X", start, X)
             if total is not None:
                 total.add(X, self.read_weights(start, start + X.shape[0]) if weighted else None)
-        return None if total is None else total.moments()
+        return None if total is None else total.moments(f"data file {self._path}")
 
     def _check_finite(self, name: str, start: int, block: np.ndarray) -> None:
-        bad = first_nonfinite(block)
+        """BnpviError locating the first infinite value of a block of dataset ``name`` (the first NaN too, but in
+        X and heldout/X, whose NaN are missing entries)."""
+        bad = first_nonfinite(block, missing_ok=name in ("X", "heldout/X"))
         if bad is not None:
             row, col, what = bad
             raise BnpviError(f"data file {self._path} has {what} {self._locate(name, start + row, col)}")
@@ -164,7 +172,7 @@ class PointStore(RowStore, kind="points"):
         return PointBatch(X=X)
 
     def _info_extras(self) -> dict:
-        out = {"weighted": self.has_weights, **heldout_info(self)}
+        out = {"weighted": self.has_weights, "missing": self.n_missing, **heldout_info(self)}
         if self.has_weights:
             out["weight_total"] = self.weight_total()
         return out
@@ -191,17 +199,30 @@ class PointStore(RowStore, kind="points"):
 
 
 class _MomentSum:
-    """Running count, mean and centered sum of squares of rows, merged block by block (Chan et al. 1979)."""
+    """Running count, mean and centered sum of squares of rows, merged block by block (Chan et al. 1979).
+
+    Rows with missing (NaN) entries switch it, from the first such block on, to pairwise-complete sums
+    about a fixed shift c (the mean so far): per pair of columns (d, e) the weight n_de of the rows that
+    observe both, Σ w z_d z_e and Σ w z_d o_e with z = x − c (0 where missing) and o the observed mask, so
+    each mean and covariance entry is that of the rows observing it. Complete data never leave Chan's path.
+    """
 
     def __init__(self, D: int):
         self.n = 0  # Σ w_n (the number of rows when unweighted)
         self.rows = 0
+        self.missing = 0
         self.mean = np.zeros(D)
         self.M2 = np.zeros((D, D))
+        self.pairs = None  # (shift c, n_de, Σ w z_d z_e, Σ w z_d o_e) once a block had a missing entry
 
     def add(self, X: np.ndarray, w: np.ndarray | None = None) -> None:
         """Add the rows of X, each counted w_n times when ``w`` is given (weighted mean and covariance)."""
         self.rows += X.shape[0]
+        missing = count_missing(X)
+        if missing or self.pairs is not None:
+            self.missing += missing
+            self._add_pairs(X, w)
+            return
         if w is None:
             n_b = X.shape[0]
             mean_b = X.mean(axis=0)
@@ -220,9 +241,42 @@ class _MomentSum:
         self.M2 = self.M2 + scatter + np.outer(delta, delta) * (self.n * n_b / total)
         self.n = total
 
-    def moments(self) -> DataMoments:
-        cov = self.M2 / self.n
-        return DataMoments(n_atoms=self.rows, mean=self.mean, cov=0.5 * (cov + cov.T))
+    def _add_pairs(self, X: np.ndarray, w: np.ndarray | None) -> None:
+        if self.pairs is None:  # the rows so far observe every column: their sums about c = their mean
+            D = self.mean.shape[0]
+            self.pairs = (self.mean.copy(), np.full((D, D), float(self.n)), self.M2.copy(), np.zeros((D, D)))
+        shift, count, zz, zo = self.pairs
+        O = ~np.isnan(X)
+        Z = np.where(O, X - shift, 0.0)
+        Of = O.astype(np.float64)
+        Zw, Ow = (Z, Of) if w is None else (Z * w[:, None], Of * w[:, None])
+        count += Of.T @ Ow
+        zz += Z.T @ Zw
+        zo += Zw.T @ Of
+
+    def moments(self, where: str = "the data") -> DataMoments:
+        if self.pairs is None:
+            cov = self.M2 / self.n
+            return DataMoments(n_atoms=self.rows, mean=self.mean, cov=0.5 * (cov + cov.T))
+        shift, count, zz, zo = self.pairs
+        seen = np.diag(count)
+        if np.any(seen <= 0):
+            raise BnpviError(f"{where}: column {int(np.flatnonzero(seen <= 0)[0])} has no observed value "
+                             "(every entry of it is missing)")
+        both = np.where(count > 0, count, 1.0)
+        means = zo / both  # (d, e): the mean of z_d over the rows observing d and e
+        cov = np.where(count > 0, zz / both - means * means.T, 0.0)
+        values, vectors = np.linalg.eigh(0.5 * (cov + cov.T))  # pairwise-complete: made positive semi-definite
+        floor = 1e-12 * max(float(values.max()), 1e-300)
+        cov = (vectors * np.maximum(values, floor)) @ vectors.T
+        return DataMoments(n_atoms=self.rows, mean=shift + np.diag(means), cov=0.5 * (cov + cov.T),
+                           n_missing=self.missing)
+
+
+def note_missing(dataset: h5py.Dataset, entries: EntryCheck) -> None:
+    """Record on a written data matrix how many of its entries are missing (``n_missing``, when any)."""
+    if entries.missing:
+        dataset.attrs["n_missing"] = np.int64(entries.missing)
 
 
 def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool = True, source: str = "",
@@ -292,16 +346,16 @@ def write_points(path, X, n_batches: int = 1, labels=None, batches_fixed: bool =
         held_labels = None if heldout.labels is None else check_labels(heldout.labels[:], held.shape[0], where)
 
     def datasets(f: h5py.File) -> None:
-        write_blocks(f, "X", X, np.float64, lambda block, first: check_finite(block, where, "X", first),
-                     chunks=(chunk_rows(N, D), D), compression=compression)
+        entries = EntryCheck(where)
+        note_missing(write_blocks(f, "X", X, np.float64, entries, chunks=(chunk_rows(N, D), D),
+                                  compression=compression), entries)
         if weights is not None:
             f.create_dataset("weights", data=weights, chunks=(chunk_1d(N, 8),))
             f.attrs["weight_total"] = float(np.sum(weights))
         if heldout is not None:
             g = f.create_group("heldout")
-            write_blocks(g, "X", held, np.float64,
-                         lambda block, first: check_finite(block, f"{where}: held-out points", "X", first),
-                         compression=compression)
+            entries = EntryCheck(f"{where}: held-out points")
+            note_missing(write_blocks(g, "X", held, np.float64, entries, compression=compression), entries)
             g.create_dataset("index", data=np.asarray(heldout.index, dtype=np.int64))
             g.create_dataset("train_index", data=np.asarray(heldout.train_index, dtype=np.int64))
             if held_labels is not None:

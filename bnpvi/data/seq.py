@@ -19,10 +19,10 @@ import numpy as np
 from bnpvi.data.base import (chunk_1d, chunk_rows, heldout_info, sized_offsets, split_offsets, write_batch_file,
                              write_blocks)
 from bnpvi.data.batch import SeqBatch
-from bnpvi.data.checks import (as_rows, check_finite, check_label_names, check_labels, check_n_batches,
+from bnpvi.data.checks import (EntryCheck, as_rows, check_finite, check_label_names, check_labels, check_n_batches,
                                check_points_layout, check_seq_range)
 from bnpvi.data.moments import DataMoments
-from bnpvi.data.points import RowStore, _MomentSum
+from bnpvi.data.points import RowStore, _MomentSum, note_missing
 from bnpvi.errors import BnpviError
 
 _log = logging.getLogger("bnpvi.data")
@@ -283,7 +283,8 @@ class SeqStore(RowStore, kind="seq"):
                     running.add(rows)
         if total is None:
             return None
-        return replace(total.moments(), diff_cov=diffs.moments().cov if diffs.n else None)
+        where = f"data file {self._path}"
+        return replace(total.moments(where), diff_cov=diffs.moments(where).cov if diffs.n else None)
 
     def _locate(self, name: str, row: int, col: int) -> str:
         if name.startswith("heldout/"):
@@ -295,7 +296,8 @@ class SeqStore(RowStore, kind="seq"):
     def _info_extras(self) -> dict:
         extremes = np.array([(d.min(), d.max()) for d in (np.diff(sr) for _, sr in self._seq_pieces())])
         return {"n_seqs": self.n_seqs, "seq_length_min": int(extremes[:, 0].min()),
-                "seq_length_max": int(extremes[:, 1].max()), "xprev": self.has_xprev, **heldout_info(self)}
+                "seq_length_max": int(extremes[:, 1].max()), "xprev": self.has_xprev, "missing": self.n_missing,
+                **heldout_info(self)}
 
     def _describe(self) -> str:
         lagged = ", lagged" if self._lagged else ""
@@ -415,17 +417,16 @@ def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=N
 
     def datasets(f: h5py.File) -> None:
         chunks = (chunk_rows(T, D), D)
-        for name, rows in (("X", X), ("Xprev", Xprev)):
-            if rows is not None:
-                write_blocks(f, name, rows, np.float64,
-                             lambda block, first, name=name: check_finite(block, where, name, first),
-                             chunks=chunks, compression=compression)
+        entries = EntryCheck(where)
+        note_missing(write_blocks(f, "X", X, np.float64, entries, chunks=chunks, compression=compression), entries)
+        if Xprev is not None:
+            write_blocks(f, "Xprev", Xprev, np.float64, lambda block, first: check_finite(block, where, "Xprev", first),
+                         chunks=chunks, compression=compression)
         f.create_dataset("seq_range", data=seq_range, chunks=(chunk_1d(n_seqs + 1, 8),))
         if heldout is not None:
             g = f.create_group("heldout")
-            write_blocks(g, "X", held, np.float64,
-                         lambda block, first: check_finite(block, f"{where}: held-out sequences", "X", first),
-                         compression=compression)
+            entries = EntryCheck(f"{where}: held-out sequences")
+            note_missing(write_blocks(g, "X", held, np.float64, entries, compression=compression), entries)
             g.create_dataset("seq_range", data=held_range)
             g.create_dataset("index", data=np.asarray(heldout.index, dtype=np.int64))
             g.create_dataset("train_index", data=np.asarray(heldout.train_index, dtype=np.int64))

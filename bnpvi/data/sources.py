@@ -332,7 +332,7 @@ def spool_csv_table(path: Path, roles: dict[str, str | None], columns, scratch: 
     Returns
     -------
     MappedArray
-        X, (N, D) float64, every value finite (non-numeric, missing and infinite cells are errors).
+        X, (N, D) float64, every value finite or NaN (a missing cell); non-numeric and infinite cells are errors.
     """
     import pandas as pd
 
@@ -351,7 +351,7 @@ def spool_csv_table(path: Path, roles: dict[str, str | None], columns, scratch: 
                     raise BnpviError(f"{path}: {role} column {named[role]!r} has a missing value in row {row}")
                 take[role](values, first)
             block = _numeric(df[data_columns], has_header, path, first)
-            check_finite(block, str(path), "X", first)
+            check_finite(block, str(path), "X", first, missing_ok=True)
             spool.append(block)
             first += len(df)
             advance(len(df))
@@ -394,8 +394,8 @@ def _feature_columns(columns: pd.Index, wanted, has_header: bool, path: Path, fo
 
 
 def _numeric(df: pd.DataFrame, has_header: bool, path: Path, first: int = 0) -> np.ndarray:
-    """The frame (rows ``first, first + 1, ...`` of the file) as a float64 matrix; BnpviError naming the first
-    non-numeric or missing cell."""
+    """The frame (rows ``first, first + 1, ...`` of the file) as a float64 matrix, an empty cell (or ``NA``,
+    ``NaN``: pandas' missing markers) as NaN; BnpviError naming the first non-numeric cell."""
     import pandas as pd
 
     df = df.copy()
@@ -411,15 +411,7 @@ def _numeric(df: pd.DataFrame, has_header: bool, path: Path, first: int = 0) -> 
             raise BnpviError(f"{path}: non-numeric value {str(col.iloc[row])!r} in row {first + row}, column {shown} "
                              "(rows counted from 0, after any header)")
         df[name] = numeric
-    X = df.to_numpy(dtype=np.float64)
-    missing = np.isnan(X)
-    if missing.any():
-        row = int(np.flatnonzero(missing.any(axis=1))[0])
-        col = df.columns[int(np.flatnonzero(missing[row])[0])]
-        shown = f"{col!r}" if has_header else f"{col}"
-        raise BnpviError(f"{path}: missing value or NaN in row {first + row}, column {shown} "
-                         "(rows counted from 0, after any header)")
-    return X
+    return df.to_numpy(dtype=np.float64)
 
 
 # ------------------------------------------------------------- NPZ / NPY
@@ -516,12 +508,12 @@ def map_npy(path: Path) -> MappedArray:
 
 
 def checked_rows(X, where: str, name: str = "X"):
-    """``X`` (an array read a block at a time) after one pass that checks every value finite (BnpviError naming
-    the first bad row, counted from 0, and its column)."""
+    """``X`` (an array read a block at a time) after one pass that checks every value finite or missing (NaN;
+    BnpviError naming the first infinite value's row, counted from 0, and its column)."""
     step = block_rows(X.shape)
     with meter(f"checking {name}", X.shape[0]) as advance:
         for first in range(0, X.shape[0], step):
-            check_finite(X[first:first + step], where, name, first)
+            check_finite(X[first:first + step], where, name, first, missing_ok=True)
             advance(min(step, X.shape[0] - first))
     return X
 
@@ -542,7 +534,7 @@ def read_npz_arrays(path: Path, labels: str | None, scratch: Path, sequences: st
     named by ``labels`` and ``sequences`` when given; and ``Xprev`` when ``sequences`` is given and the
     file holds it.
 
-    X and Xprev are checked (2-D, finite real numbers) and spooled into ``scratch`` a block at a time
+    X and Xprev are checked (2-D, finite real numbers, X's NaN missing entries) and spooled into ``scratch`` a block at a time
     (:class:`~bnpvi.data.mapped.MappedArray`); the labels and boundaries are read whole.
     """
     where = f"{path}: cannot read as .npz"
@@ -565,8 +557,8 @@ def read_npz_arrays(path: Path, labels: str | None, scratch: Path, sequences: st
             with npz.zip.open(f"{name}.npy") as fh:
                 stream = NpyStream(fh, where)
                 check_points_layout(stream, str(path), name)
-                arrays[name] = spool_rows(stream, scratch,
-                                          lambda block, first, name=name: check_finite(block, str(path), name, first))
+                arrays[name] = spool_rows(stream, scratch, lambda block, first, name=name: check_finite(
+                    block, str(path), name, first, missing_ok=name == "X"))
         for key, what, name in (("labels", "label", labels), ("seq_range", "sequence range", sequences)):
             if name is None:
                 continue

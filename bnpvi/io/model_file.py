@@ -98,7 +98,7 @@ def moments_of(tree: dict) -> DataMoments | None:
     if saved is None:
         return None
     return DataMoments(n_atoms=int(saved["n_atoms"]), mean=saved["mean"], cov=saved["cov"],
-                       diff_cov=saved.get("diff_cov"))
+                       diff_cov=saved.get("diff_cov"), n_missing=int(saved.get("n_missing", 0)))
 
 
 def text_settings_of(tree: dict) -> TextSettings | None:

@@ -276,6 +276,7 @@ class Run:
         self.meta = {"D": self.store.D, "n_atoms": self.store.n_atoms, "n_batches": self.store.n_batches,
                      "batch_sizes": np.asarray(self.store.batch_sizes(), dtype=np.int64),
                      "data_mean": np.zeros(0) if moments is None else moments.mean,
+                     "n_missing": np.int64(0 if moments is None else moments.n_missing),
                      "data_path": str(Path(self.store.path).resolve())}
         self.rng = np.random.default_rng(int(cfg.seed))
         self.converged = False
@@ -427,7 +428,8 @@ class Run:
                 self.alg.moves.settled = False
 
     def _check_grown(self, meta: dict) -> None:
-        """The data file holds the checkpoint's batches, of the same sizes, and at least one batch more."""
+        """The data file holds the checkpoint's batches, of the same sizes, and at least one batch more; and it has
+        missing entries only if the run's data had some."""
         if self.cfg.alg.name not in GROWS:
             raise BnpviError(f"a run of alg={self.cfg.alg.name} cannot be continued on more data "
                              f"({self.store.path}); alg=memo or vb can")
@@ -439,6 +441,10 @@ class Run:
             raise BnpviError(f"data file {self.store.path} does not continue the run's data: it must hold the "
                              f"run's {old_batches} batches ({int(meta['n_atoms'])} atoms) first, then new batches "
                              f"(it has {sizes.shape[0]} batches, {int(sizes.sum())} atoms)")
+        if self.model.obs.missing and not int(meta.get("n_missing", 0)):
+            raise BnpviError(f"data file {self.store.path} has missing (NaN) entries in its new batches, but the run "
+                             "was trained on data without any, so its summaries lack the counts they need: fit "
+                             "again on all of the data")
 
     def elapsed(self) -> float:
         """Seconds of training so far, summed over the processes that ran this run."""

@@ -141,6 +141,9 @@ class PointMixtureSampler(DocMixtureSampler):
 
     def __init__(self, model, sweeps: int, max_new: int, new_weight: str):
         super().__init__(model, sweeps, max_new, new_weight)
+        if model.obs.missing:
+            raise BnpviError("alg=tfsvi cannot use data with missing (NaN) entries: its sampler's predictive is of "
+                             "whole points; use alg=memo, vb or sovb, which marginalise them")
         kappa = getattr(model.obs, "kappa", None)
         if kappa is not None and kappa < self.VAGUE_KAPPA:
             log.warning("alg=tfsvi with obs.kappa=%g: a new component's predictive pays (D/2) ln(1/kappa) nats for "
@@ -160,7 +163,7 @@ class PointMixtureSampler(DocMixtureSampler):
         """The minibatch as the family's statistics see it (checked by the family): relative to the prior mean for
         gauss and diag_gauss."""
         obs = self.model.obs
-        Y = obs._binary(batch) if obs.name == "bern" else obs._data(batch) if obs.name == "zm_gauss" else \
+        Y = obs._binary(batch)[0] if obs.name == "bern" else obs._data(batch) if obs.name == "zm_gauss" else \
             obs._relative(batch)
         return np.ascontiguousarray(Y, dtype=np.float64)
 

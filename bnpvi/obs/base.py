@@ -24,8 +24,9 @@ from typing import Mapping
 import numpy as np
 
 from bnpvi.data.batch import PointBatch
+from bnpvi.data.checks import count_missing
 from bnpvi.data.moments import DataMoments
-from bnpvi.errors import BnpviError
+from bnpvi.errors import BadValues, BnpviError
 from bnpvi.obs.bregman import atom_posteriors
 from bnpvi.stats.resp import Responsibilities
 
@@ -35,6 +36,69 @@ PAIR_BLOCK = 500_000
 
 Posterior = Mapping[str, np.ndarray]
 """K-leading arrays of posterior parameters of one family (e.g. kappa, nu, m, B_chol)."""
+
+
+MISSING_FAMILIES = ("diag_gauss", "bern")
+"""The families that marginalise missing entries (``ObsFamily.handles_missing``), named in refusals."""
+
+
+def has_missing(moments: DataMoments | None) -> bool:
+    """Whether whole-data ``moments`` count missing (NaN) entries: the family is built to keep their counts."""
+    return moments is not None and moments.n_missing > 0
+
+
+def missing_problem(obs, n_missing: int, where: str = "the data") -> str | None:
+    """A one-line reason why family ``obs`` cannot model data with ``n_missing`` missing entries, or None."""
+    if n_missing <= 0 or obs.handles_missing:
+        return None
+    return (f"{where} has {n_missing:,} missing (NaN) entries, which obs={obs.name} cannot model: use "
+            f"obs={' or obs='.join(MISSING_FAMILIES)} (they marginalise missing entries), or fill them in first")
+
+
+def refuse_missing(obs, X: np.ndarray, where: str) -> None:
+    """:class:`~bnpvi.errors.BadValues` (:func:`missing_problem`) when ``X`` has missing (NaN) entries that family ``obs`` (an instance
+    or a family class) cannot model."""
+    problem = missing_problem(obs, count_missing(X), where)
+    if problem:
+        raise BadValues(problem)
+
+
+def raise_unexpected_missing(name: str) -> None:
+    """The error of a family built for complete data that meets a batch with missing entries while summarising."""
+    raise BnpviError(f"obs={name} was built for data without missing entries, but a batch has some (a run's data "
+                     "cannot gain missing entries: fit again on all of it)")
+
+
+def per_dim(values: np.ndarray) -> np.ndarray:
+    """A per-cluster (K,) parameter as a (K, 1) column, or a per-dimension (K, D) one as it is: either way it
+    broadcasts against (K, D) arrays."""
+    values = np.asarray(values)
+    return values[:, None] if values.ndim == 1 else values
+
+
+def observed_entries(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(Y with 0 at its NaN entries, the (N, D) float 0/1 mask O of its observed entries), or (Y, None) when it
+    has no NaN (one cheap pass)."""
+    if not np.isnan(np.sum(Y)):
+        return Y, None
+    observed = ~np.isnan(Y)
+    return np.where(observed, Y, 0.0), observed.astype(np.float64)
+
+
+def observed_sum(O: np.ndarray | None, values: np.ndarray) -> np.ndarray:
+    """(N, K) Σ_d o_nd v_kd of per-dimension cluster terms ``values`` (K, D) over each atom's observed d: O·vᵀ,
+    or Σ_d v_kd on every row (a (1, K) row) when every entry is observed (O None)."""
+    if O is None:
+        return np.sum(values, axis=1)[None, :]
+    return O @ values.T
+
+
+def observed_counts(R, O: np.ndarray | None, D: int) -> np.ndarray:
+    """(K, D) No_kd = Σ_n r_nk o_nd: the responsibility mass that observes each dimension (Rᵀ O; each column of
+    R's sums when every entry is observed)."""
+    if O is not None:
+        return np.asarray(R.T @ O)
+    return np.repeat(np.asarray(R.sum(axis=0), dtype=np.float64).reshape(-1, 1), D, axis=1)
 
 
 class ObsFamily(ABC):
@@ -61,6 +125,10 @@ class ObsFamily(ABC):
     default_temperature: float = 1.0
     """T_0 of a DP mixture of this family when ``model.temperature`` is null: 1 (no annealing) unless the
     family's runs were measured to gain from deterministic annealing (docs/births.md)."""
+    handles_missing: bool = False
+    """Whether the family marginalises missing (NaN) entries of the data exactly (docs/missing.md)."""
+    missing: bool = False
+    """Whether this family was built for data with missing entries (its summaries then hold what they need)."""
 
     @classmethod
     @abstractmethod

@@ -8,8 +8,12 @@ Statistics: N_k and S_kd = Σ_n r_nk x_nd. Global step:
 λ̂₁_kd = λ̄₁ + S_kd, λ̂₀_kd = λ̄₀ + N_k − S_kd. The base measure is h(x) = 0, so every
 quantity below includes all constants.
 
-The data must be exactly 0/1: every method that reads a batch checks it once (O(ND), the
+The data must be exactly 0/1 or missing (NaN): every method that reads a batch checks it once (O(ND), the
 cost of the product it precedes) and raises ``BnpviError`` naming the first offending row.
+
+**Missing entries** are marginalised exactly (the dimensions are independent given the cluster): a family
+built for data with missing entries (``missing``) also keeps No_kd = Σ_n r_nk o_nd (o_nd = 1 where x_nd is
+observed), S_kd sums observed entries only, and λ̂₀_kd = λ̄₀ + No_kd − S_kd.
 """
 from __future__ import annotations
 
@@ -19,7 +23,8 @@ import numpy as np
 from scipy.special import digamma, gammaln
 
 from bnpvi.errors import BnpviError
-from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+from bnpvi.obs.base import (DataMoments, ObsFamily, Posterior, has_missing, observed_counts, observed_sum,
+                            raise_unexpected_missing)
 from bnpvi.obs.mult import clip_stats, read_positive
 from bnpvi.special import dirichlet_log_density, dirichlet_mode
 from bnpvi.stats.resp import Responsibilities
@@ -41,60 +46,79 @@ class Bern(ObsFamily):
         λ̄₀ > 0, prior pseudo-count of zeros (config ``obs.lam0``, default 0.3).
     D : int
         Number of binary dimensions.
+    missing : bool, default False
+        The data have missing (NaN) entries: the summaries keep per-dimension counts ``No`` (module notes).
     """
 
     name = "bern"
+    handles_missing = True
 
     def cluster_moments(self, post: Posterior) -> dict[str, np.ndarray]:
         """``means_``: E[μ_kd], the probability of a 1."""
         return {"means_": post["lam1"] / (post["lam1"] + post["lam0"])}
 
-    def __init__(self, lam1: float, lam0: float, D: int):
+    def __init__(self, lam1: float, lam0: float, D: int, missing: bool = False):
         self.lam1 = read_positive({"lam1": lam1}, "lam1", 0.1)
         self.lam0 = read_positive({"lam0": lam0}, "lam0", 0.3)
         D = int(D)
         if D < 1:
             raise BnpviError(f"the bern family needs at least one dimension, got D={D}")
         self.D = D
+        self.missing = bool(missing)
         self._gammaln1, self._gammaln0 = float(gammaln(self.lam1)), float(gammaln(self.lam0))
         self._gammaln10 = float(gammaln(self.lam1 + self.lam0))
 
     @classmethod
     def from_config(cls, D: int, moments: DataMoments | None = None, **options) -> "Bern":
         """Build from the ``obs`` keys ``lam1`` (default 0.1) and ``lam0`` (default 0.3)."""
-        return cls(read_positive(options, "lam1", 0.1), read_positive(options, "lam0", 0.3), D)
+        return cls(read_positive(options, "lam1", 0.1), read_positive(options, "lam0", 0.3), D,
+                   missing=has_missing(moments))
 
     def stat_shapes(self) -> dict[str, tuple]:
-        return {"S": (self.D,)}
+        return {"S": (self.D,), **({"No": (self.D,)} if self.missing else {})}
 
     def prior_params(self) -> dict[str, np.ndarray]:
         return {"lam1": np.float64(self.lam1), "lam0": np.float64(self.lam0)}
 
     # ---------------------------------------------------------------- data
-    def _binary(self, batch) -> np.ndarray:
-        """The batch's X as float64 (N, D), checked to be 0/1 (BnpviError naming the first bad row)."""
+    def _binary(self, batch) -> tuple[np.ndarray, np.ndarray | None]:
+        """(X, O): the batch's X as float64 (N, D), checked to be 0/1 or NaN (BnpviError naming the first bad
+        row), with 0 at its missing entries, and the 0/1 mask O of its observed entries (None: all are)."""
         X = np.asarray(batch.X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.D:
             raise BnpviError(f"data have shape {X.shape} but the bern family was built for D={self.D}")
-        bad = (X != 0.0) & (X != 1.0)  # NaN counts as bad
+        bad = (X != 0.0) & (X != 1.0)  # NaN counts as bad here: a missing entry is told apart below
         if bad.any():
+            missing = np.isnan(X)
+            if not (bad & ~missing).any():
+                observed = ~missing
+                return np.where(observed, X, 0.0), observed.astype(np.float64)
+            bad &= ~missing
             row = int(np.flatnonzero(bad.any(axis=1))[0])
             col = int(np.flatnonzero(bad[row])[0])
             raise BnpviError(f"the bern family needs binary (0/1) data; row {getattr(batch, 'start', 0) + row} "
                              f"of the data has x[{col}] = {X[row, col]!r}")
-        return X
+        return X, None
 
     # ------------------------------------------------------------ summaries
     def summarize(self, batch, resp: Responsibilities) -> dict[str, np.ndarray]:
-        """S_kd = Σ_n r_nk x_nd = (rᵀ X)_kd."""
-        X = self._binary(batch)
-        return {"S": np.asarray(resp.matrix().T @ X)}
+        """S_kd = Σ_n r_nk x_nd = (rᵀ X)_kd over observed entries, and No_kd = Σ_n r_nk o_nd for data with missing
+        entries."""
+        X, O = self._binary(batch)
+        R = resp.matrix()
+        out = {"S": np.asarray(R.T @ X)}
+        if self.missing:
+            out["No"] = observed_counts(R, O, self.D)
+        elif O is not None:
+            raise_unexpected_missing(self.name)
+        return out
 
     def _params(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        """(λ̂₁, λ̂₀) = (λ̄₁ + S, λ̄₀ + N − S) with N, S and N − S clipped at 0 (memoized residue such as −1e-13)."""
-        N = clip_stats(N)
+        """(λ̂₁, λ̂₀) = (λ̄₁ + S, λ̄₀ + N − S) (N → No_kd with missing entries) with N, S and N − S clipped at 0
+        (memoized residue such as −1e-13)."""
         S = clip_stats(stats["S"])
-        return self.lam1 + S, self.lam0 + np.maximum(N[:, None] - S, 0.0)
+        N = clip_stats(stats["No"]) if self.missing else clip_stats(N)[:, None]
+        return self.lam1 + S, self.lam0 + np.maximum(N - S, 0.0)
 
     def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
         """q(μ_kd) = Beta(λ̂₁_kd, λ̂₀_kd).
@@ -112,11 +136,12 @@ class Bern(ObsFamily):
     def expected_log_lik(self, post: Posterior, batch) -> np.ndarray:
         """(N, K) Σ_d [x_nd E ln μ_kd + (1 − x_nd) E ln(1 − μ_kd)], all constants included.
 
-        Computed as X·(E ln μ − E ln(1−μ))ᵀ + Σ_d E ln(1 − μ_kd): one (N × D)·(D × K) product.
+        Computed as X·(E ln μ − E ln(1−μ))ᵀ + Σ_d E ln(1 − μ_kd): one (N × D)·(D × K) product (over the
+        observed d: X is 0 at missing entries and the last sum is O·(E ln(1 − μ))ᵀ).
         """
-        X = self._binary(batch)
+        X, O = self._binary(batch)
         E1, E0 = post["E_log_mu"], post["E_log_1mmu"]
-        return X @ (E1 - E0).T + E0.sum(axis=1)[None, :]
+        return X @ (E1 - E0).T + observed_sum(O, E0)
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """L_data,k* = Σ_d [c_B(λ̄₁, λ̄₀) − c_B(λ̂₁_kd, λ̂₀_kd)].
@@ -159,16 +184,17 @@ class Bern(ObsFamily):
 
     def log_lik_at(self, point: Posterior, batch) -> np.ndarray:
         """Σ_d [x_nd ln μ_kd + (1 − x_nd) ln(1 − μ_kd)] by matrix products; a value the cluster never takes
-        (μ_kd ∈ {0, 1}, possible only with a parameter equal to 1) makes the row impossible (−inf)."""
-        X = self._binary(batch)
+        (μ_kd ∈ {0, 1}, possible only with a parameter equal to 1) makes the row impossible (−inf). Over the
+        observed d."""
+        X, O = self._binary(batch)
         mu = point["mu"]
         one, zero = mu > 0.0, mu < 1.0
         with np.errstate(divide="ignore"):
             log1 = np.where(one, np.log(np.where(one, mu, 1.0)), 0.0)
             log0 = np.where(zero, np.log(np.where(zero, 1.0 - mu, 1.0)), 0.0)
-        out = X @ (log1 - log0).T + log0.sum(axis=1)[None, :]
+        out = X @ (log1 - log0).T + observed_sum(O, log0)
         if not (one.all() and zero.all()):
-            impossible = X @ (~one).T + (1.0 - X) @ (~zero).T
+            impossible = X @ (~one).T + ((1.0 if O is None else O) - X) @ (~zero).T
             out[impossible > 0] = -np.inf
         return out
 
@@ -194,16 +220,17 @@ class Bern(ObsFamily):
                    − (p₁ − p₀) Σ_d x_nd [ln μ_jd − ln(1 − μ_jd)],
 
         one (N × D)·(D × J) product. Zero for the center built from the atom's own one-hot
-        summary; tiny negative rounding is clipped at 0.
+        summary; tiny negative rounding is clipped at 0. With missing entries the sums run over the atom's
+        observed d (D → their number, and the base term is a product with the mask O).
         """
-        X = self._binary(batch)
+        X, O = self._binary(batch)
         lam1, lam0 = np.asarray(centers["lam1"], dtype=np.float64), np.asarray(centers["lam0"], dtype=np.float64)
         log_total = np.log(lam1 + lam0)
         log_mu, log_1mmu = np.log(lam1) - log_total, np.log(lam0) - log_total
         denom = 1.0 + self.lam1 + self.lam0
         p1, p0 = (1.0 + self.lam1) / denom, self.lam1 / denom
         ones = X.sum(axis=1)
-        neg_entropy = ones * _xlogx_pair(p1) + (self.D - ones) * _xlogx_pair(p0)
-        base = (p0 * log_mu + (1.0 - p0) * log_1mmu).sum(axis=1)
-        cross = base[None, :] + (p1 - p0) * (X @ (log_mu - log_1mmu).T)
+        seen = self.D if O is None else O.sum(axis=1)
+        neg_entropy = ones * _xlogx_pair(p1) + (seen - ones) * _xlogx_pair(p0)
+        cross = observed_sum(O, p0 * log_mu + (1.0 - p0) * log_1mmu) + (p1 - p0) * (X @ (log_mu - log_1mmu).T)
         return np.maximum(neg_entropy[:, None] - cross, 0.0)

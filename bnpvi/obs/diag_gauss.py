@@ -10,6 +10,13 @@ with y_n = x_n − m̄, Sx_kd = Σ_n r_nk y_nd and Sxx_kd = Σ_n r_nk y_nd² (di
 global step reads
 
     κ̂ = κ̄ + N,  ν̂ = ν̄ + N,  m̂_d = m̄_d + Sx_d/κ̂,  b̂_d = b̄_d + Sxx_d − Sx_d²/κ̂.
+
+**Missing entries** (NaN) are marginalised exactly: given the cluster the dimensions are independent, so an
+unobserved x_nd integrates out of p(x_n | φ_k) and the atom's likelihood is the product over its observed
+dimensions. A family built for data with missing entries (``missing``) keeps per-dimension counts
+No_kd = Σ_n r_nk o_nd (o_nd = 1 where x_nd is observed) and sums Sx, Sxx over observed entries only, so
+κ̂_kd = κ̄ + No_kd and ν̂_kd = ν̄ + No_kd are per dimension and every formula below holds per dimension with
+N → No_kd (Ghahramani & Jordan 1994 give the EM form of this marginalisation).
 """
 from __future__ import annotations
 
@@ -21,7 +28,8 @@ from scipy.special import gammaln
 from bnpvi.data.batch import PointBatch
 from bnpvi.errors import BnpviError
 from bnpvi.obs import _wishart as W
-from bnpvi.obs.base import DataMoments, ObsFamily, Posterior
+from bnpvi.obs.base import (DataMoments, ObsFamily, Posterior, has_missing, observed_counts, observed_entries,
+                            observed_sum as _observed_sum, per_dim, raise_unexpected_missing)
 from bnpvi.stats.resp import Responsibilities
 
 
@@ -38,6 +46,8 @@ class DiagGauss(ObsFamily):
         Prior mean m̄ (also the origin of the statistics).
     b : (D,) array
         Gamma rates ×2, b̄_d > 0.
+    missing : bool, default False
+        The data have missing (NaN) entries: the summaries keep per-dimension counts ``No`` (module notes).
 
     Notes
     -----
@@ -47,6 +57,7 @@ class DiagGauss(ObsFamily):
     """
 
     name = "diag_gauss"
+    handles_missing = True
     default_temperature = 30.0  # deterministic annealing pays for Gaussians with learned means (docs/births.md)
 
     def cluster_moments(self, post: Posterior) -> dict[str, np.ndarray]:
@@ -55,10 +66,10 @@ class DiagGauss(ObsFamily):
         b = np.asarray(post["b"])
         covariances = np.zeros(b.shape + b.shape[-1:])
         diagonal = np.arange(b.shape[-1])
-        covariances[:, diagonal, diagonal] = b / np.asarray(post["nu"], dtype=np.float64)[:, None]
+        covariances[:, diagonal, diagonal] = b / per_dim(np.asarray(post["nu"], dtype=np.float64))
         return {"means_": np.asarray(post["m"]), "covariances_": covariances}
 
-    def __init__(self, nu: float, kappa: float, m, b):
+    def __init__(self, nu: float, kappa: float, m, b, missing: bool = False):
         b = np.asarray(b, dtype=np.float64)
         if b.ndim != 1 or not np.all(np.isfinite(b)) or np.any(b <= 0):
             raise BnpviError(f"obs.b must be a vector of positive numbers, got {b!r}")
@@ -68,15 +79,16 @@ class DiagGauss(ObsFamily):
         self.nu = W.check_nu(nu, 0.0, D)
         self.kappa = W.check_kappa(kappa)
         self.m = W.check_mean(m, D)
+        self.missing = bool(missing)
 
     @classmethod
     def from_config(cls, D: int, moments: DataMoments | None = None, **options) -> "DiagGauss":
         """Build from the ``obs`` keys sF, prior_cov, nu, kappa, mean (see class notes)."""
         p = W.prior_from_config(options, D, moments, wishart_dim=1)
-        return cls(p["nu"], p["kappa"], p["m"], np.diag(p["B"]).copy())
+        return cls(p["nu"], p["kappa"], p["m"], np.diag(p["B"]).copy(), missing=has_missing(moments))
 
     def stat_shapes(self) -> dict[str, tuple]:
-        return {"Sx": (self.D,), "Sxx": (self.D,)}
+        return {"Sx": (self.D,), "Sxx": (self.D,), **({"No": (self.D,)} if self.missing else {})}
 
     def prior_params(self) -> dict[str, np.ndarray]:
         return {"nu": np.float64(self.nu), "kappa": np.float64(self.kappa), "m": self.m.copy(), "b": self.b.copy()}
@@ -84,61 +96,90 @@ class DiagGauss(ObsFamily):
     def _relative(self, batch: PointBatch) -> np.ndarray:
         return W.data_matrix(batch, self.D, self.name) - self.m
 
+    def _observed(self, batch: PointBatch) -> tuple[np.ndarray, np.ndarray | None]:
+        """(Y, O): Y = X − m̄ with 0 at missing entries, and O the (N, D) 0/1 mask of observed entries (None when
+        every entry is observed: Y is then :meth:`_relative`)."""
+        return observed_entries(self._relative(batch))
+
     # ------------------------------------------------------------ summaries
     def summarize(self, batch: PointBatch, resp: Responsibilities) -> dict[str, np.ndarray]:
-        """Sx_kd = Σ_n r_nk (x_nd − m̄_d), Sxx_kd = Σ_n r_nk (x_nd − m̄_d)² (relative to m̄)."""
-        Y = self._relative(batch)
+        """Sx_kd = Σ_n r_nk o_nd (x_nd − m̄_d), Sxx_kd = Σ_n r_nk o_nd (x_nd − m̄_d)² (relative to m̄; o_nd = 1
+        everywhere for complete data), and No_kd = Σ_n r_nk o_nd for data with missing entries."""
+        Y, O = self._observed(batch)
         R = resp.matrix()
-        return {"Sx": np.asarray(R.T @ Y), "Sxx": np.asarray(R.T @ (Y * Y))}
+        out = {"Sx": np.asarray(R.T @ Y), "Sxx": np.asarray(R.T @ (Y * Y))}
+        if self.missing:
+            out["No"] = observed_counts(R, O, self.D)
+        elif O is not None:
+            raise_unexpected_missing(self.name)
+        return out
 
     def posterior(self, N: np.ndarray, stats: Mapping[str, np.ndarray]) -> Posterior:
         """q = Π_d NormalGamma(m̂_d, κ̂, ν̂, b̂_d) (relative statistics).
 
         Returns
         -------
-        dict of K-leading arrays: kappa (K,), nu (K,), m (K, D), m_rel = m̂ − m̄, b (K, D),
+        dict of K-leading arrays: kappa (K,), nu (K,) (both (K, D) for data with missing entries), m (K, D),
+        m_rel = m̂ − m̄, b (K, D),
         log_b, E_log_lambda = ψ(ν̂/2) − ln(b̂_d/2). b̂ is floored at 1e-12·b̄ (it is ≥ b̄ in
         exact arithmetic; the floor only guards float residue of memoized subtraction).
         """
-        N = W.counts(N)
+        N = W.counts(stats["No"]) if self.missing else W.counts(N)
         Sx = np.asarray(stats["Sx"], dtype=np.float64)
         kappa = self.kappa + N
         nu = self.nu + N
-        mu = Sx / kappa[:, None]
+        mu = Sx / per_dim(kappa)
         b = self.b + np.asarray(stats["Sxx"], dtype=np.float64) - Sx * mu
         if not np.all(np.isfinite(b)):
             raise BnpviError("diag_gauss posterior rates b̂ are not finite (NaN or inf in the data or statistics)")
         b = np.maximum(b, 1e-12 * self.b)
         log_b = np.log(b)
         return {"kappa": kappa, "nu": nu, "m": self.m + mu, "m_rel": mu, "b": b, "log_b": log_b,
-                "E_log_lambda": W.expected_logdet(nu[:, None], log_b, 1)}
+                "E_log_lambda": W.expected_logdet(per_dim(nu), log_b, 1)}
 
     # --------------------------------------------------------------- ELBO
     def expected_log_lik(self, post: Posterior, batch: PointBatch) -> np.ndarray:
         """E_q log p(x_n | φ_k) = Σ_d [−½ ln 2π + ½ E ln λ_d − ½ (1/κ̂ + (ν̂/b̂_d)(x_d − m̂_d)²)].
 
-        Vectorised as Y²·(ν̂/b̂)ᵀ − 2Y·(ν̂μ/b̂)ᵀ + Σ_d ν̂μ_d²/b̂_d with Y = X − m̄, μ = m̂ − m̄.
+        Vectorised as Y²·(ν̂/b̂)ᵀ − 2Y·(ν̂μ/b̂)ᵀ + Σ_d ν̂μ_d²/b̂_d with Y = X − m̄, μ = m̂ − m̄. With missing
+        entries the sum runs over the observed d (Y is 0 at the others, O the 0/1 mask): the constant and
+        the last term become products O·(...)ᵀ.
         """
-        Y = self._relative(batch)
-        maha = _diag_maha(Y, post["nu"][:, None] / post["b"], post["m_rel"])
-        return W.gauss_expected_log_lik(post["E_log_lambda"].sum(axis=1), maha, self.D, post["kappa"])
+        Y, O = self._observed(batch)
+        prec = per_dim(post["nu"]) / post["b"]
+        if O is None and post["kappa"].ndim == 1:
+            return W.gauss_expected_log_lik(post["E_log_lambda"].sum(axis=1), _diag_maha(Y, prec, post["m_rel"]),
+                                            self.D, post["kappa"])
+        const = -0.5 * W.LOG_2PI + 0.5 * post["E_log_lambda"] - 0.5 / per_dim(post["kappa"])
+        return _observed_sum(O, const) - 0.5 * _diag_maha(Y, prec, post["m_rel"], O)
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """L_data,k* = Σ_d [−(N/2) ln π + lnΓ(ν̂/2) − lnΓ(ν̄/2) + (ν̄/2) ln b̄_d − (ν̂/2) ln b̂_d + ½ ln(κ̄/κ̂)].
 
-        Exactly 0 for empty clusters (N_k = 0 and zero statistics).
+        Exactly 0 for empty clusters (N_k = 0 and zero statistics). With missing entries, per dimension with
+        N → No_kd and κ̂ → κ̂_kd.
         """
         N = W.counts(N)
         post = self.posterior(N, stats) if post is None else post
-        per_dim = W.wishart_log_marginal(N[:, None], self.nu, self.log_b[None, :], post["nu"][:, None], post["log_b"], 1)
-        out = per_dim.sum(axis=1) + 0.5 * self.D * np.log(self.kappa / post["kappa"])
+        if self.missing:  # per dimension, N → No_kd
+            terms = W.wishart_log_marginal(W.counts(stats["No"]), self.nu, self.log_b[None, :], post["nu"],
+                                           post["log_b"], 1) + 0.5 * np.log(self.kappa / post["kappa"])
+            out = terms.sum(axis=1)
+        else:
+            terms = W.wishart_log_marginal(N[:, None], self.nu, self.log_b[None, :], post["nu"][:, None],
+                                           post["log_b"], 1)
+            out = terms.sum(axis=1) + 0.5 * self.D * np.log(self.kappa / post["kappa"])
         return np.where(W.empty_rows(N, stats), 0.0, out)
 
     def kl(self, post_q: Posterior, post_p: Posterior) -> np.ndarray:
-        """Σ_d KL_Gamma(ν_q/2, b_qd/2 ‖ ν_p/2, b_pd/2) + ½[D κ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p Σ_d (ν_q/b_qd) δ_d²]."""
-        nu_q, nu_p = post_q["nu"][:, None], post_p["nu"][:, None]
+        """Σ_d KL_Gamma(ν_q/2, b_qd/2 ‖ ν_p/2, b_pd/2) + ½[D κ_p/κ_q − D + D ln(κ_q/κ_p) + κ_p Σ_d (ν_q/b_qd) δ_d²]
+        (with missing entries κ and ν are per dimension and the Normal part is summed over d)."""
+        nu_q, nu_p = per_dim(post_q["nu"]), per_dim(post_p["nu"])
         kl = W.kl_wishart(nu_q, post_q["log_b"], nu_p, post_p["log_b"], post_p["b"] / post_q["b"], 1).sum(axis=1)
         delta = post_q["m_rel"] - post_p["m_rel"]
+        if post_q["kappa"].ndim == 2:
+            normal = W.kl_normal_part(post_q["kappa"], post_p["kappa"], nu_q * delta * delta / post_q["b"], 1)
+            return kl + normal.sum(axis=1)
         maha = np.sum(nu_q * delta * delta / post_q["b"], axis=1)
         return kl + W.kl_normal_part(post_q["kappa"], post_p["kappa"], maha, self.D)
 
@@ -148,7 +189,7 @@ class DiagGauss(ObsFamily):
         (the Normal-Wishart mode with D = 1 per dimension; hard EM uses it too, as ``Gauss.map_point`` says).
         Keys m, m_rel, b and lam (K, D)."""
         post = self.posterior(N, stats)
-        return {"m": post["m"], "m_rel": post["m_rel"], "b": post["b"], "lam": (post["nu"] - 1.0)[:, None] / post["b"]}
+        return {"m": post["m"], "m_rel": post["m_rel"], "b": post["b"], "lam": (per_dim(post["nu"]) - 1.0) / post["b"]}
 
     def map_prior_problem(self, natural: bool = False) -> str | None:
         if self.nu <= 1.0:
@@ -157,10 +198,13 @@ class DiagGauss(ObsFamily):
         return None
 
     def log_lik_at(self, point: Posterior, batch: PointBatch) -> np.ndarray:
-        """Σ_d [−½ ln 2π + ½ ln λ_kd − ½ λ_kd (x_d − m_kd)²], by three matrix products."""
+        """Σ_d [−½ ln 2π + ½ ln λ_kd − ½ λ_kd (x_d − m_kd)²], by three matrix products (the observed d only)."""
         lam = point["lam"]
+        Y, O = self._observed(batch)
+        if O is not None:
+            return _observed_sum(O, -0.5 * W.LOG_2PI + 0.5 * np.log(lam)) - 0.5 * _diag_maha(Y, lam, point["m_rel"], O)
         const = -0.5 * self.D * W.LOG_2PI + 0.5 * np.log(lam).sum(axis=1)
-        return const[None, :] - 0.5 * _diag_maha(self._relative(batch), lam, point["m_rel"])
+        return const[None, :] - 0.5 * _diag_maha(Y, lam, point["m_rel"])
 
     def log_prior_at(self, point: Posterior, natural: bool = False) -> np.ndarray:
         """Σ_d [ln N(m_kd | m̄_d, 1/(κ̄λ_kd)) + ln Gamma(λ_kd | ν̄/2, b̄_d/2)]."""
@@ -186,9 +230,12 @@ class DiagGauss(ObsFamily):
         Smoothed atom = point estimate of the one-observation posterior: m̃_n = m̄ + s·y_n,
         σ̃²_nd = (b̄_d + c y_nd²)/(ν̄ + 1), with s = 1/(κ̄+1), c = κ̄/(κ̄+1). Center: mean m̂_j,
         variances b̂_jd/ν̂_j. 2 KL = Σ_d [σ̃²/σ² + (m̂ − m̃)²/σ² − 1 + ln σ² − ln σ̃²], expanded into
-        matrix products over (atoms × dimensions) · (dimensions × centers).
+        matrix products over (atoms × dimensions) · (dimensions × centers). With missing entries the sum runs
+        over each atom's observed dimensions.
         """
-        Y = self._relative(batch)
+        Y, O = self._observed(batch)
+        if O is not None or centers["nu"].ndim == 2:
+            return self._observed_divergence(Y, O, centers)
         nu_a = self.nu + 1.0
         s = 1.0 / (self.kappa + 1.0)
         c = self.kappa * s
@@ -201,8 +248,24 @@ class DiagGauss(ObsFamily):
         out = 0.5 * (trace + maha - self.D + logdet_c[None, :] - logdet_a[:, None])
         return np.maximum(out, 0.0)
 
+    def _observed_divergence(self, Y: np.ndarray, O: np.ndarray | None, centers: Posterior) -> np.ndarray:
+        """:meth:`divergence` summed over each atom's observed dimensions (O; all of them when None), for centers
+        whose ν̂, κ̂ may be per dimension."""
+        O = np.ones_like(Y) if O is None else O
+        nu_a = self.nu + 1.0
+        s = 1.0 / (self.kappa + 1.0)
+        c = self.kappa * s
+        prec = per_dim(centers["nu"]) / centers["b"]
+        trace = (O @ (self.b * prec).T + c * ((Y * Y) @ prec.T)) / nu_a
+        maha = _diag_maha(s * Y, prec, centers["m_rel"], O)
+        logdet_c = O @ (centers["log_b"] - np.log(per_dim(centers["nu"]))).T
+        logdet_a = np.sum(O * (np.log(self.b + c * Y * Y) - np.log(nu_a)), axis=1)
+        out = 0.5 * (trace + maha - O.sum(axis=1)[:, None] + logdet_c - logdet_a[:, None])
+        return np.maximum(out, 0.0)
 
-def _diag_maha(Y: np.ndarray, prec: np.ndarray, mu: np.ndarray) -> np.ndarray:
-    """(N, K) Σ_d prec_kd (y_nd − μ_kd)² by three matrix products."""
-    out = (Y * Y) @ prec.T - 2.0 * (Y @ (prec * mu).T) + np.sum(prec * mu * mu, axis=1)[None, :]
+
+def _diag_maha(Y: np.ndarray, prec: np.ndarray, mu: np.ndarray, O: np.ndarray | None = None) -> np.ndarray:
+    """(N, K) Σ_d prec_kd (y_nd − μ_kd)² by three matrix products, over the observed d only when the 0/1 mask
+    ``O`` is given (Y is 0 at the others)."""
+    out = (Y * Y) @ prec.T - 2.0 * (Y @ (prec * mu).T) + _observed_sum(O, prec * mu * mu)
     return np.maximum(out, 0.0)

@@ -57,7 +57,7 @@ class LinkStrength(Bern):
 
     def expected_log_lik(self, post: Posterior, batch) -> np.ndarray:
         """(atoms, K): E ln φ_k for an atom x = 1, E ln(1 − φ_k) for x = 0 (−∞ allowed, never 0 · ∞)."""
-        X = self._binary(batch)
+        X, _ = self._binary(batch)
         return np.where(X == 1.0, post["E_log_mu"][:, 0][None, :], post["E_log_1mmu"][:, 0][None, :])
 
     def log_marginal(self, N: np.ndarray, stats, post=None) -> np.ndarray:

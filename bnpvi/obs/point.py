@@ -43,6 +43,7 @@ class PointFamily(ObsFamily):
         self.name = family.name
         self.data_kinds = family.data_kinds
         self.needs_xprev = family.needs_xprev
+        self.handles_missing, self.missing = family.handles_missing, family.missing
         self.D = family.D
 
     @classmethod
