@@ -44,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
                     "A word id repeated within a document is summed; empty documents are an error. "
                     "Sequences (one row per time step): NPZ with X, optional Xprev (the previous observation of "
                     "each step) and the boundaries named by --sequences, or CSV with a sequence id column named by "
-                    "--sequence-column. Raw text (--text): one document per line, or a column of a CSV/TSV file "
+                    "--sequence-column. A missing entry of points or sequences (an empty CSV cell, NA, NaN; a NaN "
+                    "in an array) is kept as NaN and counted (obs=diag_gauss and obs=bern leave it out of the "
+                    "model exactly; docs/missing.md); an infinite value is an error. Raw text (--text): one document per line, or a column of a CSV/TSV file "
                     "(--text-column), tokenised by scikit-learn (lower-cased, tokens of 2+ word characters), English "
                     "stop words left out (--stop-words), with document-frequency limits; documents left without a "
                     "word are dropped (the count is printed). Text files (raw text, CSV, vocabulary, labels, "
@@ -142,8 +144,8 @@ def _parser() -> argparse.ArgumentParser:
                                       "batches and labels of a batch file.")
     info.add_argument("file", metavar="FILE", help="batch file written by `bnpvi-data convert`")
     info.add_argument("--check", action="store_true",
-                      help="also read every value and fail on NaN or inf (bag of words: on bad ids or counts; "
-                           "sequences: also on bad sequence boundaries)")
+                      help="also read every value and fail on inf (a NaN of points or sequences is a missing "
+                           "entry; bag of words: on bad ids or counts; sequences: also on bad sequence boundaries)")
     return parser
 
 

@@ -22,6 +22,7 @@ from abc import ABC, abstractmethod
 from typing import Mapping
 
 import numpy as np
+import scipy.sparse as sp
 
 from bnpvi.data.batch import PointBatch
 from bnpvi.data.checks import count_missing
@@ -76,29 +77,41 @@ def per_dim(values: np.ndarray) -> np.ndarray:
     return values[:, None] if values.ndim == 1 else values
 
 
-def observed_entries(Y: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """(Y with 0 at its NaN entries, the (N, D) float 0/1 mask O of its observed entries), or (Y, None) when it
-    has no NaN (one cheap pass)."""
+def observed_entries(Y: np.ndarray) -> tuple[np.ndarray, sp.csr_matrix | None]:
+    """(Y with 0 at its NaN entries, the (N, D) sparse 0/1 matrix M of its missing entries), or (Y, None) when it
+    has no NaN (one cheap pass). The observed mask is O = 1 − M: sums over observed entries are the complete
+    sums less a sparse product with M, which costs a tenth of a dense product at 10 % missing."""
     if not np.isnan(np.sum(Y)):
         return Y, None
-    observed = ~np.isnan(Y)
-    return np.where(observed, Y, 0.0), observed.astype(np.float64)
+    missing = np.isnan(Y)
+    at = np.flatnonzero(missing)  # row-major: the column indices of each row's entries in order
+    indptr = np.concatenate([[0], np.cumsum(np.count_nonzero(missing, axis=1))])
+    M = sp.csr_matrix((np.ones(at.size), at % Y.shape[1], indptr), shape=Y.shape)
+    return np.where(missing, 0.0, Y), M
 
 
-def observed_sum(O: np.ndarray | None, values: np.ndarray) -> np.ndarray:
-    """(N, K) Σ_d o_nd v_kd of per-dimension cluster terms ``values`` (K, D) over each atom's observed d: O·vᵀ,
-    or Σ_d v_kd on every row (a (1, K) row) when every entry is observed (O None)."""
-    if O is None:
-        return np.sum(values, axis=1)[None, :]
-    return O @ values.T
+def observed_sum(M: sp.csr_matrix | None, values: np.ndarray) -> np.ndarray:
+    """(N, K) Σ_d o_nd v_kd of per-dimension cluster terms ``values`` (K, D) over each atom's observed d, as
+    Σ_d v_kd − M·vᵀ; Σ_d v_kd on every row (a (1, K) row) when every entry is observed (M None)."""
+    total = np.sum(values, axis=1)[None, :]
+    if M is None:
+        return total
+    return total - M @ values.T
 
 
-def observed_counts(R, O: np.ndarray | None, D: int) -> np.ndarray:
-    """(K, D) No_kd = Σ_n r_nk o_nd: the responsibility mass that observes each dimension (Rᵀ O; each column of
-    R's sums when every entry is observed)."""
-    if O is not None:
-        return np.asarray(R.T @ O)
-    return np.repeat(np.asarray(R.sum(axis=0), dtype=np.float64).reshape(-1, 1), D, axis=1)
+def observed_counts(R, M: sp.csr_matrix | None, D: int) -> np.ndarray:
+    """(K, D) No_kd = Σ_n r_nk o_nd: the responsibility mass that observes each dimension (each column of R's
+    sums, less Rᵀ M at the missing entries)."""
+    counts = np.repeat(np.asarray(R.sum(axis=0), dtype=np.float64).reshape(-1, 1), D, axis=1)
+    if M is None:
+        return counts
+    lost = M.T @ R
+    return counts - (lost.toarray() if sp.issparse(lost) else np.asarray(lost)).T
+
+
+def observed_per_row(M: sp.csr_matrix | None, D: int):
+    """How many entries of each atom are observed: D, or the (N,) array D − Σ_d m_nd."""
+    return D if M is None else D - np.asarray(M.sum(axis=1)).ravel()
 
 
 class ObsFamily(ABC):

@@ -23,8 +23,8 @@ import numpy as np
 from scipy.special import digamma, gammaln
 
 from bnpvi.errors import BnpviError
-from bnpvi.obs.base import (DataMoments, ObsFamily, Posterior, has_missing, observed_counts, observed_sum,
-                            raise_unexpected_missing)
+from bnpvi.obs.base import (DataMoments, ObsFamily, Posterior, has_missing, observed_counts, observed_entries,
+                            observed_per_row, observed_sum, raise_unexpected_missing)
 from bnpvi.obs.mult import clip_stats, read_positive
 from bnpvi.special import dirichlet_log_density, dirichlet_mode
 from bnpvi.stats.resp import Responsibilities
@@ -82,34 +82,30 @@ class Bern(ObsFamily):
 
     # ---------------------------------------------------------------- data
     def _binary(self, batch) -> tuple[np.ndarray, np.ndarray | None]:
-        """(X, O): the batch's X as float64 (N, D), checked to be 0/1 or NaN (BnpviError naming the first bad
-        row), with 0 at its missing entries, and the 0/1 mask O of its observed entries (None: all are)."""
+        """(X, M): the batch's X as float64 (N, D), checked to be 0/1 or NaN (BnpviError naming the first bad
+        row), with 0 at its missing entries, and the sparse 0/1 matrix M of those entries (None: none is)."""
         X = np.asarray(batch.X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.D:
             raise BnpviError(f"data have shape {X.shape} but the bern family was built for D={self.D}")
-        bad = (X != 0.0) & (X != 1.0)  # NaN counts as bad here: a missing entry is told apart below
+        X, M = observed_entries(X)
+        bad = (X != 0.0) & (X != 1.0)
         if bad.any():
-            missing = np.isnan(X)
-            if not (bad & ~missing).any():
-                observed = ~missing
-                return np.where(observed, X, 0.0), observed.astype(np.float64)
-            bad &= ~missing
             row = int(np.flatnonzero(bad.any(axis=1))[0])
             col = int(np.flatnonzero(bad[row])[0])
             raise BnpviError(f"the bern family needs binary (0/1) data; row {getattr(batch, 'start', 0) + row} "
                              f"of the data has x[{col}] = {X[row, col]!r}")
-        return X, None
+        return X, M
 
     # ------------------------------------------------------------ summaries
     def summarize(self, batch, resp: Responsibilities) -> dict[str, np.ndarray]:
         """S_kd = Σ_n r_nk x_nd = (rᵀ X)_kd over observed entries, and No_kd = Σ_n r_nk o_nd for data with missing
         entries."""
-        X, O = self._binary(batch)
+        X, M = self._binary(batch)
         R = resp.matrix()
         out = {"S": np.asarray(R.T @ X)}
         if self.missing:
-            out["No"] = observed_counts(R, O, self.D)
-        elif O is not None:
+            out["No"] = observed_counts(R, M, self.D)
+        elif M is not None:
             raise_unexpected_missing(self.name)
         return out
 
@@ -137,11 +133,11 @@ class Bern(ObsFamily):
         """(N, K) Σ_d [x_nd E ln μ_kd + (1 − x_nd) E ln(1 − μ_kd)], all constants included.
 
         Computed as X·(E ln μ − E ln(1−μ))ᵀ + Σ_d E ln(1 − μ_kd): one (N × D)·(D × K) product (over the
-        observed d: X is 0 at missing entries and the last sum is O·(E ln(1 − μ))ᵀ).
+        observed d: X is 0 at missing entries and the last sum leaves out the missing ones, :func:`observed_sum`).
         """
-        X, O = self._binary(batch)
+        X, M = self._binary(batch)
         E1, E0 = post["E_log_mu"], post["E_log_1mmu"]
-        return X @ (E1 - E0).T + observed_sum(O, E0)
+        return X @ (E1 - E0).T + observed_sum(M, E0)
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """L_data,k* = Σ_d [c_B(λ̄₁, λ̄₀) − c_B(λ̂₁_kd, λ̂₀_kd)].
@@ -186,15 +182,16 @@ class Bern(ObsFamily):
         """Σ_d [x_nd ln μ_kd + (1 − x_nd) ln(1 − μ_kd)] by matrix products; a value the cluster never takes
         (μ_kd ∈ {0, 1}, possible only with a parameter equal to 1) makes the row impossible (−inf). Over the
         observed d."""
-        X, O = self._binary(batch)
+        X, M = self._binary(batch)
         mu = point["mu"]
         one, zero = mu > 0.0, mu < 1.0
         with np.errstate(divide="ignore"):
             log1 = np.where(one, np.log(np.where(one, mu, 1.0)), 0.0)
             log0 = np.where(zero, np.log(np.where(zero, 1.0 - mu, 1.0)), 0.0)
-        out = X @ (log1 - log0).T + observed_sum(O, log0)
+        out = X @ (log1 - log0).T + observed_sum(M, log0)
         if not (one.all() and zero.all()):
-            impossible = X @ (~one).T + ((1.0 if O is None else O) - X) @ (~zero).T
+            never = (~zero).astype(np.float64).T
+            impossible = X @ (~one).T + (1.0 - X) @ never - (0.0 if M is None else M @ never)
             out[impossible > 0] = -np.inf
         return out
 
@@ -221,16 +218,16 @@ class Bern(ObsFamily):
 
         one (N × D)·(D × J) product. Zero for the center built from the atom's own one-hot
         summary; tiny negative rounding is clipped at 0. With missing entries the sums run over the atom's
-        observed d (D → their number, and the base term is a product with the mask O).
+        observed d (D → their number, and the base term leaves out the missing entries).
         """
-        X, O = self._binary(batch)
+        X, M = self._binary(batch)
         lam1, lam0 = np.asarray(centers["lam1"], dtype=np.float64), np.asarray(centers["lam0"], dtype=np.float64)
         log_total = np.log(lam1 + lam0)
         log_mu, log_1mmu = np.log(lam1) - log_total, np.log(lam0) - log_total
         denom = 1.0 + self.lam1 + self.lam0
         p1, p0 = (1.0 + self.lam1) / denom, self.lam1 / denom
         ones = X.sum(axis=1)
-        seen = self.D if O is None else O.sum(axis=1)
+        seen = observed_per_row(M, self.D)
         neg_entropy = ones * _xlogx_pair(p1) + (seen - ones) * _xlogx_pair(p0)
-        cross = observed_sum(O, p0 * log_mu + (1.0 - p0) * log_1mmu) + (p1 - p0) * (X @ (log_mu - log_1mmu).T)
+        cross = observed_sum(M, p0 * log_mu + (1.0 - p0) * log_1mmu) + (p1 - p0) * (X @ (log_mu - log_1mmu).T)
         return np.maximum(neg_entropy[:, None] - cross, 0.0)

@@ -29,7 +29,8 @@ from bnpvi.data.batch import PointBatch
 from bnpvi.errors import BnpviError
 from bnpvi.obs import _wishart as W
 from bnpvi.obs.base import (DataMoments, ObsFamily, Posterior, has_missing, observed_counts, observed_entries,
-                            observed_sum as _observed_sum, per_dim, raise_unexpected_missing)
+                            observed_per_row, observed_sum as _observed_sum, per_dim, raise_unexpected_missing)
+from bnpvi.obs.bregman import atom_posteriors
 from bnpvi.stats.resp import Responsibilities
 
 
@@ -97,20 +98,20 @@ class DiagGauss(ObsFamily):
         return W.data_matrix(batch, self.D, self.name) - self.m
 
     def _observed(self, batch: PointBatch) -> tuple[np.ndarray, np.ndarray | None]:
-        """(Y, O): Y = X − m̄ with 0 at missing entries, and O the (N, D) 0/1 mask of observed entries (None when
-        every entry is observed: Y is then :meth:`_relative`)."""
+        """(Y, M): Y = X − m̄ with 0 at missing entries, and M the sparse (N, D) 0/1 matrix of the missing ones
+        (None when every entry is observed: Y is then :meth:`_relative`)."""
         return observed_entries(self._relative(batch))
 
     # ------------------------------------------------------------ summaries
     def summarize(self, batch: PointBatch, resp: Responsibilities) -> dict[str, np.ndarray]:
         """Sx_kd = Σ_n r_nk o_nd (x_nd − m̄_d), Sxx_kd = Σ_n r_nk o_nd (x_nd − m̄_d)² (relative to m̄; o_nd = 1
         everywhere for complete data), and No_kd = Σ_n r_nk o_nd for data with missing entries."""
-        Y, O = self._observed(batch)
+        Y, M = self._observed(batch)
         R = resp.matrix()
         out = {"Sx": np.asarray(R.T @ Y), "Sxx": np.asarray(R.T @ (Y * Y))}
         if self.missing:
-            out["No"] = observed_counts(R, O, self.D)
-        elif O is not None:
+            out["No"] = observed_counts(R, M, self.D)
+        elif M is not None:
             raise_unexpected_missing(self.name)
         return out
 
@@ -142,16 +143,20 @@ class DiagGauss(ObsFamily):
         """E_q log p(x_n | φ_k) = Σ_d [−½ ln 2π + ½ E ln λ_d − ½ (1/κ̂ + (ν̂/b̂_d)(x_d − m̂_d)²)].
 
         Vectorised as Y²·(ν̂/b̂)ᵀ − 2Y·(ν̂μ/b̂)ᵀ + Σ_d ν̂μ_d²/b̂_d with Y = X − m̄, μ = m̂ − m̄. With missing
-        entries the sum runs over the observed d (Y is 0 at the others, O the 0/1 mask): the constant and
-        the last term become products O·(...)ᵀ.
+        entries the sum runs over the observed d (Y is 0 at the others): the constant and the last term
+        join in Σ_d (...) less a sparse product with the missing entries M (:func:`observed_sum`).
         """
-        Y, O = self._observed(batch)
+        Y, M = self._observed(batch)
         prec = per_dim(post["nu"]) / post["b"]
-        if O is None and post["kappa"].ndim == 1:
+        if M is None and post["kappa"].ndim == 1:
             return W.gauss_expected_log_lik(post["E_log_lambda"].sum(axis=1), _diag_maha(Y, prec, post["m_rel"]),
                                             self.D, post["kappa"])
-        const = -0.5 * W.LOG_2PI + 0.5 * post["E_log_lambda"] - 0.5 / per_dim(post["kappa"])
-        return _observed_sum(O, const) - 0.5 * _diag_maha(Y, prec, post["m_rel"], O)
+        mu = post["m_rel"]
+        const = -0.5 * W.LOG_2PI + 0.5 * post["E_log_lambda"] - 0.5 / per_dim(post["kappa"]) - 0.5 * prec * mu * mu
+        out = (Y * Y) @ (-0.5 * prec).T  # three products, as for complete data: the constant joins the mask's
+        out += Y @ (prec * mu).T
+        out += _observed_sum(M, const)
+        return out
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
         """L_data,k* = Σ_d [−(N/2) ln π + lnΓ(ν̂/2) − lnΓ(ν̄/2) + (ν̄/2) ln b̄_d − (ν̂/2) ln b̂_d + ½ ln(κ̄/κ̂)].
@@ -200,9 +205,9 @@ class DiagGauss(ObsFamily):
     def log_lik_at(self, point: Posterior, batch: PointBatch) -> np.ndarray:
         """Σ_d [−½ ln 2π + ½ ln λ_kd − ½ λ_kd (x_d − m_kd)²], by three matrix products (the observed d only)."""
         lam = point["lam"]
-        Y, O = self._observed(batch)
-        if O is not None:
-            return _observed_sum(O, -0.5 * W.LOG_2PI + 0.5 * np.log(lam)) - 0.5 * _diag_maha(Y, lam, point["m_rel"], O)
+        Y, M = self._observed(batch)
+        if M is not None:
+            return _observed_sum(M, -0.5 * W.LOG_2PI + 0.5 * np.log(lam)) - 0.5 * _diag_maha(Y, lam, point["m_rel"], M)
         const = -0.5 * self.D * W.LOG_2PI + 0.5 * np.log(lam).sum(axis=1)
         return const[None, :] - 0.5 * _diag_maha(Y, lam, point["m_rel"])
 
@@ -233,9 +238,9 @@ class DiagGauss(ObsFamily):
         matrix products over (atoms × dimensions) · (dimensions × centers). With missing entries the sum runs
         over each atom's observed dimensions.
         """
-        Y, O = self._observed(batch)
-        if O is not None or centers["nu"].ndim == 2:
-            return self._observed_divergence(Y, O, centers)
+        Y, M = self._observed(batch)
+        if M is not None or centers["nu"].ndim == 2:
+            return self._observed_divergence(Y, M, centers)
         nu_a = self.nu + 1.0
         s = 1.0 / (self.kappa + 1.0)
         c = self.kappa * s
@@ -248,24 +253,34 @@ class DiagGauss(ObsFamily):
         out = 0.5 * (trace + maha - self.D + logdet_c[None, :] - logdet_a[:, None])
         return np.maximum(out, 0.0)
 
-    def _observed_divergence(self, Y: np.ndarray, O: np.ndarray | None, centers: Posterior) -> np.ndarray:
-        """:meth:`divergence` summed over each atom's observed dimensions (O; all of them when None), for centers
-        whose ν̂, κ̂ may be per dimension."""
-        O = np.ones_like(Y) if O is None else O
+    def atom_divergences(self, batch: PointBatch):
+        """``idx ↦ divergence(batch, centers of the atoms idx)``, the batch's missing entries found once for all
+        the calls (k-means++ seeding makes one per seed)."""
+        Y, M = self._observed(batch)
+        if M is None and not self.missing:
+            return super().atom_divergences(batch)
+        return lambda idx: self._observed_divergence(Y, M, atom_posteriors(self, batch, idx))
+
+    def _observed_divergence(self, Y: np.ndarray, M, centers: Posterior) -> np.ndarray:
+        """:meth:`divergence` summed over each atom's observed dimensions (all but the missing entries M; all
+        of them when None), for centers whose ν̂, κ̂ may be per dimension."""
         nu_a = self.nu + 1.0
         s = 1.0 / (self.kappa + 1.0)
         c = self.kappa * s
         prec = per_dim(centers["nu"]) / centers["b"]
-        trace = (O @ (self.b * prec).T + c * ((Y * Y) @ prec.T)) / nu_a
-        maha = _diag_maha(s * Y, prec, centers["m_rel"], O)
-        logdet_c = O @ (centers["log_b"] - np.log(per_dim(centers["nu"]))).T
-        logdet_a = np.sum(O * (np.log(self.b + c * Y * Y) - np.log(nu_a)), axis=1)
-        out = 0.5 * (trace + maha - O.sum(axis=1)[:, None] + logdet_c - logdet_a[:, None])
+        trace = (_observed_sum(M, self.b * prec) + c * ((Y * Y) @ prec.T)) / nu_a
+        maha = _diag_maha(s * Y, prec, centers["m_rel"], M)
+        logdet_c = _observed_sum(M, centers["log_b"] - np.log(per_dim(centers["nu"])))
+        logdet_a = np.sum(np.log(self.b + c * Y * Y) - np.log(nu_a), axis=1)  # Y = 0 at M: those terms are known
+        if M is not None:
+            logdet_a -= M @ (self.log_b - np.log(nu_a))
+        seen = observed_per_row(M, self.D)
+        out = 0.5 * (trace + maha - np.reshape(seen, (-1, 1)) + logdet_c - logdet_a[:, None])
         return np.maximum(out, 0.0)
 
 
-def _diag_maha(Y: np.ndarray, prec: np.ndarray, mu: np.ndarray, O: np.ndarray | None = None) -> np.ndarray:
-    """(N, K) Σ_d prec_kd (y_nd − μ_kd)² by three matrix products, over the observed d only when the 0/1 mask
-    ``O`` is given (Y is 0 at the others)."""
-    out = (Y * Y) @ prec.T - 2.0 * (Y @ (prec * mu).T) + _observed_sum(O, prec * mu * mu)
+def _diag_maha(Y: np.ndarray, prec: np.ndarray, mu: np.ndarray, M=None) -> np.ndarray:
+    """(N, K) Σ_d prec_kd (y_nd − μ_kd)² by three matrix products, over the observed d only when the sparse
+    matrix ``M`` of missing entries is given (Y is 0 at them)."""
+    out = (Y * Y) @ prec.T - 2.0 * (Y @ (prec * mu).T) + _observed_sum(M, prec * mu * mu)
     return np.maximum(out, 0.0)
