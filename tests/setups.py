@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 from omegaconf import OmegaConf
-from scipy.special import digamma, entr
+from scipy.special import digamma, entr, softmax
 
 import bnpvi
 from bnpvi.alloc import DPMixAlloc, HDPTopicAlloc, hdp_top
@@ -34,6 +34,7 @@ from bnpvi.learn.init import initial_stats
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.learn.work import process_batch
 from bnpvi.model import Model
+from bnpvi.moves.birth import FAINT_MASS, fresh_weights
 from bnpvi.obs import make_obs
 from bnpvi.obs.tempered import Tempered
 from bnpvi.special import c_beta, c_dir
@@ -679,3 +680,38 @@ def memo_run(path, K, moves, seed=0):
     init = OmegaConf.create({"name": "kmeanspp", "K": K, "n_samples": 1000, "n_trials": None, "kmeans_iters": 0})
     stats = initial_stats(model, store, init, rng, K)
     return store, MemoizedVB(model, store, {}, rng, model.global_step(stats), ClusterIds.first(K), moves=moves)
+
+
+# ---------------------------------------------- brute-force move checks
+def proposal_share(model, batch, r_target, N, fields):
+    """p̃_nj of a birth's transfer: softmax_j(E log p(x_n|φ̃_j) + ln π̃_j), and for an atom holding at most
+    FAINT_MASS of the target all of its share at the largest fresh cluster."""
+    share = softmax(model.obs.expected_log_lik(model.obs.posterior(N, fields), batch) + fresh_weights(N), axis=1)
+    faint = (r_target > 0) & (r_target <= FAINT_MASS)
+    share[faint] = 0.0
+    share[faint, int(np.argmax(N))] = 1.0
+    return share
+
+
+def absorbed_columns(r_target, r_absorb, weights, into):
+    """r'_{n,A} of a delete: an atom holding none of the target keeps its responsibilities, one holding more
+    than FAINT_MASS shares r_nt + Σ_A r_nA by softmax(weights) (thesis Eq. 4.25-4.27), and a faint one gives
+    r_nt to the absorbing cluster ``into``."""
+    after = r_absorb.copy()
+    scored = r_target > FAINT_MASS
+    after[scored] = (r_target[scored] + r_absorb[scored].sum(axis=1))[:, None] * softmax(weights[scored], axis=1)
+    faint = (r_target > 0) & ~scored
+    after[faint, into] += r_target[faint]
+    return after
+
+
+def deleted_resp(r, target, absorb, scores, N):
+    """The brute-force responsibilities after deleting cluster ``target`` into ``absorb`` (:func:`absorbed_columns`,
+    with ``scores`` the (N, K) E log p + E ln π and ``N`` the clusters' counts)."""
+    new = r.copy()
+    new[:, absorb] = absorbed_columns(r[:, target], r[:, absorb], scores[:, absorb], int(np.argmax(N[absorb])))
+    return np.delete(new, target, axis=1)
+
+
+def assert_gain(predicted, brute):
+    assert predicted == pytest.approx(brute, rel=1e-6, abs=1e-6 * max(1.0, abs(brute)))

@@ -3,18 +3,22 @@ bnpvi-train run of the same config on a file converted with the same batches, fi
 clone / get_params / set_params / GridSearchCV, and one-line errors for bad input."""
 from __future__ import annotations
 
+import itertools
+
 import h5py
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
 from omegaconf import OmegaConf
+from scipy.special import logsumexp
 from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
 import bnpvi
 from bnpvi.api.estimators import LDA, HDPHMM, FiniteHMM, HDPTopicModel
 from bnpvi.data.bars import make_bars
+from bnpvi.data.batch import SeqBatch
 from bnpvi.data.convert import convert
 from bnpvi.data.toy import make_toy_sequences
 from bnpvi.learn import runner
@@ -165,3 +169,43 @@ def test_hmmlearn_and_scikit_learn_habits(seqs, docs):
     lda = LDA(n_components=3, n_laps=3, random_state=0).fit(docs)
     np.testing.assert_allclose(lda.components_ / lda.components_.sum(axis=1, keepdims=True), lda.topics_)
     assert lda.perplexity(docs[:5]) == pytest.approx(np.exp(-lda.score(docs[:5])))
+
+
+def test_hmm_decode_and_score_samples_are_the_brute_force_max_and_sum_over_every_path(seqs):
+    """hmmlearn's decode (the best path's score) and score_samples (ln Σ over paths): on a short sequence, the
+    max and the log-sum-exp of the score of every one of the K^T state paths, enumerated."""
+    hmm = FiniteHMM(n_components=3, n_laps=4, random_state=0).fit(seqs)
+    short = [seqs[0][:6], seqs[1][:5]]
+    model, globals_ = hmm.fitted_model_.model, hmm.fitted_model_.globals_
+    log_start, log_trans = model.alloc._potentials(globals_.alloc)
+    best, total = 0.0, 0.0
+    for x in short:
+        log_lik = model.obs.expected_log_lik(globals_.obs, SeqBatch(x, np.array([0, len(x)])))
+        scores = [log_start[p[0]] + sum(log_trans[a, b] for a, b in zip(p, p[1:])) + log_lik[np.arange(len(x)), p].sum()
+                  for p in map(np.array, itertools.product(range(3), repeat=len(x)))]
+        best, total = best + max(scores), total + logsumexp(scores)
+    log_prob, paths = hmm.decode(short)
+    assert log_prob == pytest.approx(best, rel=1e-12)
+    assert [p.tolist() for p in paths] == [p.tolist() for p in hmm.predict(short)]
+    log_norm, marginals = hmm.score_samples(np.vstack(short), [6, 5])
+    assert log_norm == pytest.approx(total, rel=1e-10) and log_norm == pytest.approx(hmm.score(short) * 11)
+    np.testing.assert_allclose(marginals, np.vstack(hmm.predict_proba(short)))
+
+
+def test_hmm_sample_follows_the_fitted_chain_and_emissions(seqs):
+    hmm = FiniteHMM(n_components=3, n_laps=4, random_state=0).fit(seqs)
+    X, states = hmm.sample(20000, random_state=1)
+    assert X.shape == (20000, seqs[0].shape[1]) and set(states) <= set(hmm.cluster_ids_)
+    position = {int(uid): k for k, uid in enumerate(hmm.cluster_ids_)}
+    z = np.array([position[int(s)] for s in states])
+    counts = np.zeros((3, 3))
+    np.add.at(counts, (z[:-1], z[1:]), 1.0)
+    visited = counts.sum(axis=1) > 500
+    expected = hmm.transmat_ / hmm.transmat_.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose((counts / counts.sum(axis=1, keepdims=True))[visited], expected[visited], atol=0.03)
+    for k in np.flatnonzero(visited):  # within 5 standard errors of the state's mean
+        error = np.sqrt(np.diag(hmm.covars_[k]) / np.sum(z == k))
+        assert np.all(np.abs(X[z == k].mean(axis=0) - hmm.means_[k]) < 5.0 * error)
+    assert hmm.sample(5, random_state=1)[0].tolist() == hmm.sample(5, random_state=1)[0].tolist()
+    with one_line_error("obs=ar_gauss has no state means"):
+        FiniteHMM(n_components=2, obs="ar_gauss", n_laps=2, random_state=0).fit(seqs).sample(3)

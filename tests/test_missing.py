@@ -15,13 +15,14 @@ from scipy.special import gammaln
 import bnpvi
 from bnpvi.cli.data import main as data_main
 from bnpvi.data.batch import PointBatch
+from bnpvi.data.points import HeldoutPoints
 from bnpvi.data.store import BatchStore, write_points, write_sequences
 from bnpvi.errors import BnpviError
 from bnpvi.learn import runner
 from bnpvi.obs import Bern, DiagGauss
 from bnpvi.stats import Responsibilities
 
-from setups import one_line_error, settled_elbo
+from setups import apply_cli, assert_one_line_error, one_line_error, settled_elbo
 
 D = 4
 
@@ -279,6 +280,43 @@ def test_a_run_refuses_missing_entries_it_cannot_model_on_one_line(compose_cfg, 
     with one_line_error(problem):
         runner.train(cfg, tmp_path / "run")
     assert not (tmp_path / "run" / "model.h5").exists()
+
+
+def test_em_fits_data_with_missing_entries_per_dimension(compose_cfg, tmp_path):
+    X, labels = blob_points(600, share=0.2)
+    path = write_points(tmp_path / "m.h5", X, n_batches=2, labels=labels)
+    cfg = compose_cfg("data=hdf5", f"data.path={path}", "obs=diag_gauss", "model=finite_mix", "alg=em", "init.K=3",
+                      "obs.kappa=1.0")
+    summary = runner.train(cfg, tmp_path / "run")
+    objective = pd.read_csv(tmp_path / "run" / "trace.csv")["elbo"].to_numpy()  # EM's log posterior
+    assert np.all(np.diff(objective) >= -1e-9 * np.abs(objective[1:])) and summary["ari"] > 0.9
+
+
+def heldout_file(path, X, share):
+    """A points file of X's first 400 rows, complete, and the rest held out with ``share`` of entries missing."""
+    held = holes(X[400:], share)
+    return write_points(path, X[:400], heldout=HeldoutPoints(held, np.arange(400, X.shape[0]), np.arange(400)))
+
+
+def test_applying_a_model_scores_missing_entries_where_its_family_can(compose_cfg, tmp_path):
+    X, _ = blob_points(500, share=0.0)
+    X[2] = 1.0  # blob_points' row without any observed entry, observed here
+    path = heldout_file(tmp_path / "h.h5", X, 0.2)
+    for obs in ("diag_gauss", "gauss"):
+        cfg = compose_cfg("data=hdf5", f"data.path={path}", f"obs={obs}", "init.K=3", "moves=[]")
+        if obs == "gauss":  # the held-out part's missing entries are refused before training
+            with one_line_error("h.h5 has .* missing \\(NaN\\) entries, which obs=gauss cannot model"):
+                runner.train(cfg, tmp_path / obs)
+            cfg = compose_cfg("data=hdf5", f"data.path={write_points(tmp_path / 'c.h5', X)}", "obs=gauss",
+                              "init.K=3", "moves=[]")
+        summary = runner.train(cfg, tmp_path / obs)
+        proc = apply_cli(tmp_path / obs, path, tmp_path / f"{obs}.h5")
+        if obs == "gauss":
+            assert_one_line_error(proc, "which obs=gauss cannot model")
+            assert not (tmp_path / "gauss.h5").exists()
+        else:
+            assert proc.returncode == 0, proc.stderr
+            assert np.isfinite(summary["heldout_loglik"]) and f"{summary['heldout_loglik']:.6f}" in proc.stdout
 
 
 # ------------------------------------------------------------------------------------ estimators

@@ -5,53 +5,18 @@ import numpy as np
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
-from scipy.special import softmax
 
 from bnpvi.data.store import write_points
 from bnpvi.learn import runner
 from bnpvi.learn.memo import MemoizedVB
 from bnpvi.moves.base import alloc_part
-from bnpvi.moves.birth import (FAINT_MASS, BirthMove, cleanup_order, fresh_weights, grouped, level_value,
+from bnpvi.moves.birth import (FAINT_MASS, BirthMove, cleanup_order, grouped, level_value,
                                partitions_membership, seed_birth, split, transfer)
 from bnpvi.moves.delete import DeleteMove
 from bnpvi.moves.merge import MergeMove, _merged_data_term, merge_scores
 from bnpvi.stats import ClusterIds
-from setups import (BIRTH, DELETE, FAMILIES, MERGE, brute_stats, dense_resp, elbo_of, fitted, four_clusters, memo_run,
-                    moves_cfg, obs_cfg, settled_elbo)
-
-
-def proposal_share(model, batch, r_target, N, fields):
-    """p̃_nj of a birth's transfer: softmax_j(E log p(x_n|φ̃_j) + ln π̃_j), and for an atom holding at most
-    FAINT_MASS of the target all of its share at the largest fresh cluster."""
-    share = softmax(model.obs.expected_log_lik(model.obs.posterior(N, fields), batch) + fresh_weights(N), axis=1)
-    faint = (r_target > 0) & (r_target <= FAINT_MASS)
-    share[faint] = 0.0
-    share[faint, int(np.argmax(N))] = 1.0
-    return share
-
-
-def absorbed_columns(r_target, r_absorb, weights, into):
-    """r'_{n,A} of a delete: an atom holding none of the target keeps its responsibilities, one holding more
-    than FAINT_MASS shares r_nt + Σ_A r_nA by softmax(weights) (thesis Eq. 4.25-4.27), and a faint one gives
-    r_nt to the absorbing cluster ``into``."""
-    after = r_absorb.copy()
-    scored = r_target > FAINT_MASS
-    after[scored] = (r_target[scored] + r_absorb[scored].sum(axis=1))[:, None] * softmax(weights[scored], axis=1)
-    faint = (r_target > 0) & ~scored
-    after[faint, into] += r_target[faint]
-    return after
-
-
-def deleted_resp(r, target, absorb, scores, N):
-    """The brute-force responsibilities after deleting cluster ``target`` into ``absorb`` (:func:`absorbed_columns`,
-    with ``scores`` the (N, K) E log p + E ln π and ``N`` the clusters' counts)."""
-    new = r.copy()
-    new[:, absorb] = absorbed_columns(r[:, target], r[:, absorb], scores[:, absorb], int(np.argmax(N[absorb])))
-    return np.delete(new, target, axis=1)
-
-
-def assert_gain(predicted, brute):
-    assert predicted == pytest.approx(brute, rel=1e-6, abs=1e-6 * max(1.0, abs(brute)))
+from setups import (BIRTH, DELETE, FAMILIES, MERGE, absorbed_columns, assert_gain, brute_stats, deleted_resp, dense_resp,
+                    elbo_of, fitted, four_clusters, memo_run, moves_cfg, obs_cfg, proposal_share, settled_elbo)
 
 
 @pytest.mark.parametrize("temperature", [1.0, 3.0])

@@ -28,8 +28,8 @@ from bnpvi.obs import make_obs
 from bnpvi.obs.bregman import kmeanspp_seeds
 from bnpvi.stats import ClusterIds, Responsibilities, SuffStats
 
-from setups import BIRTH, DELETE, FAMILIES, MERGE, dense_resp, elbo_of, family_batch, moments, obs_cfg, run_laps
-from test_moves import assert_gain, deleted_resp, proposal_share
+from setups import (BIRTH, DELETE, FAMILIES, MERGE, assert_gain, deleted_resp, dense_resp, elbo_of, family_batch,
+                    moments, obs_cfg, proposal_share, run_laps)
 
 
 def integer_weights(n, seed=3):

@@ -159,6 +159,17 @@ class HMMAlloc(AllocModel):
         return fb.viterbi(np.ascontiguousarray(log_lik, dtype=np.float64), self._sequences(batch),
                           log_start, log_trans)
 
+    def path_log_prob(self, batch, log_lik: np.ndarray, params: Params, path: np.ndarray) -> float:
+        """Σ_d [E ln π_0,z_1 + Σ_t E ln π_{z_t−1 z_t} + Σ_t E ln p(x_t | φ_z_t)] of the state paths ``path`` (positions
+        0..K−1, one per step of every sequence of ``batch``): what the Viterbi path maximises (:meth:`decode`)."""
+        log_start, log_trans = self._potentials(params)
+        seq_range = self._sequences(batch)
+        later = np.ones(path.shape[0], dtype=bool)
+        later[seq_range[:-1]] = False
+        steps = np.flatnonzero(later)
+        return float(log_start[path[seq_range[:-1]]].sum() + log_trans[path[steps - 1], path[steps]].sum()
+                     + log_lik[np.arange(path.shape[0]), path].sum())
+
 
 class FiniteHMMAlloc(HMMAlloc):
     """Finite sticky HMM with symmetric Dirichlet rows (see the module docstring); name "finite_hmm".

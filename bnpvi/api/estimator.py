@@ -88,6 +88,18 @@ def _elbo_trace(path: Path) -> np.ndarray:
         return np.array([float(row["elbo"]) if row["elbo"] else np.nan for row in csv.DictReader(handle)])
 
 
+def draw_emissions(rng: np.random.Generator, means: np.ndarray, covariances: np.ndarray | None,
+                   states: np.ndarray) -> np.ndarray:
+    """(n, D) observations of the clusters or states ``states`` (positions) under point estimates: a Gaussian of
+    mean ``means[k]`` and covariance ``covariances[k]``, or, without covariances (Bernoulli families),
+    independent 1s with probability ``means[k]``."""
+    n, D = states.shape[0], means.shape[1]
+    if covariances is None:
+        return (rng.random((n, D)) < means[states]).astype(np.float64)
+    factors = np.linalg.cholesky(covariances)
+    return means[states] + np.einsum("nij,nj->ni", factors[states], rng.standard_normal((n, D)))
+
+
 def run_seed(random_state) -> int:
     """The run's ``seed`` for scikit-learn's ``random_state``: an int as it is; a ``RandomState`` or ``Generator``,
     or None (NumPy's global ``RandomState``, fresh randomness as in scikit-learn), a seed drawn from it (the run

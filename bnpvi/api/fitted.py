@@ -27,6 +27,7 @@ from bnpvi.errors import BnpviError
 from bnpvi.io.model_file import moments_of, read_model_to_apply
 from bnpvi.io.trace import clusters_holding_mass
 from bnpvi.learn.build import build_model, make_alloc
+from bnpvi.obs.base import missing_problem
 from bnpvi.stats import SuffStats
 
 _FAMILIES: list[tuple[type, type["FittedModel"]]] = []
@@ -117,7 +118,8 @@ class FittedModel(ABC):
                              "use bnpvi-apply on a data file")
 
     def check_store(self, store) -> None:
-        """A one-line BnpviError unless the data file ``store`` holds data of the model's kind and dimension."""
+        """A one-line BnpviError unless the data file ``store`` holds data of the model's kind and dimension, with
+        missing entries only where the model's family marginalises them."""
         if store.kind != self.kind:
             raise BnpviError(f"data file {store.path} holds {store.kind} data; the model was trained on "
                              f"{self.kind} data")
@@ -125,6 +127,9 @@ class FittedModel(ABC):
             size = "V" if self.kind == "bow" else "D"  # a bag-of-words file's dimension is its vocabulary size
             raise BnpviError(f"data file {store.path} has {size}={store.D}; the model was trained on "
                              f"{size}={self.D}")
+        problem = missing_problem(self.model.obs, getattr(store, "n_missing_total", 0), f"data file {store.path}")
+        if problem:
+            raise BnpviError(problem)
 
     @abstractmethod
     def apply(self, store, out: Path) -> dict:

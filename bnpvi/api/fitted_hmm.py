@@ -102,6 +102,24 @@ class FittedHMM(FittedModel, alloc=HMMAlloc):
         batch = self._batch(seqs, "predict")
         return self._split(self.cluster_ids_[self.model.decode(batch, self.globals_)], batch)
 
+    def decode(self, seqs) -> tuple[float, list[np.ndarray]]:
+        """(log_prob, paths): the Viterbi path of every sequence (as :meth:`predict`) and the sum over sequences
+        of its score E ln π_0,z_1 + Σ_t E ln π_{z_t−1 z_t} + Σ_t E ln p(x_t | φ_z_t) under the saved globals
+        (hmmlearn's ``decode`` with its parameters' expected logarithms; the joint mode of q*(z_d))."""
+        batch = self._batch(seqs, "decode")
+        log_lik = self.model.alloc.expected_log_lik(self.model.obs, self.globals_.obs, batch)
+        path = self.model.alloc.decode(batch, log_lik, self.globals_.alloc)
+        log_prob = self.model.alloc.path_log_prob(batch, log_lik, self.globals_.alloc, path)
+        return log_prob, self._split(self.cluster_ids_[path], batch)
+
+    def score_samples(self, seqs) -> tuple[float, list[np.ndarray]]:
+        """(log_prob, marginals): Σ_d ln Z_d (:meth:`score` before its division by the steps) and the
+        forward-backward marginals (:meth:`predict_proba`), from one local step, as hmmlearn's
+        ``score_samples``."""
+        batch = self._batch(seqs, "score_samples")
+        local = self.model.local_step(batch, self.globals_)[1]
+        return float(np.sum(local.tables["log_norm"])), self._split(local.resp.matrix(), batch)
+
     def predict_proba(self, seqs) -> list[np.ndarray]:
         """The forward-backward marginals r_t(k) = q*(z_t = k) of every sequence: a list of (T_i, K) arrays,
         columns in the order of :attr:`cluster_ids_`, rows summing to 1."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from bnpvi.api.estimator import PARTIAL_LAPS, Estimator
+from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, draw_emissions, run_seed
 from bnpvi.api.fitted_hmm import sequence_arrays
 from bnpvi.data.sequences_in import Sequences
 from bnpvi.data.store import write_sequences
-from bnpvi.errors import BnpviError
+from bnpvi.errors import BnpviError, check_int
 
 
 def as_sequences(seqs, lengths, what: str):
@@ -74,6 +74,42 @@ class _HMM(Estimator):
         seqs, joined = as_sequences(seqs, lengths, "predict")
         paths = self.fitted_model_.predict(seqs)
         return np.concatenate(paths) if joined else paths
+
+    def decode(self, seqs, lengths=None):
+        """(log_prob, paths): the Viterbi paths (as :meth:`predict`) and their summed score under the saved
+        globals (:meth:`FittedHMM.decode`), as hmmlearn's ``decode``."""
+        check_is_fitted(self)
+        seqs, joined = as_sequences(seqs, lengths, "decode")
+        log_prob, paths = self.fitted_model_.decode(seqs)
+        return log_prob, np.concatenate(paths) if joined else paths
+
+    def score_samples(self, seqs, lengths=None):
+        """(log_prob, marginals): the summed local-step bound Σ_d ln Z_d and the forward-backward marginals
+        (:meth:`FittedHMM.score_samples`), as hmmlearn's ``score_samples``."""
+        check_is_fitted(self)
+        seqs, joined = as_sequences(seqs, lengths, "score_samples")
+        log_prob, marginals = self.fitted_model_.score_samples(seqs)
+        return log_prob, np.concatenate(marginals) if joined else marginals
+
+    def sample(self, n_samples: int = 1, random_state=None) -> tuple[np.ndarray, np.ndarray]:
+        """(X (n_samples, D), states): one sequence drawn from the fitted HMM under its point estimates, as
+        hmmlearn's ``sample``: z_1 from ``startprob_``, each next state from its row of ``transmat_`` (both
+        renormalised over the K states, the HDP's mass beyond them left out), then each step's observation
+        from its state's ``means_`` and ``covars_`` (Bernoulli families: 1s with probability ``means_``);
+        states are stable ids (:attr:`cluster_ids_`). Families without them (``ar_gauss``) are refused."""
+        check_is_fitted(self)
+        n_samples = check_int(n_samples, "n_samples", 1)
+        if self.means_ is None:
+            raise BnpviError(f"sample: obs={self.obs} has no state means and covariances to draw from")
+        rng = np.random.default_rng(run_seed(random_state))
+        start = np.cumsum(self.startprob_ / self.startprob_.sum())
+        rows = np.cumsum(self.transmat_ / self.transmat_.sum(axis=1, keepdims=True), axis=1)
+        u = rng.random(n_samples)
+        states = np.empty(n_samples, dtype=np.int64)
+        states[0] = min(int(np.searchsorted(start, u[0], side="right")), start.shape[0] - 1)
+        for t in range(1, n_samples):  # a chain: each state depends on the one before
+            states[t] = min(int(np.searchsorted(rows[states[t - 1]], u[t], side="right")), rows.shape[1] - 1)
+        return draw_emissions(rng, self.means_, self.covars_, states), np.asarray(self.cluster_ids_)[states]
 
     def predict_proba(self, seqs, lengths=None):
         """The (T_i, K) forward-backward marginals of every sequence (:meth:`FittedHMM.predict_proba`): a list,

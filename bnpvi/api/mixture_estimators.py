@@ -10,7 +10,7 @@ import numpy as np
 from sklearn.base import ClusterMixin, DensityMixin
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, refuse_empty, run_seed
+from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, draw_emissions, refuse_empty, run_seed
 from bnpvi.data.points_in import Points
 from bnpvi.data.store import write_points
 from bnpvi.errors import check_int
@@ -66,12 +66,7 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         means, covariances = self.means_, getattr(self, "covariances_", None)
         weights = np.asarray(self.weights_, dtype=np.float64)
         k = rng.choice(weights.shape[0], size=n_samples, p=weights / weights.sum())
-        if covariances is None:  # Bernoulli
-            X = (rng.random((n_samples, means.shape[1])) < means[k]).astype(np.float64)
-        else:
-            factors = np.linalg.cholesky(covariances)
-            X = means[k] + np.einsum("nij,nj->ni", factors[k], rng.standard_normal((n_samples, means.shape[1])))
-        return X, np.asarray(self.cluster_ids_)[k]
+        return draw_emissions(rng, means, covariances, k), np.asarray(self.cluster_ids_)[k]
 
     def _checked(self, X) -> np.ndarray:
         check_is_fitted(self)

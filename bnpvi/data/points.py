@@ -62,6 +62,12 @@ class RowStore(BatchStore):
         """How many entries of X are missing (NaN), as recorded when the file was written (0 if not recorded)."""
         return int(self._handle()["X"].attrs.get("n_missing", 0))
 
+    @property
+    def n_missing_total(self) -> int:
+        """How many entries of X and of the held-out part are missing, as recorded when the file was written."""
+        held = self._handle().get("heldout/X")
+        return self.n_missing + (0 if held is None else int(held.attrs.get("n_missing", 0)))
+
     def _scan(self, check: bool, moments: bool) -> DataMoments | None:
         """Every value of X finite or missing (NaN; ``check``); mean and covariance of the rows (``moments``),
         with the count of missing entries.

@@ -64,6 +64,7 @@ from bnpvi.model import Model
 from bnpvi.moves.base import finds_K
 from bnpvi.moves.reassign import supported as reassign_supported
 from bnpvi.obs import FAMILIES
+from bnpvi.obs.base import missing_problem
 from bnpvi.stats import ClusterIds, SuffStats
 
 log = logging.getLogger("bnpvi")
@@ -253,6 +254,10 @@ class Run:
         state."""
         self.moments = moments = self.store.scan()
         self.model = build_model(cfg, alloc, self.store.kind, self.store.D, moments)
+        problem = missing_problem(self.model.obs, getattr(self.store, "n_missing_total", 0),
+                                  f"data file {self.store.path}")  # the held-out part's too
+        if problem:
+            raise BnpviError(problem)
         self.moves = self._moves()
         self.model.alloc.take_family_temperature(self.model.obs, self.moves is not None and "birth" in self.moves)
         self.model.alloc.limit_temperature_laps(self._temperature_laps(checkpoint))
