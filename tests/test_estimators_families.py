@@ -209,3 +209,21 @@ def test_hmm_sample_follows_the_fitted_chain_and_emissions(seqs):
     assert hmm.sample(5, random_state=1)[0].tolist() == hmm.sample(5, random_state=1)[0].tolist()
     with one_line_error("obs=ar_gauss has no state means"):
         FiniteHMM(n_components=2, obs="ar_gauss", n_laps=2, random_state=0).fit(seqs).sample(3)
+
+
+def test_a_mixture_of_documents_takes_a_sparse_count_matrix(docs, tmp_path):
+    """DPMixture(obs="mult"): one cluster per document, from a SciPy sparse or a dense count matrix alike, the
+    same run as bnpvi-train's on the converted file."""
+    sparse = bnpvi.DPMixture(obs="mult", n_laps=6, n_batches=3, random_state=0).fit(docs)
+    dense = bnpvi.DPMixture(obs="mult", n_laps=6, n_batches=3, random_state=0).fit(docs.toarray())
+    assert sparse.elbo_ == dense.elbo_ and sparse.n_components_ == dense.n_components_ > 1
+    np.testing.assert_array_equal(sparse.predict(docs[:7]), sparse.labels_[:7])
+    assert np.isfinite(sparse.score(docs[:10])) and sparse.predict_proba(docs[:3]).shape == (3, sparse.n_components_)
+    sp.save_npz(tmp_path / "docs.npz", docs)
+    summary, _ = cli_run(bnpvi.DPMixture(obs="mult", n_laps=6, n_batches=3, random_state=0), tmp_path / "docs.npz",
+                         tmp_path)
+    assert summary["elbo"] == pytest.approx(sparse.elbo_, rel=1e-12) and summary["K"] == sparse.n_components_
+    with one_line_error("document 0 has a count of 0.5"):
+        sparse.predict(sp.csr_matrix(np.r_[[np.full(docs.shape[1], 0.5)]]))
+    with one_line_error("documents take no sample_weight"):
+        bnpvi.DPMixture(obs="mult").fit(docs, sample_weight=np.ones(docs.shape[0]))

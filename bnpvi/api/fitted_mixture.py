@@ -12,7 +12,8 @@ import numpy as np
 
 from bnpvi.alloc.mixture import MixtureAlloc
 from bnpvi.api.fitted import FittedModel
-from bnpvi.data.batch import PointBatch
+from bnpvi.api.fitted_topics import as_batch, count_matrix
+from bnpvi.data.batch import PointBatch, WordCountBatch
 from bnpvi.data.checks import check_points
 from bnpvi.errors import BnpviError
 from bnpvi.io.assignments import write_assignments
@@ -34,9 +35,11 @@ class FittedMixture(FittedModel, alloc=MixtureAlloc):
         super().__init__(model, globals_, cfg, tree)
         self.weights_ = model.alloc.export(globals_.alloc)["weights"]
 
-    def _points(self, X, what: str) -> PointBatch:
+    def _points(self, X, what: str) -> PointBatch | WordCountBatch:
         """``X`` as a batch, after the checks: a 2-D array of D columns, finite or missing (NaN, where the family
-        marginalises missing entries)."""
+        marginalises missing entries); for a mixture of documents, a count matrix of V columns."""
+        if self.kind == "bow":
+            return as_batch(count_matrix(X, self.D, what))
         self.check_kind(what, "points")
         X = check_points(X, what, missing_ok=True)
         refuse_missing(self.model.obs, X, f"{what}: X")

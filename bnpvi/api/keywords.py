@@ -45,12 +45,19 @@ GROUPED_MODELS = ("hdp_topic", "lda")
 of the family's clusters, Hughes 2016 thesis Ch. 5 with another family than words)."""
 
 
+MIXTURE_MODELS = ("dp_mix", "finite_mix")
+"""The models whose estimators also take documents (a count matrix, with obs=mult): a mixture of documents."""
+
+
 def estimator_obs(model: str) -> list[str]:
-    """The ``obs`` options of the estimator of ``model=model``: the families of its kind of data, and for a
-    topic model those of independent real vectors too (grouped: a sequence file of groups)."""
+    """The ``obs`` options of the estimator of ``model=model``: the families of its kind of data, for a topic
+    model those of independent real vectors too (grouped: a sequence file of groups), and for a mixture the
+    word counts of documents too."""
     options = obs_options(MODEL_KINDS[model])
     if model in GROUPED_MODELS:
         options += [option for option in obs_options("points") if option in obs_options("seq")]
+    if model in MIXTURE_MODELS:
+        options += obs_options("bow")
     return options
 
 

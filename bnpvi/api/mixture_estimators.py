@@ -11,9 +11,11 @@ from sklearn.base import ClusterMixin, DensityMixin
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, draw_emissions, refuse_empty, run_seed
+from bnpvi.api.fitted_topics import count_matrix
+from bnpvi.data.documents_in import Documents
 from bnpvi.data.points_in import Points
-from bnpvi.data.store import write_points
-from bnpvi.errors import check_int
+from bnpvi.data.store import write_documents, write_points
+from bnpvi.errors import BnpviError, check_int
 from bnpvi.obs.base import refuse_missing
 
 
@@ -22,9 +24,16 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
 
     def fit(self, X, y=None, sample_weight=None):
         """Train on the rows of ``X`` (N, D), row n counted ``sample_weight[n]`` ≥ 0 times (None: once each;
-        stored as the run's data file's weights, ``bnpvi-data convert --weights``); ``y`` is ignored.
-        Returns self."""
+        stored as the run's data file's weights, ``bnpvi-data convert --weights``); ``y`` is ignored. With
+        ``obs="mult"``, ``X`` is a count matrix (N documents × V words, SciPy sparse or dense): a mixture of
+        documents, one cluster each. Returns self."""
         refuse_empty(X, "X", "rows (points)")
+        if self.obs == "mult":
+            if sample_weight is not None:
+                raise BnpviError("fit: documents take no sample_weight yet (weights are for points)")
+            X = self._documents(X, reset=True)
+            return self._set_fitted(self.train_on(lambda path, n_batches, source: write_documents(
+                path, X.indices, X.data, X.indptr, X.shape[1], n_batches=n_batches, source=source)), X)
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2, ensure_all_finite="allow-nan")
         refuse_missing(self.family(), X, "fit: X")
         if sample_weight is not None:
@@ -40,10 +49,14 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         then those of ``X``. ``y`` is ignored. Returns self."""
         refuse_empty(X, "X", "rows (points)")
         first = getattr(self, "partial_run_", None) is None
-        X = validate_data(self, X, dtype=np.float64, reset=first, ensure_min_samples=2 if first else 1,
-                          ensure_all_finite="allow-nan")
-        refuse_missing(self.family(), X, "partial_fit: X")
-        more = Points(X)
+        if self.obs == "mult":
+            X = self._documents(X, reset=first)
+            more = Documents(X.indices, X.data, X.indptr, X.shape[1])
+        else:
+            X = validate_data(self, X, dtype=np.float64, reset=first, ensure_min_samples=2 if first else 1,
+                              ensure_all_finite="allow-nan")
+            refuse_missing(self.family(), X, "partial_fit: X")
+            more = Points(X)
         return self._set_fitted(self.partial_train_on(
             lambda path, n_batches, source: more.write(path, n_batches=n_batches, source=source), more, n_laps), X)
 
@@ -68,9 +81,22 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         k = rng.choice(weights.shape[0], size=n_samples, p=weights / weights.sum())
         return draw_emissions(rng, means, covariances, k), np.asarray(self.cluster_ids_)[k]
 
-    def _checked(self, X) -> np.ndarray:
+    def _checked(self, X):
         check_is_fitted(self)
+        if self.obs == "mult":
+            return self._documents(X, reset=False)
         return validate_data(self, X, dtype=np.float64, reset=False, ensure_all_finite="allow-nan")
+
+    def _documents(self, X, reset: bool):
+        """A count matrix after scikit-learn's checks and :func:`~bnpvi.api.fitted_topics.count_matrix`'s (a
+        mixture of documents, obs=mult); empty documents refused for training."""
+        X = count_matrix(validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=reset,
+                                       ensure_min_samples=2 if reset else 1), self.n_features_in_, "fit")
+        empty = np.flatnonzero(np.diff(X.indptr) == 0)
+        if reset and empty.size:
+            raise BnpviError(f"fit: document {int(empty[0])} has no words (documents counted from 0); drop "
+                             "empty documents before fitting")
+        return X
 
     def predict(self, X) -> np.ndarray:
         """(N,) int64: the id (in :attr:`cluster_ids_`) of every row's most responsible cluster."""
