@@ -116,8 +116,10 @@ def test_bad_keywords_are_type_errors_naming_them(X):
         DPMixture(alg="vb", birth_Kmax=10).fit(X)
     with pytest.raises(ValueError, match="gamma='many'"):
         DPMixture(gamma="many").fit(X)
-    with pytest.raises(ValueError, match="obs='mult' is not one of"):
-        DPMixture(obs="mult").fit(X)
+    with pytest.raises(ValueError, match="obs='link' is not one of"):
+        DPMixture(obs="link").fit(X)
+    with pytest.raises(BnpviError, match="fit: document 0 has a count of .* must be non-negative whole numbers"):
+        DPMixture(obs="mult").fit(X)  # a mixture of documents takes counts
     with pytest.raises(ValueError, match="X has 3 features"):
         DPMixture(n_laps=2).fit(X).predict(np.ones((2, 3)))
     with pytest.raises(BnpviError, match=r"^model.gamma must be a number > 0, got -1.0$"):
