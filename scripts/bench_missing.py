@@ -196,11 +196,12 @@ def main() -> None:
     register_configs()
     with tempfile.TemporaryDirectory(prefix="bench-missing-") as tmp:
         for name in args.cases:
-            case = Case(name, args.data, args.laps)
+            case, room = Case(name, args.data, args.laps), Path(tmp) / name
+            room.mkdir()
             if args.lap_only is None:
-                K = quality(case, Path(tmp), args.shares)["K"]
+                K = quality(case, room, args.shares)["K"]
                 print(json.dumps({"case": name, "complete_K": K}))
-            lap_cost(case, Path(tmp), K if args.lap_only is None else args.lap_only)
+            lap_cost(case, room, K if args.lap_only is None else args.lap_only)
 
 
 if __name__ == "__main__":
