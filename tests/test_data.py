@@ -1321,3 +1321,19 @@ def test_ensure_toy_sequences_writes_once(tmp_path, monkeypatch):
         with pytest.raises(BnpviError, match=fragment):
             ensure_toy_sequences(**{"n_seqs": 10, "length": 50, **kwargs})
 
+
+
+def test_joined_rows_read_across_their_parts_by_slices_and_by_index(tmp_path):
+    from bnpvi.data.mapped import JoinedRows
+
+    first, second = np.arange(12.0).reshape(6, 2), -np.arange(8.0).reshape(4, 2)
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f["X"] = first
+    with h5py.File(tmp_path / "a.h5", "r") as f:
+        joined = JoinedRows([f["X"], second])
+        whole = np.vstack([first, second])
+        assert joined.shape == (10, 2) and joined.dtype == np.float64
+        for lo, hi in ((0, 10), (4, 8), (6, 9), (0, 3), (7, 7)):
+            np.testing.assert_array_equal(joined[lo:hi], whole[lo:hi])
+        index = np.array([9, 0, 5, 6, 5, 2])
+        np.testing.assert_array_equal(joined[index], whole[index])

@@ -189,3 +189,27 @@ def test_append_to_keeps_the_files_batches_and_adds_the_new_units(tmp_path):
     with one_line_error("the number of new batches must be between 1 and 5, got 9"):
         convert(tmp_path / "p.npy", tmp_path / "x.h5", append_to=tmp_path / "p.h5", n_batches=9)
     assert not (tmp_path / "x.h5").exists()
+
+
+def test_with_caches_on_disk_memory_stays_flat_as_the_data_grows(monkeypatch):
+    """Each call rewrites the run's data file a block at a time from the open old file (the old rows are never
+    all in memory) and memo keeps its caches in files: the peak of Python's allocations during a call does not
+    grow with the rows seen, and the run is the one with caches in memory, to the last bit."""
+    import tracemalloc
+
+    monkeypatch.setattr("bnpvi.data.base._SCAN_VALUES", 40_000)  # blocks far smaller than the data
+    centers = np.random.default_rng(0).uniform(-10, 10, size=(6, 16))
+    rows = [centers[np.random.default_rng(c).integers(6, size=12_000)] + np.random.default_rng(c).normal(
+        size=(12_000, 16)) for c in range(4)]
+    elbos, peaks = {}, []
+    for cache in ("memory", "disk"):
+        est = bnpvi.DPMixture(cache=cache, random_state=0, K=6, moves=[])
+        for call in range(4):
+            tracemalloc.start()
+            est.partial_fit(rows[call], n_laps=1)
+            if cache == "disk":
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+        elbos[cache] = est.elbo_
+    assert elbos["disk"] == elbos["memory"]
+    assert max(peaks[1:]) < 1.1 * peaks[1], [round(p / 1e6, 1) for p in peaks]  # 12,000 new rows: 1.5 MB a call

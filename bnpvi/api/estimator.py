@@ -268,10 +268,10 @@ class Estimator(BaseEstimator):
         if getattr(self, "partial_run_", None) is None:
             return self.train_on(write, partial=True)
         run_dir, data = self.partial_run_
-        with BatchStore.open(data) as store:
-            joined, sizes = appended_to(more, store, data, f"{type(self).__name__}.partial_fit")
         grown = data.with_name(f".{data.stem}.grown.h5")
-        joined.write(grown, batch_sizes=sizes, source=f"{type(self).__name__}.partial_fit")
+        with BatchStore.open(data) as store:  # open while the grown file is written: its old rows come from it
+            joined, sizes = appended_to(more, store, data, f"{type(self).__name__}.partial_fit")
+            joined.write(grown, batch_sizes=sizes, source=f"{type(self).__name__}.partial_fit")
         os.replace(grown, data)
         with _logging(self.verbose):
             grow(run_dir, data, n_laps, Progress(show=None if self.verbose else False))

@@ -580,6 +580,11 @@ class BatchStore:
         """(B,) int64 array: atoms in each batch of the current split."""
         return np.diff(self._offsets)
 
+    def dataset(self, name: str) -> h5py.Dataset:
+        """The file's dataset ``name`` (``X``, ``seq_range``, ...), read a block at a time by whoever slices it
+        (:class:`~bnpvi.data.mapped.JoinedRows`); valid while the store is open."""
+        return self._handle()[name]
+
     def labels(self) -> np.ndarray | None:
         """(N,) int64 true labels (one per atom), or None when the file holds none."""
         if not self._has_labels:

@@ -186,15 +186,16 @@ def appended(data, src: Path, base: Path, dst: Path, count: int | None, shuffle_
 
     if shuffle_seed is not None:
         data = data.permuted(np.random.default_rng(shuffle_seed).permutation(data.n_units))
-    with BatchStore.open(base) as store:
+    with BatchStore.open(base) as store:  # open while it is written: the joined units read from it
         joined, sizes = appended_to(data, store, base, src, count)
-    source = f"{base} and {src} appended in {sizes.shape[0] - store.n_batches} new batches"
-    return joined.write(dst, batch_sizes=sizes, source=source)
+        source = f"{base} and {src} appended in {sizes.shape[0] - store.n_batches} new batches"
+        return joined.write(dst, batch_sizes=sizes, source=source)
 
 
 def appended_to(data, store, base, src, count: int | None = None) -> tuple[object, np.ndarray]:
-    """The units of the open batch file ``store`` (named ``base``) then those of ``data`` (from ``src``), read
-    into memory (``Points.after``, ``Sequences.after``, ``Documents.after``), and their batch sizes: the
+    """The units of the open batch file ``store`` (named ``base``) then those of ``data`` (from ``src``)
+    (``Points.after``, ``Sequences.after``, ``Documents.after``: points and steps read from the file as they are
+    written, so the store stays open until then; documents in memory), and their batch sizes: the
     file's batches, then ``count`` new ones (default: as many as make them about the size of the file's).
     One-line BnpviErrors for another kind of data or a bad ``count``."""
     n = data.n_units

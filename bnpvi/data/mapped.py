@@ -1,5 +1,5 @@
 """Arrays in files, read a block at a time: :class:`RowReader` is what the converter's writers read (rows by
-slices or by index arrays); :class:`MappedArray` maps an array stored in a file (an ``.npy`` file's data, or a
+slices or by index arrays); :class:`JoinedRows` puts arrays one after another; :class:`MappedArray` maps an array stored in a file (an ``.npy`` file's data, or a
 spool) and keeps only the block it reads resident; :class:`Spool` collects blocks in a scratch file and reads
 them back as a :class:`MappedArray`; :func:`scratch_space` is the directory they live in.
 
@@ -56,6 +56,41 @@ class RowReader:
 
     def _take(self, index: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+
+class JoinedRows(RowReader):
+    """The rows of several arrays one after another (``numpy.vstack`` without copying them): what a file
+    continued by new rows writes, read a block at a time from an open data file's dataset and the new rows.
+
+    Parameters
+    ----------
+    parts : sequence of array-likes
+        Arrays, h5py datasets or other :class:`RowReader` objects sliceable by rows, with the same trailing shape.
+    """
+
+    def __init__(self, parts):
+        self.parts = list(parts)
+        trailing = {tuple(part.shape[1:]) for part in self.parts}
+        if len(trailing) != 1:
+            raise ValueError(f"the parts of joined rows have trailing shapes {sorted(trailing)}")
+        self.bounds = np.concatenate([[0], np.cumsum([part.shape[0] for part in self.parts])]).astype(np.int64)
+        self.shape = (int(self.bounds[-1]), *trailing.pop())
+        self.dtype = np.result_type(*(part.dtype for part in self.parts))
+
+    def _slice(self, lo: int, hi: int) -> np.ndarray:
+        pieces = [np.asarray(part[max(lo - a, 0):min(hi, b) - a], dtype=self.dtype)
+                  for part, a, b in zip(self.parts, self.bounds[:-1], self.bounds[1:]) if lo < b and hi > a]
+        return np.concatenate(pieces) if pieces else np.empty((0, *self.shape[1:]), dtype=self.dtype)
+
+    def _take(self, index: np.ndarray) -> np.ndarray:
+        out = np.empty((index.shape[0], *self.shape[1:]), dtype=self.dtype)
+        part_of = np.searchsorted(self.bounds, index, side="right") - 1
+        for p, part in enumerate(self.parts):
+            where = np.flatnonzero(part_of == p)
+            if where.size:  # h5py reads increasing, distinct rows
+                rows, back = np.unique(index[where] - self.bounds[p], return_inverse=True)
+                out[where] = np.asarray(part[rows], dtype=self.dtype)[back]
+        return out
 
 
 class MappedArray(RowReader):

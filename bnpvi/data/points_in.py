@@ -14,7 +14,7 @@ import numpy as np
 
 from bnpvi.data.checks import check_points_layout, check_weights
 from bnpvi.data.labels import LabelCoder, appended_labels, one_source, row_labels
-from bnpvi.data.mapped import scratch_space
+from bnpvi.data.mapped import JoinedRows, scratch_space
 from bnpvi.data.points import HeldoutPoints, write_points
 from bnpvi.data.reorder import take_units
 from bnpvi.data.sources import (Reader, checked_rows, existing_file, map_npy, no_columns_in_arrays, nonempty,
@@ -67,16 +67,16 @@ class Points:
                       None if self.weights is None else self.weights[:])
 
     def after(self, store, where: str) -> "Points":
-        """The rows of the points file ``store`` (named ``where``), then these (``convert(append_to=...)``)."""
+        """The rows of the points file ``store`` (named ``where``), then these (``convert(append_to=...)``): read a
+        block at a time from the open file as they are written, so memory holds a block of them."""
         if store.D != self.X.shape[1]:
             raise BnpviError(f"{where} has D={store.D} columns, the new rows D={self.X.shape[1]}")
         labels, names = appended_labels(store, self.labels, self.label_names, where)
-        rows = [store.read_batch(b).X for b in range(store.n_batches)]
         weights = None  # a row without a weight (on either side) counts once
         if store.has_weights or self.weights is not None:
             old = store.read_weights() if store.has_weights else np.ones(store.n_atoms)
             weights = np.concatenate([old, np.ones(self.X.shape[0]) if self.weights is None else self.weights[:]])
-        return Points(np.vstack(rows + [self.X[:]]), labels, names, weights)
+        return Points(JoinedRows([store.dataset("X"), self.X]), labels, names, weights)
 
     def heldout_part(self, index: np.ndarray, train_index: np.ndarray, fraction: float, seed: int) -> HeldoutPoints:
         """These rows as the held-out part of a file whose training rows are ``train_index`` of the source (their

@@ -335,14 +335,6 @@ def lag_sequences(X: np.ndarray, seq_range: np.ndarray) -> tuple[np.ndarray, np.
     return np.ascontiguousarray(X[later]), np.ascontiguousarray(X[above]), kept_range
 
 
-def joined_sequences(parts) -> tuple[np.ndarray, np.ndarray]:
-    """(X, seq_range) of the sequences of ``parts`` (pairs of X and its seq_range from 0, e.g. the batches
-    of a file as read, then new sequences), one part after another."""
-    parts = list(parts)
-    lengths = np.concatenate([np.diff(np.asarray(seq_range, dtype=np.int64)) for _, seq_range in parts])
-    return np.vstack([X for X, _ in parts]), np.concatenate([[0], np.cumsum(lengths)])
-
-
 def write_sequences(path, X, seq_range, Xprev=None, n_batches: int = 1, labels=None, batches_fixed: bool = True,
                     source: str = "", compression: str | None = None, label_names=None,
                     heldout: HeldoutSequences | None = None, batch_sizes=None) -> Path:

@@ -10,9 +10,9 @@ import numpy as np
 
 from bnpvi.data.checks import check_seq_range
 from bnpvi.data.labels import LabelCoder, appended_labels, one_source, row_labels
-from bnpvi.data.mapped import scratch_space
+from bnpvi.data.mapped import JoinedRows, scratch_space
 from bnpvi.data.reorder import permuted_ranges, take_ranges
-from bnpvi.data.seq import HeldoutSequences, joined_sequences, write_sequences
+from bnpvi.data.seq import HeldoutSequences, write_sequences
 from bnpvi.data.sources import (Reader, existing_file, no_columns_in_arrays, nonempty, read_npz_arrays, show_suffix,
                                 spool_csv_table)
 from bnpvi.errors import BnpviError
@@ -71,16 +71,17 @@ class Sequences:
 
     def after(self, store, where: str) -> "Sequences":
         """The sequences of the sequence file ``store`` (named ``where``), then these
-        (``convert(append_to=...)``); Xprev where both have it."""
+        (``convert(append_to=...)``); Xprev where both have it. The steps are read a block at a time from the
+        open file as they are written."""
         if store.D != self.X.shape[1]:
             raise BnpviError(f"{where} has D={store.D} columns, the new sequences D={self.X.shape[1]}")
         if store.has_xprev != (self.Xprev is not None):
             raise BnpviError(f"{where}: {'the file' if store.has_xprev else 'the new data'} has Xprev and the other "
                              "has none; give both or neither")
         labels, names = appended_labels(store, self.labels, self.label_names, where)
-        batches = [store.read_batch(b) for b in range(store.n_batches)]
-        X, seq_range = joined_sequences([(b.X, b.seq_range) for b in batches] + [(self.X[:], self.seq_range)])
-        Xprev = None if self.Xprev is None else np.vstack([b.Xprev for b in batches] + [self.Xprev[:]])
+        X = JoinedRows([store.dataset("X"), self.X])
+        seq_range = np.concatenate([store.dataset("seq_range")[()], store.dataset("X").shape[0] + self.seq_range[1:]])
+        Xprev = None if self.Xprev is None else JoinedRows([store.dataset("Xprev"), self.Xprev])
         return Sequences(X, seq_range, Xprev, labels, names)
 
     def heldout_part(self, index: np.ndarray, train_index: np.ndarray, fraction: float,

@@ -195,7 +195,11 @@ class DiskCaches:
 
     def load(self, tree: dict) -> None:
         if "generation" in tree:
-            self.generation = np.asarray(tree["generation"], dtype=np.int64).copy()
+            saved = np.asarray(tree["generation"], dtype=np.int64)
+            if saved.shape[0] > len(self):
+                raise BnpviError(f"the checkpoint's memo caches are of {saved.shape[0]} batches; the data file has "
+                                 f"{len(self)}")
+            self.generation[:saved.shape[0]] = saved  # a run grown by new batches: theirs have no cache yet
             for g in set(self.generation.tolist()) - {-1}:
                 if not sealed_path(self.folder, g).is_file():
                     raise BnpviError(f"the checkpoint's memo caches are in {sealed_path(self.folder, g)}, "
