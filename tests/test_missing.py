@@ -97,16 +97,20 @@ def test_hard_assignments_give_the_exact_marginal_of_the_observed_entries(name):
         np.testing.assert_allclose(got[k], want, rtol=1e-11, err_msg=f"cluster {k}")
 
 
+def soft_fit(name, n, seed):
+    """(family, X with holes, soft responsibilities R over 3 clusters, their summaries, the posterior)."""
+    fam = FAMILY[name]()
+    X = points(name, n=n)
+    R = np.random.default_rng(seed).dirichlet(np.full(3, 0.8), size=X.shape[0])
+    stats = fam.summarize(PointBatch(X), resp(R))
+    return fam, X, R, stats, fam.posterior(R.sum(axis=0), stats)
+
+
 @pytest.mark.parametrize("name", ["diag_gauss", "bern"])
 def test_the_elbo_identity_holds_with_the_masked_likelihood(name):
     """L_data,k* = Σ_n r_nk E_q* ln p(x_n | φ_k) − KL(q*_k ‖ p_0), summed over each atom's observed entries."""
-    fam = FAMILY[name]()
-    X = points(name, n=20)
-    R = np.random.default_rng(2).dirichlet(np.full(3, 0.8), size=X.shape[0])
-    batch = PointBatch(X)
-    stats = fam.summarize(batch, resp(R))
-    N = R.sum(axis=0)
-    post = fam.posterior(N, stats)
+    fam, X, R, stats, post = soft_fit(name, 20, 2)
+    batch, N = PointBatch(X), R.sum(axis=0)
     prior = fam.posterior(np.zeros(3), {key: np.zeros_like(v) for key, v in stats.items()})
     want = np.sum(R * fam.expected_log_lik(post, batch), axis=0) - fam.kl(post, prior)
     np.testing.assert_allclose(fam.log_marginal(N, stats), want, rtol=1e-10)
@@ -132,12 +136,8 @@ def dim_posterior(post, d):
 
 @pytest.mark.parametrize("name", ["diag_gauss", "bern"])
 def test_the_masked_local_step_and_divergences_sum_the_observed_dimensions(name):
-    fam = FAMILY[name]()
-    X = points(name, n=16)
-    R = np.random.default_rng(4).dirichlet(np.full(3, 0.8), size=X.shape[0])
+    fam, X, _, _, post = soft_fit(name, 16, 4)
     batch = PointBatch(X)
-    stats = fam.summarize(batch, resp(R))
-    post = fam.posterior(R.sum(axis=0), stats)
     loglik, divergence = np.zeros((X.shape[0], 3)), np.zeros((X.shape[0], 3))
     for d in range(D):
         rows = ~np.isnan(X[:, d])
