@@ -25,8 +25,10 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
+from sklearn.utils.validation import validate_data
 
 from bnpvi.api.fitted import FittedModel, load
+from bnpvi.api.fitted_topics import count_matrix
 from bnpvi.api.keywords import compose_train, estimator_obs, keyword_paths, model_moves, set_keys
 from bnpvi.config import SCHEMAS
 from bnpvi.data.convert import appended_to
@@ -189,6 +191,19 @@ class Estimator(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = self.family().handles_missing
         return tags
+
+    def checked_counts(self, docs, reset: bool):
+        """``docs`` as a canonical CSR count matrix after scikit-learn's checks (which set or compare
+        ``n_features_in_``) and :func:`~bnpvi.api.fitted_topics.count_matrix`'s; for training (``reset``), without
+        empty documents."""
+        X = validate_data(self, docs, accept_sparse="csr", dtype=np.float64, reset=reset,
+                          ensure_min_samples=2 if reset else 1)
+        X = count_matrix(X, X.shape[1], "fit" if reset else type(self).__name__)
+        empty = np.flatnonzero(np.diff(X.indptr) == 0)
+        if reset and empty.size:
+            raise BnpviError(f"fit: document {int(empty[0])} has no words (documents counted from 0); drop "
+                             "empty documents before fitting")
+        return X
 
     def family(self) -> type:
         """The class of the chosen observation family (``obs``): what it can model, before any data is read."""

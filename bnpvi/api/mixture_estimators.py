@@ -11,7 +11,6 @@ from sklearn.base import ClusterMixin, DensityMixin
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, draw_emissions, refuse_empty, run_seed
-from bnpvi.api.fitted_topics import count_matrix
 from bnpvi.data.documents_in import Documents
 from bnpvi.data.points_in import Points
 from bnpvi.data.store import write_documents, write_points
@@ -31,7 +30,7 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         if self.obs == "mult":
             if sample_weight is not None:
                 raise BnpviError("fit: documents take no sample_weight yet (weights are for points)")
-            X = self._documents(X, reset=True)
+            X = self.checked_counts(X, reset=True)
             return self._set_fitted(self.train_on(lambda path, n_batches, source: write_documents(
                 path, X.indices, X.data, X.indptr, X.shape[1], n_batches=n_batches, source=source)), X)
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=2, ensure_all_finite="allow-nan")
@@ -50,7 +49,7 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
         refuse_empty(X, "X", "rows (points)")
         first = getattr(self, "partial_run_", None) is None
         if self.obs == "mult":
-            X = self._documents(X, reset=first)
+            X = self.checked_counts(X, reset=first)
             more = Documents(X.indices, X.data, X.indptr, X.shape[1])
         else:
             X = validate_data(self, X, dtype=np.float64, reset=first, ensure_min_samples=2 if first else 1,
@@ -84,19 +83,8 @@ class _Mixture(ClusterMixin, DensityMixin, Estimator):
     def _checked(self, X):
         check_is_fitted(self)
         if self.obs == "mult":
-            return self._documents(X, reset=False)
+            return self.checked_counts(X, reset=False)
         return validate_data(self, X, dtype=np.float64, reset=False, ensure_all_finite="allow-nan")
-
-    def _documents(self, X, reset: bool):
-        """A count matrix after scikit-learn's checks and :func:`~bnpvi.api.fitted_topics.count_matrix`'s (a
-        mixture of documents, obs=mult); empty documents refused for training."""
-        X = count_matrix(validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=reset,
-                                       ensure_min_samples=2 if reset else 1), self.n_features_in_, "fit")
-        empty = np.flatnonzero(np.diff(X.indptr) == 0)
-        if reset and empty.size:
-            raise BnpviError(f"fit: document {int(empty[0])} has no words (documents counted from 0); drop "
-                             "empty documents before fitting")
-        return X
 
     def predict(self, X) -> np.ndarray:
         """(N,) int64: the id (in :attr:`cluster_ids_`) of every row's most responsible cluster."""

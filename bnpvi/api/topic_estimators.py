@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bnpvi.api.estimator import PARTIAL_LAPS, Estimator, refuse_empty
-from bnpvi.api.fitted_topics import count_matrix, is_texts, stack_groups
+from bnpvi.api.fitted_topics import is_texts, stack_groups
 from bnpvi.data.checks import check_vocab
 from bnpvi.data.documents_in import Documents
 from bnpvi.data.sequences_in import Sequences
@@ -40,9 +40,7 @@ class _TopicModel(TransformerMixin, Estimator):
         groups of real vectors are the fitted model's to check."""
         if not reset and (is_texts(docs) or self._grouped()):
             return docs
-        X = validate_data(self, docs, accept_sparse="csr", dtype=np.float64, reset=reset,
-                          ensure_min_samples=2 if reset else 1)
-        return count_matrix(X, X.shape[1], "fit" if reset else type(self).__name__)
+        return self.checked_counts(docs, reset)
 
     def _grouped(self) -> bool:
         """Whether the documents are groups of real vectors (``obs`` other than ``mult``)."""
@@ -108,10 +106,6 @@ class _TopicModel(TransformerMixin, Estimator):
                                                                                 source=source), partial)
         else:
             X = self._counts(docs, reset=True)
-            empty = np.flatnonzero(np.diff(X.indptr) == 0)
-            if empty.size:
-                raise BnpviError(f"fit: document {int(empty[0])} has no words (documents counted from 0); drop "
-                                 "empty documents before fitting")
             vocab = None if vocabulary is None else check_vocab(vocabulary, X.shape[1], "fit")
             fitted = self.train_on(lambda path, n_batches, source: write_documents(
                 path, X.indices, X.data, X.indptr, X.shape[1], n_batches=n_batches, vocab=vocab, source=source),

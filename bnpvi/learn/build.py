@@ -9,7 +9,6 @@ from bnpvi.config import register_resolvers
 from bnpvi.errors import BnpviError
 from bnpvi.learn.em import point_model
 from bnpvi.model import Model
-from bnpvi.obs.base import missing_problem
 
 
 def instantiate(node, **kwargs):
@@ -35,16 +34,14 @@ def make_alloc(cfg: DictConfig):
 def build_model(cfg: DictConfig, alloc, kind: str, D: int, moments) -> Model:
     """The model of ``alloc`` and the ``obs`` node for data of ``kind`` and dimension ``D`` whose whole-data
     ``moments`` set the prior's data-driven defaults (with ``alg=em``, its MAP point-estimate form,
-    :func:`bnpvi.learn.em.point_model`); a one-line BnpviError when the kind does not fit, or the data have
-    missing entries the family cannot marginalise."""
+    :func:`bnpvi.learn.em.point_model`); a one-line BnpviError when the kind does not fit."""
     problem = alloc.check_data(kind)
     if problem:
         raise BnpviError(problem)
     if hasattr(alloc, "adapt"):  # a graph model takes its node count; its family sees one dimension
         D = alloc.adapt(kind, D)
     obs = instantiate(cfg.obs, D=D, moments=moments)
-    problem = obs.check_data(kind) or missing_problem(obs, 0 if moments is None else moments.n_missing,
-                                                      f"data file {OmegaConf.select(cfg, 'data.path', default='')}")
+    problem = obs.check_data(kind)
     if problem:
         raise BnpviError(problem)
     if OmegaConf.select(cfg, "alg.name") == "em":  # MAP point estimates in place of posteriors

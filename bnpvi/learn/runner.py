@@ -254,8 +254,9 @@ class Run:
         state."""
         self.moments = moments = self.store.scan()
         self.model = build_model(cfg, alloc, self.store.kind, self.store.D, moments)
-        problem = missing_problem(self.model.obs, getattr(self.store, "n_missing_total", 0),
-                                  f"data file {self.store.path}")  # the held-out part's too
+        recorded = getattr(self.store, "n_missing_total", 0)  # the held-out part's too; the scan counts the rest
+        problem = missing_problem(self.model.obs, max(recorded, 0 if moments is None else moments.n_missing),
+                                  f"data file {self.store.path}")
         if problem:
             raise BnpviError(problem)
         self.moves = self._moves()

@@ -29,7 +29,7 @@ from bnpvi.data.batch import PointBatch
 from bnpvi.errors import BnpviError
 from bnpvi.obs import _wishart as W
 from bnpvi.obs.base import (DataMoments, ObsFamily, Posterior, has_missing, observed_counts, observed_entries,
-                            observed_per_row, observed_sum as _observed_sum, per_dim, raise_unexpected_missing)
+                            observed_per_row, observed_sum, per_dim, raise_unexpected_missing)
 from bnpvi.obs.bregman import atom_posteriors
 from bnpvi.stats.resp import Responsibilities
 
@@ -155,7 +155,7 @@ class DiagGauss(ObsFamily):
         const = -0.5 * W.LOG_2PI + 0.5 * post["E_log_lambda"] - 0.5 / per_dim(post["kappa"]) - 0.5 * prec * mu * mu
         out = (Y * Y) @ (-0.5 * prec).T  # three products, as for complete data: the constant joins the mask's
         out += Y @ (prec * mu).T
-        out += _observed_sum(M, const)
+        out += observed_sum(M, const)
         return out
 
     def log_marginal(self, N: np.ndarray, stats: Mapping[str, np.ndarray], post: Posterior | None = None) -> np.ndarray:
@@ -207,7 +207,7 @@ class DiagGauss(ObsFamily):
         lam = point["lam"]
         Y, M = self._observed(batch)
         if M is not None:
-            return _observed_sum(M, -0.5 * W.LOG_2PI + 0.5 * np.log(lam)) - 0.5 * _diag_maha(Y, lam, point["m_rel"], M)
+            return observed_sum(M, -0.5 * W.LOG_2PI + 0.5 * np.log(lam)) - 0.5 * _diag_maha(Y, lam, point["m_rel"], M)
         const = -0.5 * self.D * W.LOG_2PI + 0.5 * np.log(lam).sum(axis=1)
         return const[None, :] - 0.5 * _diag_maha(Y, lam, point["m_rel"])
 
@@ -268,9 +268,9 @@ class DiagGauss(ObsFamily):
         s = 1.0 / (self.kappa + 1.0)
         c = self.kappa * s
         prec = per_dim(centers["nu"]) / centers["b"]
-        trace = (_observed_sum(M, self.b * prec) + c * ((Y * Y) @ prec.T)) / nu_a
+        trace = (observed_sum(M, self.b * prec) + c * ((Y * Y) @ prec.T)) / nu_a
         maha = _diag_maha(s * Y, prec, centers["m_rel"], M)
-        logdet_c = _observed_sum(M, centers["log_b"] - np.log(per_dim(centers["nu"])))
+        logdet_c = observed_sum(M, centers["log_b"] - np.log(per_dim(centers["nu"])))
         logdet_a = np.sum(np.log(self.b + c * Y * Y) - np.log(nu_a), axis=1)  # Y = 0 at M: those terms are known
         if M is not None:
             logdet_a -= M @ (self.log_b - np.log(nu_a))
@@ -282,5 +282,5 @@ class DiagGauss(ObsFamily):
 def _diag_maha(Y: np.ndarray, prec: np.ndarray, mu: np.ndarray, M=None) -> np.ndarray:
     """(N, K) Σ_d prec_kd (y_nd − μ_kd)² by three matrix products, over the observed d only when the sparse
     matrix ``M`` of missing entries is given (Y is 0 at them)."""
-    out = (Y * Y) @ prec.T - 2.0 * (Y @ (prec * mu).T) + _observed_sum(M, prec * mu * mu)
+    out = (Y * Y) @ prec.T - 2.0 * (Y @ (prec * mu).T) + observed_sum(M, prec * mu * mu)
     return np.maximum(out, 0.0)
